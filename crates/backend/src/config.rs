@@ -1,0 +1,119 @@
+use std::path::PathBuf;
+
+/// What a backend is initialised from (seed 001's `init(Config)`).
+///
+/// Every field has a default that just works on a laptop CPU; see each field.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct BackendConfig {
+    /// The GGUF model file. The stub backend ignores it.
+    pub model_path: PathBuf,
+    /// Tokens of context per sequence (default 4096, capped at the model's training context).
+    pub n_ctx: u32,
+    /// Sequences that can live side by side in the context (default 4).
+    pub n_seq_max: u32,
+    /// Most tokens evaluated in one forward pass (default 512).
+    pub n_batch: u32,
+    /// CPU threads for decoding; `None` uses every core.
+    pub n_threads: Option<u32>,
+    /// Layers offloaded to a GPU (default 0; needs a GPU build).
+    pub n_gpu_layers: u32,
+}
+
+impl BackendConfig {
+    /// The defaults, for `model_path`.
+    pub fn new(model_path: impl Into<PathBuf>) -> Self {
+        BackendConfig {
+            model_path: model_path.into(),
+            n_ctx: 4096,
+            n_seq_max: 4,
+            n_batch: 512,
+            n_threads: None,
+            n_gpu_layers: 0,
+        }
+    }
+
+    /// Sets [`BackendConfig::n_ctx`].
+    #[must_use]
+    pub fn with_n_ctx(mut self, n_ctx: u32) -> Self {
+        self.n_ctx = n_ctx;
+        self
+    }
+
+    /// Sets [`BackendConfig::n_seq_max`].
+    #[must_use]
+    pub fn with_n_seq_max(mut self, n_seq_max: u32) -> Self {
+        self.n_seq_max = n_seq_max;
+        self
+    }
+
+    /// Sets [`BackendConfig::n_batch`].
+    #[must_use]
+    pub fn with_n_batch(mut self, n_batch: u32) -> Self {
+        self.n_batch = n_batch;
+        self
+    }
+
+    /// Sets [`BackendConfig::n_threads`].
+    #[must_use]
+    pub fn with_n_threads(mut self, n_threads: Option<u32>) -> Self {
+        self.n_threads = n_threads;
+        self
+    }
+
+    /// Sets [`BackendConfig::n_gpu_layers`].
+    #[must_use]
+    pub fn with_n_gpu_layers(mut self, n_gpu_layers: u32) -> Self {
+        self.n_gpu_layers = n_gpu_layers;
+        self
+    }
+
+    /// Checks every field's range.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::BackendError::Config`] naming the first field out of range.
+    pub fn validate(&self) -> crate::Result<()> {
+        let check = |ok: bool, field, value: u32, allowed| {
+            if ok {
+                Ok(())
+            } else {
+                Err(crate::BackendError::Config {
+                    field,
+                    value: value.to_string(),
+                    allowed,
+                })
+            }
+        };
+        check(self.n_ctx >= 16, "n_ctx", self.n_ctx, "at least 16")?;
+        check(
+            (1..=256).contains(&self.n_seq_max),
+            "n_seq_max",
+            self.n_seq_max,
+            "1 to 256",
+        )?;
+        check(self.n_batch >= 1, "n_batch", self.n_batch, "at least 1")?;
+        if let Some(n) = self.n_threads {
+            check((1..=1024).contains(&n), "n_threads", n, "1 to 1024")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_name_the_field() {
+        assert!(BackendConfig::new("m.gguf").validate().is_ok());
+        let err = BackendConfig::new("m.gguf")
+            .with_n_seq_max(0)
+            .validate()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid backend config: `n_seq_max` = 0 (1 to 256)"
+        );
+    }
+}

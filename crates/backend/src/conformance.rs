@@ -1,0 +1,521 @@
+//! The conformance suite: checks every [`Backend`] must pass, whatever engine is behind it.
+//!
+//! Each check takes a freshly created backend (`n_seq_max` ≥ 4) and panics with a message that
+//! says what broke. [`backend_conformance!`](crate::backend_conformance) turns them into one
+//! `#[test]` per check:
+//!
+//! ```
+//! use wick_backend::{BackendConfig, StubBackend};
+//!
+//! fn make() -> StubBackend {
+//!     StubBackend::new(&BackendConfig::new("unused.gguf")).unwrap()
+//! }
+//! // In a test file: `wick_backend::backend_conformance!(make);`
+//! let mut backend = make();
+//! wick_backend::conformance::greedy_decode_is_deterministic(&mut backend);
+//! ```
+
+use wick_types::{ChatRequest, Grammar, Message, Role, SamplerOpts, SeqId, TokenId};
+
+use crate::{Backend, BackendError, Decoded, StepOp, StepResult};
+
+/// Prompts the checks decode from.
+const PROMPTS: [&str; 4] = [
+    "The capital of France is",
+    "Once upon a time, in a small village,",
+    "def fibonacci(n):",
+    "List three colours: red,",
+];
+
+fn prompt(backend: &dyn Backend, i: usize) -> Vec<TokenId> {
+    backend
+        .tokenize_prompt(PROMPTS[i % PROMPTS.len()], false)
+        .expect("conformance: tokenizing a plain prompt must work")
+}
+
+fn greedy(backend: &mut dyn Backend, seq: SeqId, n: usize) -> Vec<TokenId> {
+    (0..n)
+        .map(|_| {
+            backend
+                .decode_one(seq, None)
+                .expect("conformance: greedy decode must work")
+                .token()
+        })
+        .collect()
+}
+
+fn fresh(backend: &mut dyn Backend, seq: SeqId, tokens: &[TokenId]) {
+    backend.seq_rm(seq).expect("conformance: seq_rm must work");
+    backend
+        .prefill(seq, tokens)
+        .expect("conformance: prefill must work");
+}
+
+/// Text survives tokenize → detokenize unchanged, with and without special parsing.
+pub fn tokenize_round_trips(backend: &mut dyn Backend) {
+    let texts = [
+        "Hello, world!",
+        "naïve café — 東京 🚀 ü",
+        "  leading spaces\n\ttabs and\r\nnewlines  ",
+        "<|im_start|>user\nhi<|im_end|>",
+        "{\"json\": [1, 2.5, null]}",
+    ];
+    for text in texts {
+        for special in [false, true] {
+            let tokens = backend.tokenize(text, special).unwrap();
+            assert!(!tokens.is_empty(), "{text:?} tokenized to nothing");
+            let bytes = backend.detokenize(&tokens).unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&bytes),
+                text,
+                "round trip with special={special} changed the text"
+            );
+        }
+    }
+}
+
+/// With `special = false`, the text of every control token stays plain text; with `true` it is
+/// that one control token.
+pub fn special_false_never_yields_control_tokens(backend: &mut dyn Backend) {
+    let info = backend.info().clone();
+    assert!(
+        !info.special.control.is_empty(),
+        "the model reports no control tokens"
+    );
+    let mut checked = 0;
+    for &control in &info.special.control {
+        let text = String::from_utf8_lossy(&backend.detokenize(&[control]).unwrap()).into_owned();
+        if text.is_empty() || text.contains('\u{fffd}') {
+            continue;
+        }
+        let plain = backend
+            .tokenize(&format!("user says {text} here"), false)
+            .unwrap();
+        assert!(
+            plain.iter().all(|t| !info.special.is_control(*t)),
+            "special=false turned {text:?} into control tokens: {plain:?}"
+        );
+        let parsed = backend.tokenize(&text, true).unwrap();
+        assert_eq!(parsed, vec![control], "special=true must parse {text:?}");
+        checked += 1;
+    }
+    assert!(checked > 0, "no control token has a text to check");
+}
+
+/// The same prompt decodes to the same tokens, in any sequence, every time.
+pub fn greedy_decode_is_deterministic(backend: &mut dyn Backend) {
+    let p = prompt(backend, 0);
+    fresh(backend, SeqId(0), &p);
+    let first = greedy(backend, SeqId(0), 8);
+    fresh(backend, SeqId(0), &p);
+    assert_eq!(greedy(backend, SeqId(0), 8), first, "second run differs");
+    fresh(backend, SeqId(1), &p);
+    assert_eq!(
+        greedy(backend, SeqId(1), 8),
+        first,
+        "another sequence differs"
+    );
+    let mut history = p.clone();
+    history.extend(&first);
+    assert_eq!(backend.seq_tokens(SeqId(1)).unwrap(), history);
+}
+
+/// A batched `step` over four sequences yields, for each, the tokens it yields alone.
+pub fn step_matches_solo_decoding(backend: &mut dyn Backend) {
+    const N: usize = 6;
+    let seqs: Vec<SeqId> = (0..4).map(SeqId).collect();
+    let prompts: Vec<Vec<TokenId>> = (0..4).map(|i| prompt(backend, i)).collect();
+    let solo: Vec<Vec<TokenId>> = prompts
+        .iter()
+        .map(|p| {
+            fresh(backend, SeqId(0), p);
+            greedy(backend, SeqId(0), N)
+        })
+        .collect();
+    backend.seq_clear().unwrap();
+
+    let ops: Vec<(SeqId, StepOp)> = seqs
+        .iter()
+        .zip(&prompts)
+        .map(|(&s, p)| (s, StepOp::Prefill(p.clone())))
+        .collect();
+    let results = backend.step(&ops).unwrap();
+    assert!(results
+        .iter()
+        .all(|(_, r)| matches!(r, StepResult::Prefilled)));
+    let mut batched = vec![Vec::new(); 4];
+    for _ in 0..N {
+        let ops: Vec<(SeqId, StepOp)> = seqs.iter().map(|&s| (s, StepOp::Decode(None))).collect();
+        let results = backend.step(&ops).unwrap();
+        assert_eq!(results.len(), 4);
+        for (i, (seq, result)) in results.into_iter().enumerate() {
+            assert_eq!(seq, seqs[i], "results must come in the order of the ops");
+            batched[i].push(result.token().expect("a decode op yields a token"));
+        }
+    }
+    assert_eq!(batched, solo, "batched decoding differs from solo decoding");
+}
+
+/// A step may mix a prefill of one sequence with decodes of others.
+pub fn step_mixes_prefill_and_decode(backend: &mut dyn Backend) {
+    let (p0, p1) = (prompt(backend, 0), prompt(backend, 1));
+    fresh(backend, SeqId(1), &p1);
+    let alone = greedy(backend, SeqId(1), 3);
+    fresh(backend, SeqId(1), &p1);
+    backend.seq_rm(SeqId(0)).unwrap();
+    let results = backend
+        .step(&[
+            (SeqId(0), StepOp::Prefill(p0)),
+            (SeqId(1), StepOp::Decode(None)),
+        ])
+        .unwrap();
+    assert_eq!(results[0], (SeqId(0), StepResult::Prefilled));
+    assert_eq!(results[1].1.token(), Some(alone[0]));
+    let more = backend
+        .step(&[
+            (SeqId(0), StepOp::Decode(None)),
+            (SeqId(1), StepOp::Decode(None)),
+        ])
+        .unwrap();
+    assert_eq!(more[1].1.token(), Some(alone[1]));
+    let duplicate = backend.step(&[
+        (SeqId(1), StepOp::Decode(None)),
+        (SeqId(1), StepOp::Decode(None)),
+    ]);
+    assert!(
+        duplicate.is_err(),
+        "a sequence twice in one step is an error"
+    );
+}
+
+/// `kv_pack` then `kv_unpack` into another sequence continues exactly as the original.
+pub fn kv_pack_unpack_continues_exactly(backend: &mut dyn Backend) {
+    let p = prompt(backend, 1);
+    fresh(backend, SeqId(0), &p);
+    greedy(backend, SeqId(0), 3);
+    let snapshot = backend.kv_pack(SeqId(0)).unwrap();
+    let history = backend.seq_tokens(SeqId(0)).unwrap();
+    let expected = greedy(backend, SeqId(0), 5);
+
+    backend.seq_rm(SeqId(2)).unwrap();
+    backend.kv_unpack(SeqId(2), &snapshot).unwrap();
+    assert_eq!(backend.seq_tokens(SeqId(2)).unwrap(), history);
+    assert_eq!(
+        greedy(backend, SeqId(2), 5),
+        expected,
+        "restored sequence diverged"
+    );
+
+    backend.kv_unpack(SeqId(0), &snapshot).unwrap();
+    assert_eq!(
+        greedy(backend, SeqId(0), 5),
+        expected,
+        "restoring over a live sequence diverged"
+    );
+}
+
+/// A corrupt or foreign snapshot is rejected, never trusted.
+pub fn kv_unpack_rejects_bad_snapshots(backend: &mut dyn Backend) {
+    let p = prompt(backend, 0);
+    fresh(backend, SeqId(0), &p);
+    let snapshot = backend.kv_pack(SeqId(0)).unwrap();
+    let mut corrupt = snapshot.clone();
+    let mid = corrupt.len() / 2;
+    corrupt[mid] ^= 0xff;
+    for bad in [
+        &snapshot[..snapshot.len() / 2],
+        &corrupt[..],
+        b"garbage".as_slice(),
+        &[],
+    ] {
+        let err = backend.kv_unpack(SeqId(1), bad).unwrap_err();
+        assert!(
+            matches!(err, BackendError::InvalidSnapshot { .. }),
+            "expected InvalidSnapshot, got {err}"
+        );
+    }
+    backend.kv_unpack(SeqId(1), &snapshot).unwrap();
+    assert_eq!(backend.seq_tokens(SeqId(1)).unwrap(), p);
+}
+
+/// Removing the last tokens and decoding again reproduces them.
+pub fn seq_rm_last_then_redecode_reproduces(backend: &mut dyn Backend) {
+    let p = prompt(backend, 2);
+    fresh(backend, SeqId(0), &p);
+    let tokens = greedy(backend, SeqId(0), 6);
+    backend.seq_rm_last(SeqId(0), 3).unwrap();
+    let mut history = p.clone();
+    history.extend(&tokens[..3]);
+    assert_eq!(backend.seq_tokens(SeqId(0)).unwrap(), history);
+    assert_eq!(greedy(backend, SeqId(0), 3), tokens[3..]);
+    backend.seq_rm_last(SeqId(0), usize::MAX).unwrap();
+    assert!(backend.seq_tokens(SeqId(0)).unwrap().is_empty());
+}
+
+/// `seq_copy` shares a prefix without recomputing it, and the copy decodes like the source.
+pub fn seq_copy_shares_a_prefix(backend: &mut dyn Backend) {
+    let p = prompt(backend, 3);
+    fresh(backend, SeqId(0), &p);
+    let expected = greedy(backend, SeqId(0), 4);
+    backend.seq_rm(SeqId(3)).unwrap();
+    backend.seq_copy(SeqId(0), SeqId(3), p.len()).unwrap();
+    assert_eq!(backend.seq_tokens(SeqId(3)).unwrap(), p);
+    assert_eq!(greedy(backend, SeqId(3), 4), expected);
+    assert!(backend.seq_copy(SeqId(0), SeqId(3), 10_000).is_err());
+}
+
+/// `verify` accepts a greedy continuation fully and rejects a wrong candidate at its index.
+pub fn verify_accepts_greedy_and_rejects_wrong(backend: &mut dyn Backend) {
+    let p = prompt(backend, 0);
+    fresh(backend, SeqId(0), &p);
+    let g = greedy(backend, SeqId(0), 5);
+
+    fresh(backend, SeqId(1), &p);
+    let v = backend.verify(SeqId(1), &g[..4]).unwrap();
+    assert_eq!(
+        v.accepted, 4,
+        "a greedy continuation must be accepted fully"
+    );
+    assert_eq!(v.next.token(), g[4]);
+    let mut history = p.clone();
+    history.extend(&g);
+    assert_eq!(backend.seq_tokens(SeqId(1)).unwrap(), history);
+
+    let n_vocab = backend.info().n_vocab;
+    let mut wrong = g[..4].to_vec();
+    wrong[2] = TokenId((g[2].0 + 1) % n_vocab);
+    fresh(backend, SeqId(1), &p);
+    let v = backend.verify(SeqId(1), &wrong).unwrap();
+    assert_eq!(
+        v.accepted, 2,
+        "the wrong candidate at index 2 must stop acceptance"
+    );
+    assert_eq!(v.next.token(), g[2], "the model's own token replaces it");
+    let mut history = p.clone();
+    history.extend(&g[..3]);
+    assert_eq!(backend.seq_tokens(SeqId(1)).unwrap(), history);
+    assert_eq!(
+        greedy(backend, SeqId(1), 2),
+        g[3..5],
+        "decoding goes on after verify"
+    );
+}
+
+/// A seeded sampler draws the same tokens for the same seed.
+pub fn seeded_sampling_is_reproducible(backend: &mut dyn Backend) {
+    let opts = SamplerOpts {
+        temperature: 0.9,
+        top_k: 40,
+        top_p: 0.95,
+        min_p: 0.02,
+        repetition_penalty: 1.1,
+        seed: 42,
+        ..SamplerOpts::default()
+    };
+    let p = prompt(backend, 1);
+    let sampler = backend.sampler_new(&opts).unwrap();
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        fresh(backend, SeqId(0), &p);
+        backend.sampler_clear(sampler).unwrap();
+        let tokens: Vec<TokenId> = (0..8)
+            .map(|_| backend.decode_one(SeqId(0), Some(sampler)).unwrap().token())
+            .collect();
+        runs.push(tokens);
+    }
+    assert_eq!(runs[0], runs[1], "same seed, different tokens");
+    backend.sampler_free(sampler).unwrap();
+    assert!(matches!(
+        backend.decode_one(SeqId(0), Some(sampler)),
+        Err(BackendError::UnknownSampler(_))
+    ));
+}
+
+/// A grammar restricts the output to its language, and ends generation when complete.
+pub fn grammar_constrains_output(backend: &mut dyn Backend) {
+    let grammar = Grammar::Gbnf(r#"root ::= "yes" | "no""#.to_owned());
+    let sampler = backend
+        .sampler_new(&SamplerOpts {
+            grammar: Some(grammar),
+            ..SamplerOpts::default()
+        })
+        .unwrap();
+    let p = prompt(backend, 0);
+    fresh(backend, SeqId(0), &p);
+    let mut out = Vec::new();
+    for _ in 0..8 {
+        match backend.decode_one(SeqId(0), Some(sampler)).unwrap() {
+            Decoded::Token(t) => out.push(t),
+            Decoded::Eog(_) => break,
+        }
+    }
+    let text = String::from_utf8(backend.detokenize(&out).unwrap()).unwrap();
+    assert!(
+        text == "yes" || text == "no",
+        "grammar output {text:?} is not in the language"
+    );
+    let bad = backend.set_grammar(sampler, Some(&Grammar::Gbnf("root ::= (".to_owned())));
+    assert!(matches!(bad, Err(BackendError::Grammar { .. })), "{bad:?}");
+    let bad = backend.sampler_new(&SamplerOpts {
+        grammar: Some(Grammar::Gbnf("this is not a grammar".to_owned())),
+        ..SamplerOpts::default()
+    });
+    assert!(matches!(bad, Err(BackendError::Grammar { .. })), "{bad:?}");
+}
+
+/// Bad input is an error, never a panic or an abort.
+pub fn bad_input_is_an_error(backend: &mut dyn Backend) {
+    let info = backend.info().clone();
+    let unknown = SeqId(info.n_seq_max);
+    let p = prompt(backend, 0);
+    assert!(matches!(
+        backend.prefill(unknown, &p),
+        Err(BackendError::UnknownSequence { .. })
+    ));
+    assert!(matches!(
+        backend.decode_one(unknown, None),
+        Err(BackendError::UnknownSequence { .. })
+    ));
+    assert!(backend.kv_pack(unknown).is_err());
+    assert!(backend.seq_tokens(unknown).is_err());
+    assert!(matches!(
+        backend.prefill(SeqId(0), &[TokenId(info.n_vocab)]),
+        Err(BackendError::TokenOutOfRange { .. })
+    ));
+    assert!(matches!(
+        backend.detokenize(&[TokenId(u32::MAX)]),
+        Err(BackendError::TokenOutOfRange { .. })
+    ));
+    assert!(matches!(
+        backend.prefill(SeqId(0), &[]),
+        Err(BackendError::EmptyInput { .. })
+    ));
+    backend.seq_rm(SeqId(0)).unwrap();
+    assert!(matches!(
+        backend.decode_one(SeqId(0), None),
+        Err(BackendError::EmptyInput { .. })
+    ));
+    assert!(matches!(
+        backend.verify(SeqId(0), &[]),
+        Err(BackendError::EmptyInput { .. })
+    ));
+    let too_long = vec![p[0]; info.n_ctx as usize + 1];
+    assert!(matches!(
+        backend.prefill(SeqId(0), &too_long),
+        Err(BackendError::ContextFull { .. })
+    ));
+    assert!(backend.seq_tokens(SeqId(0)).unwrap().is_empty());
+    assert!(matches!(
+        backend.load_adapter(std::path::Path::new("/nonexistent/adapter.gguf")),
+        Err(BackendError::Adapter { .. })
+    ));
+    assert!(matches!(
+        backend.embed(&[]),
+        Err(BackendError::EmptyInput { .. })
+    ));
+    // The backend still works after all of that.
+    fresh(backend, SeqId(0), &p);
+    greedy(backend, SeqId(0), 1);
+}
+
+/// Embeddings are deterministic, normalised, of the model's width, and tell texts apart.
+pub fn embeddings_are_normalised(backend: &mut dyn Backend) {
+    let n_embd = backend.info().n_embd as usize;
+    let a = prompt(backend, 0);
+    let b = prompt(backend, 1);
+    let ea = backend.embed(&a).unwrap();
+    assert_eq!(ea.len(), n_embd);
+    let norm: f32 = ea.iter().map(|x| x * x).sum::<f32>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-3, "norm {norm}");
+    assert_eq!(backend.embed(&a).unwrap(), ea);
+    assert_ne!(backend.embed(&b).unwrap(), ea);
+}
+
+/// Message content can never inject control tokens through the chat template.
+pub fn chat_template_keeps_content_plain(backend: &mut dyn Backend) {
+    let info = backend.info().clone();
+    let render = |backend: &dyn Backend, content: &str| {
+        let request = ChatRequest::new(vec![
+            Message::new(Role::System, "You are helpful."),
+            Message::new(Role::User, content),
+        ]);
+        backend.apply_chat_template(&request).unwrap()
+    };
+    let controls = |tokens: &[TokenId]| -> Vec<TokenId> {
+        tokens
+            .iter()
+            .copied()
+            .filter(|t| info.special.is_control(*t))
+            .collect()
+    };
+    let benign = render(backend, "hello there");
+    assert!(
+        !controls(&benign).is_empty(),
+        "the template uses no control tokens"
+    );
+    let mut injected_text = String::from("hello ");
+    for &c in &info.special.control {
+        injected_text.push_str(&String::from_utf8_lossy(&backend.detokenize(&[c]).unwrap()));
+        injected_text.push_str("system\n");
+    }
+    let injected = render(backend, &injected_text);
+    assert_eq!(
+        controls(&injected),
+        controls(&benign),
+        "user content injected control tokens"
+    );
+    let text = String::from_utf8_lossy(&backend.detokenize(&injected).unwrap()).into_owned();
+    assert!(
+        text.contains(&injected_text),
+        "the content must survive verbatim"
+    );
+}
+
+/// Metadata is consistent.
+pub fn metadata_is_consistent(backend: &mut dyn Backend) {
+    let info = backend.info().clone();
+    assert!(info.n_vocab > 0 && info.n_ctx > 0 && info.n_layer > 0 && info.n_embd > 0);
+    assert!(info.n_seq_max >= 4, "the suite needs n_seq_max >= 4");
+    assert!(!info.special.eog.is_empty(), "no end-of-generation token");
+    assert!(
+        info.special.control.windows(2).all(|w| w[0] < w[1]),
+        "control tokens must be sorted and unique"
+    );
+    for t in info.special.eog.iter().chain(&info.special.control) {
+        assert!(t.0 < info.n_vocab);
+    }
+}
+
+/// Generates one `#[test]` per conformance check, each on a fresh backend from `$make`.
+#[macro_export]
+macro_rules! backend_conformance {
+    ($make:path) => {
+        $crate::backend_conformance!(@tests $make;
+            tokenize_round_trips,
+            special_false_never_yields_control_tokens,
+            greedy_decode_is_deterministic,
+            step_matches_solo_decoding,
+            step_mixes_prefill_and_decode,
+            kv_pack_unpack_continues_exactly,
+            kv_unpack_rejects_bad_snapshots,
+            seq_rm_last_then_redecode_reproduces,
+            seq_copy_shares_a_prefix,
+            verify_accepts_greedy_and_rejects_wrong,
+            seeded_sampling_is_reproducible,
+            grammar_constrains_output,
+            bad_input_is_an_error,
+            embeddings_are_normalised,
+            chat_template_keeps_content_plain,
+            metadata_is_consistent
+        );
+    };
+    (@tests $make:path; $($check:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $check() {
+                let mut backend = $make();
+                $crate::conformance::$check(&mut backend);
+            }
+        )*
+    };
+}

@@ -1,0 +1,404 @@
+use std::path::Path;
+
+use wick_types::{ChatRequest, Grammar, SamplerOpts, SeqId, TokenId};
+
+use crate::{BackendError, ModelInfo, Result};
+
+/// A sampler created with [`Backend::sampler_new`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SamplerId(pub u64);
+
+/// An adapter loaded with [`Backend::load_adapter`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AdapterId(pub u64);
+
+/// The token a decode produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Decoded {
+    /// An ordinary token: generation goes on.
+    Token(TokenId),
+    /// An end-of-generation token (EOS, end of turn, …).
+    Eog(TokenId),
+}
+
+impl Decoded {
+    /// The token, whichever kind it is.
+    pub fn token(self) -> TokenId {
+        match self {
+            Decoded::Token(t) | Decoded::Eog(t) => t,
+        }
+    }
+
+    /// Whether it ends generation.
+    pub fn is_eog(self) -> bool {
+        matches!(self, Decoded::Eog(_))
+    }
+}
+
+/// One operation of a batched [`Backend::step`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepOp {
+    /// Append these tokens to the sequence.
+    Prefill(Vec<TokenId>),
+    /// Sample the sequence's next token with this sampler (greedy when `None`) and append it.
+    Decode(Option<SamplerId>),
+}
+
+/// What one [`StepOp`] produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepResult {
+    /// The prefill was evaluated.
+    Prefilled,
+    /// A token outside any reasoning block.
+    Token(Decoded),
+    /// A token inside a reasoning block (including the opening token).
+    ThinkingToken(TokenId),
+    /// The token that closed a reasoning block.
+    ThinkingEnd(TokenId),
+}
+
+impl StepResult {
+    /// The decoded token, if this result carries one.
+    pub fn token(self) -> Option<TokenId> {
+        match self {
+            StepResult::Prefilled => None,
+            StepResult::Token(d) => Some(d.token()),
+            StepResult::ThinkingToken(t) | StepResult::ThinkingEnd(t) => Some(t),
+        }
+    }
+}
+
+/// The answer of a speculative [`Backend::verify`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verified {
+    /// How many leading candidates the model accepted.
+    pub accepted: usize,
+    /// The model's own token after the accepted ones.
+    pub next: Decoded,
+}
+
+/// Checks that every sequence appears at most once in a step.
+///
+/// # Errors
+///
+/// [`BackendError::DuplicateSequence`] naming the first repeated sequence.
+pub fn check_distinct(ops: &[(SeqId, StepOp)]) -> Result<()> {
+    let mut seen = std::collections::HashSet::with_capacity(ops.len());
+    for (seq, _) in ops {
+        if !seen.insert(*seq) {
+            return Err(BackendError::DuplicateSequence { seq: *seq });
+        }
+    }
+    Ok(())
+}
+
+/// The backend contract of seed 001: what the engine needs from an inference engine.
+///
+/// A backend holds one loaded model and a context of `n_seq_max` sequences. Each sequence is a
+/// token history; its KV cells always hold every token of it except the last, which is evaluated
+/// (together with the tokens of other sequences) by the next decode. This keeps the contract
+/// stateless about logits: any operation may follow any other.
+///
+/// * [`Backend::prefill`] appends tokens; [`Backend::decode_one`] samples the next token, appends
+///   it and returns it. Both are checked: unknown sequences, out-of-range token ids, empty input
+///   and context overflow are errors, never a panic or an abort inside the engine.
+/// * [`Backend::tokenize`] takes an explicit `special`: with `false`, text such as
+///   `<|im_start|>` is plain text and never yields a control token. User content must always be
+///   tokenized with `false`.
+/// * [`Backend::kv_pack`] / [`Backend::kv_unpack`] move a sequence, tokens and KV state, into and
+///   out of an opaque, checksummed byte snapshot.
+/// * Every other operation is optional: its default returns [`BackendError::Unsupported`], except
+///   [`Backend::step`], which falls back to one operation at a time.
+///
+/// Dropping the backend is `terminate`: it frees the model and context.
+pub trait Backend: Send {
+    /// A short name for errors and logs (`"llama"`, `"stub"`).
+    fn name(&self) -> &'static str;
+
+    /// The model and context this backend holds.
+    fn info(&self) -> &ModelInfo;
+
+    /// Tokenizes `text` without adding BOS. With `special`, control-token text (such as
+    /// `<|im_start|>`) becomes control tokens; without it, it stays plain text.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::Tokenize`] when the text cannot be tokenized.
+    fn tokenize(&self, text: &str, special: bool) -> Result<Vec<TokenId>>;
+
+    /// The bytes of `tokens`, control tokens rendered as their text. A token may end inside a
+    /// UTF-8 character, so this is bytes, not a string.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::TokenOutOfRange`] for an id not in the vocabulary.
+    fn detokenize(&self, tokens: &[TokenId]) -> Result<Vec<u8>>;
+
+    /// Appends `tokens` to sequence `seq`.
+    ///
+    /// # Errors
+    ///
+    /// Unknown sequence, empty or out-of-range tokens, or a sequence that would outgrow its
+    /// context window.
+    fn prefill(&mut self, seq: SeqId, tokens: &[TokenId]) -> Result<()>;
+
+    /// Samples the next token of `seq` with `sampler` (greedy when `None`), appends it and
+    /// returns it.
+    ///
+    /// # Errors
+    ///
+    /// Unknown sequence or sampler, an empty sequence, or a full context window.
+    fn decode_one(&mut self, seq: SeqId, sampler: Option<SamplerId>) -> Result<Decoded>;
+
+    /// The token history of `seq`.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::UnknownSequence`].
+    fn seq_tokens(&self, seq: SeqId) -> Result<Vec<TokenId>>;
+
+    /// Snapshots sequence `seq` (its tokens and KV state) into opaque, checksummed bytes.
+    ///
+    /// # Errors
+    ///
+    /// Unknown sequence, or a backend that cannot read its state.
+    fn kv_pack(&mut self, seq: SeqId) -> Result<Vec<u8>>;
+
+    /// Replaces sequence `seq` with a snapshot from [`Backend::kv_pack`] (of any sequence of a
+    /// backend with the same model and context layout). Decoding then continues exactly as it
+    /// would have from the original.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::InvalidSnapshot`] for a truncated, corrupt or mismatched snapshot; the
+    /// sequence is then left empty.
+    fn kv_unpack(&mut self, seq: SeqId, snapshot: &[u8]) -> Result<()>;
+
+    /// Tokenizes a prompt: BOS first when the model wants it, then `text` (see
+    /// [`Backend::tokenize`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Backend::tokenize`].
+    fn tokenize_prompt(&self, text: &str, special: bool) -> Result<Vec<TokenId>> {
+        let special_tokens = &self.info().special;
+        let mut out = Vec::new();
+        if special_tokens.add_bos {
+            out.extend(special_tokens.bos);
+        }
+        out.extend(self.tokenize(text, special)?);
+        Ok(out)
+    }
+
+    /// Runs many prefill and decode operations; backends that can batch evaluate them all in one
+    /// forward pass. Each sequence may appear at most once. Results come in the order of `ops`.
+    ///
+    /// The default runs the operations one at a time.
+    ///
+    /// # Errors
+    ///
+    /// The first operation's error; operations before it may have been applied.
+    fn step(&mut self, ops: &[(SeqId, StepOp)]) -> Result<Vec<(SeqId, StepResult)>> {
+        check_distinct(ops)?;
+        let mut out = Vec::with_capacity(ops.len());
+        for (seq, op) in ops {
+            let result = match op {
+                StepOp::Prefill(tokens) => {
+                    self.prefill(*seq, tokens)?;
+                    StepResult::Prefilled
+                }
+                StepOp::Decode(sampler) => {
+                    let decoded = self.decode_one(*seq, *sampler)?;
+                    crate::thinking::classify(
+                        self.info().special.thinking,
+                        &self.seq_tokens(*seq)?,
+                        decoded,
+                    )
+                }
+            };
+            out.push((*seq, result));
+        }
+        Ok(out)
+    }
+
+    /// Creates a sampler.
+    ///
+    /// # Errors
+    ///
+    /// Invalid options or grammar, or [`BackendError::Unsupported`].
+    fn sampler_new(&mut self, opts: &SamplerOpts) -> Result<SamplerId> {
+        let _ = opts;
+        Err(self.unsupported("sampler_new"))
+    }
+
+    /// Replaces a sampler's options (its history is reset).
+    ///
+    /// # Errors
+    ///
+    /// Unknown sampler, invalid options, or [`BackendError::Unsupported`].
+    fn sampler_configure(&mut self, sampler: SamplerId, opts: &SamplerOpts) -> Result<()> {
+        let _ = (sampler, opts);
+        Err(self.unsupported("sampler_configure"))
+    }
+
+    /// Resets a sampler's history (penalty window, grammar state, random draw).
+    ///
+    /// # Errors
+    ///
+    /// Unknown sampler, or [`BackendError::Unsupported`].
+    fn sampler_clear(&mut self, sampler: SamplerId) -> Result<()> {
+        let _ = sampler;
+        Err(self.unsupported("sampler_clear"))
+    }
+
+    /// Frees a sampler.
+    ///
+    /// # Errors
+    ///
+    /// Unknown sampler, or [`BackendError::Unsupported`].
+    fn sampler_free(&mut self, sampler: SamplerId) -> Result<()> {
+        let _ = sampler;
+        Err(self.unsupported("sampler_free"))
+    }
+
+    /// Sets (or with `None` removes) the grammar that constrains a sampler.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::Grammar`] for a grammar that does not parse, unknown sampler, or
+    /// [`BackendError::Unsupported`].
+    fn set_grammar(&mut self, sampler: SamplerId, grammar: Option<&Grammar>) -> Result<()> {
+        let _ = (sampler, grammar);
+        Err(self.unsupported("set_grammar"))
+    }
+
+    /// Loads a LoRA adapter file; it has no effect until [`Backend::apply_adapters`].
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::Adapter`], or [`BackendError::Unsupported`].
+    fn load_adapter(&mut self, path: &Path) -> Result<AdapterId> {
+        let _ = path;
+        Err(self.unsupported("load_adapter"))
+    }
+
+    /// Makes exactly these adapters active, each with its scale (an empty list removes all).
+    ///
+    /// # Errors
+    ///
+    /// Unknown adapter, or [`BackendError::Unsupported`].
+    fn apply_adapters(&mut self, adapters: &[(AdapterId, f32)]) -> Result<()> {
+        let _ = adapters;
+        Err(self.unsupported("apply_adapters"))
+    }
+
+    /// Frees an adapter (deactivating it first).
+    ///
+    /// # Errors
+    ///
+    /// Unknown adapter, or [`BackendError::Unsupported`].
+    fn unload_adapter(&mut self, adapter: AdapterId) -> Result<()> {
+        let _ = adapter;
+        Err(self.unsupported("unload_adapter"))
+    }
+
+    /// A pooled, L2-normalised embedding of `tokens` of length [`ModelInfo::n_embd`].
+    ///
+    /// # Errors
+    ///
+    /// Empty or out-of-range tokens, or [`BackendError::Unsupported`].
+    fn embed(&mut self, tokens: &[TokenId]) -> Result<Vec<f32>> {
+        let _ = tokens;
+        Err(self.unsupported("embed"))
+    }
+
+    /// Speculative verification: evaluates `candidates` after the history of `seq` in one pass
+    /// and accepts the longest prefix that greedy decoding would have produced. The sequence ends
+    /// up holding its history, the accepted candidates and the model's next token.
+    ///
+    /// # Errors
+    ///
+    /// Unknown sequence, empty or out-of-range candidates, or [`BackendError::Unsupported`].
+    fn verify(&mut self, seq: SeqId, candidates: &[TokenId]) -> Result<Verified> {
+        let _ = (seq, candidates);
+        Err(self.unsupported("verify"))
+    }
+
+    /// Empties sequence `seq`.
+    ///
+    /// # Errors
+    ///
+    /// Unknown sequence, or [`BackendError::Unsupported`].
+    fn seq_rm(&mut self, seq: SeqId) -> Result<()> {
+        let _ = seq;
+        Err(self.unsupported("seq_rm"))
+    }
+
+    /// Removes the last `n` tokens of sequence `seq` (all of them when `n` is larger).
+    ///
+    /// # Errors
+    ///
+    /// Unknown sequence, or [`BackendError::Unsupported`].
+    fn seq_rm_last(&mut self, seq: SeqId, n: usize) -> Result<()> {
+        let _ = (seq, n);
+        Err(self.unsupported("seq_rm_last"))
+    }
+
+    /// Makes `dst` hold the first `n` tokens of `src` (and their KV cells), without recomputing.
+    ///
+    /// # Errors
+    ///
+    /// Unknown sequences, `n` longer than `src`, or [`BackendError::Unsupported`].
+    fn seq_copy(&mut self, src: SeqId, dst: SeqId, n: usize) -> Result<()> {
+        let _ = (src, dst, n);
+        Err(self.unsupported("seq_copy"))
+    }
+
+    /// Empties every sequence.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::Unsupported`].
+    fn seq_clear(&mut self) -> Result<()> {
+        Err(self.unsupported("seq_clear"))
+    }
+
+    /// Formats a conversation with the model's own chat template into prompt tokens. Message
+    /// contents are tokenized with special-token parsing off.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::Template`], or [`BackendError::Unsupported`].
+    fn apply_chat_template(&self, request: &ChatRequest) -> Result<Vec<TokenId>> {
+        let _ = request;
+        Err(self.unsupported("apply_chat_template"))
+    }
+
+    /// A stable signature of the latest reasoning block of `seq` (hex SHA-256 over the model's
+    /// name and the block's token ids), so a client can hand reasoning back and have it checked.
+    ///
+    /// # Errors
+    ///
+    /// Unknown sequence, or [`BackendError::Unsupported`] when the model has no thinking tokens.
+    fn thinking_signature(&self, seq: SeqId) -> Result<String> {
+        let thinking = self
+            .info()
+            .special
+            .thinking
+            .ok_or_else(|| self.unsupported("thinking_signature"))?;
+        let tokens = self.seq_tokens(seq)?;
+        Ok(crate::thinking::signature(
+            &self.info().name,
+            thinking,
+            &tokens,
+        ))
+    }
+
+    /// The [`BackendError::Unsupported`] error for `op` on this backend.
+    fn unsupported(&self, op: &'static str) -> BackendError {
+        BackendError::Unsupported {
+            backend: self.name(),
+            op,
+        }
+    }
+}

@@ -1,0 +1,101 @@
+use wick_types::TokenId;
+
+/// What a loaded model and its context are (seed 001's `extra_metadata` and more).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ModelInfo {
+    /// A short name: the GGUF `general.name`, else the file stem.
+    pub name: String,
+    /// The architecture (`llama`, `qwen2`, …).
+    pub architecture: String,
+    /// Size of the weights in bytes.
+    pub model_size_bytes: u64,
+    /// Number of parameters.
+    pub n_params: u64,
+    /// Transformer layers.
+    pub n_layer: u32,
+    /// Layers offloaded to a GPU.
+    pub n_gpu_layers: u32,
+    /// Vocabulary size: valid token ids are `0..n_vocab`.
+    pub n_vocab: u32,
+    /// Embedding width (the length of [`crate::Backend::embed`]'s vector).
+    pub n_embd: u32,
+    /// Tokens of context each sequence can hold.
+    pub n_ctx: u32,
+    /// The context length the model was trained with.
+    pub n_ctx_train: u32,
+    /// Sequences the context holds side by side.
+    pub n_seq_max: u32,
+    /// The model's special tokens.
+    pub special: SpecialTokens,
+    /// The chat template from the model's metadata, if any.
+    pub chat_template: Option<String>,
+}
+
+impl ModelInfo {
+    /// Metadata for a model called `name`; every size starts at zero for the backend to fill in.
+    pub fn new(name: impl Into<String>, special: SpecialTokens) -> Self {
+        ModelInfo {
+            name: name.into(),
+            architecture: String::new(),
+            model_size_bytes: 0,
+            n_params: 0,
+            n_layer: 0,
+            n_gpu_layers: 0,
+            n_vocab: 0,
+            n_embd: 0,
+            n_ctx: 0,
+            n_ctx_train: 0,
+            n_seq_max: 0,
+            special,
+            chat_template: None,
+        }
+    }
+}
+
+/// The special tokens of a vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct SpecialTokens {
+    /// Beginning of sequence, if the model has one.
+    pub bos: Option<TokenId>,
+    /// End of sequence, if the model has one.
+    pub eos: Option<TokenId>,
+    /// Whether tokenization prepends [`SpecialTokens::bos`] to a prompt.
+    pub add_bos: bool,
+    /// Every token that ends generation.
+    pub eog: Vec<TokenId>,
+    /// Every control token (never produced by tokenizing text with `special = false`).
+    pub control: Vec<TokenId>,
+    /// The reasoning block's opening and closing tokens, when the vocabulary has them.
+    pub thinking: Option<ThinkingTokens>,
+}
+
+impl SpecialTokens {
+    /// Whether `token` ends generation.
+    pub fn is_eog(&self, token: TokenId) -> bool {
+        self.eog.contains(&token)
+    }
+
+    /// Whether `token` is a control token.
+    pub fn is_control(&self, token: TokenId) -> bool {
+        self.control.binary_search(&token).is_ok()
+    }
+}
+
+/// The tokens that open and close a reasoning ("thinking") block, e.g. `<think>` / `</think>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThinkingTokens {
+    /// Opens the block.
+    pub start: TokenId,
+    /// Closes the block.
+    pub end: TokenId,
+}
+
+/// The opening/closing texts of reasoning blocks, in the order backends look them up.
+pub const THINKING_MARKERS: &[(&str, &str)] = &[
+    ("<think>", "</think>"),
+    ("<thinking>", "</thinking>"),
+    ("<|START_THINKING|>", "<|END_THINKING|>"),
+    ("<seed:think>", "</seed:think>"),
+];

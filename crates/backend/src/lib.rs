@@ -1,0 +1,48 @@
+//! The backend contract of wick (seed 001), a deterministic stub, and the conformance suite every
+//! backend passes.
+//!
+//! A [`Backend`] holds one model and a context of sequences. The engine tokenizes, prefills and
+//! decodes through it; [`StubBackend`] implements every operation deterministically (the next
+//! token is a hash of the sequence's history) so engine, template and server tests run in
+//! milliseconds without a model file.
+//!
+//! ```
+//! use wick_backend::{Backend, BackendConfig, StubBackend};
+//! use wick_types::SeqId;
+//!
+//! let mut backend = StubBackend::new(&BackendConfig::new("unused.gguf")).unwrap();
+//! let prompt = backend.tokenize_prompt("<|im_start|>user\nhi<|im_end|>", true).unwrap();
+//! backend.prefill(SeqId(0), &prompt).unwrap();
+//! let first = backend.decode_one(SeqId(0), None).unwrap();
+//! // Deterministic: the same history always gives the same token.
+//! backend.seq_rm_last(SeqId(0), 1).unwrap();
+//! assert_eq!(backend.decode_one(SeqId(0), None).unwrap(), first);
+//! ```
+//!
+//! | operation | required | stub | llama |
+//! |---|---|---|---|
+//! | tokenize (`special` flag), detokenize (bytes) | yes | yes | yes |
+//! | prefill, decode_one, seq_tokens | yes | yes | yes |
+//! | kv_pack / kv_unpack (checksummed snapshots) | yes | yes | yes |
+//! | step (batched prefill + decode) | default: one at a time | yes | one batch |
+//! | samplers, grammar | optional | literal-alternative grammars | GBNF + JSON schema |
+//! | adapters, embed, verify, seq_rm*, seq_copy, seq_clear | optional | yes | yes |
+//! | apply_chat_template, thinking_signature | optional | yes | yes |
+#![deny(missing_docs)]
+
+mod config;
+pub mod conformance;
+mod contract;
+mod error;
+mod info;
+pub mod snapshot;
+mod stub;
+pub mod thinking;
+
+pub use config::BackendConfig;
+pub use contract::{
+    check_distinct, AdapterId, Backend, Decoded, SamplerId, StepOp, StepResult, Verified,
+};
+pub use error::{BackendError, Result};
+pub use info::{ModelInfo, SpecialTokens, ThinkingTokens, THINKING_MARKERS};
+pub use stub::StubBackend;

@@ -1,0 +1,146 @@
+//! The envelope around every KV snapshot: what [`crate::Backend::kv_pack`] returns.
+//!
+//! ```text
+//! magic "WICKKV01" | u64 fingerprint len | fingerprint | u64 n_tokens | n_tokens × u32
+//!                  | u64 payload len | payload | 32-byte SHA-256 of everything before it
+//! ```
+//!
+//! The fingerprint names the model and the context layout; a snapshot with another fingerprint,
+//! a wrong length or a bad checksum is rejected before any byte of it reaches a model.
+
+use sha2::{Digest, Sha256};
+use wick_types::TokenId;
+
+use crate::{BackendError, Result};
+
+const MAGIC: &[u8; 8] = b"WICKKV01";
+
+/// A decoded snapshot: the sequence's tokens and the backend's own state bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot<'a> {
+    /// The sequence's token history.
+    pub tokens: Vec<TokenId>,
+    /// The backend-specific state (KV cells); empty for backends that recompute.
+    pub payload: &'a [u8],
+}
+
+/// Wraps `tokens` and `payload` for a model and context identified by `fingerprint`.
+pub fn encode(fingerprint: &str, tokens: &[TokenId], payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + fingerprint.len() + tokens.len() * 4 + payload.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(fingerprint.len() as u64).to_le_bytes());
+    out.extend_from_slice(fingerprint.as_bytes());
+    out.extend_from_slice(&(tokens.len() as u64).to_le_bytes());
+    for t in tokens {
+        out.extend_from_slice(&t.0.to_le_bytes());
+    }
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(payload);
+    let digest = Sha256::digest(&out);
+    out.extend_from_slice(&digest);
+    out
+}
+
+/// Checks and unwraps a snapshot made by [`encode`] with the same `fingerprint`.
+///
+/// # Errors
+///
+/// [`BackendError::InvalidSnapshot`] saying what is wrong.
+pub fn decode<'a>(fingerprint: &str, bytes: &'a [u8]) -> Result<Snapshot<'a>> {
+    let bad = |reason: &str| BackendError::InvalidSnapshot {
+        reason: reason.to_owned(),
+    };
+    if bytes.len() < MAGIC.len() + 32 || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(bad("not a wick KV snapshot (bad magic or too short)"));
+    }
+    let (body, digest) = bytes.split_at(bytes.len() - 32);
+    if Sha256::digest(body).as_slice() != digest {
+        return Err(bad(
+            "checksum mismatch: the snapshot is truncated or corrupt",
+        ));
+    }
+    let mut r = Reader {
+        rest: &body[MAGIC.len()..],
+    };
+    let fp_len = r.len()?;
+    let fp = r.take(fp_len)?;
+    if fp != fingerprint.as_bytes() {
+        return Err(BackendError::InvalidSnapshot {
+            reason: format!(
+                "made for `{}`, this backend is `{fingerprint}`",
+                String::from_utf8_lossy(fp)
+            ),
+        });
+    }
+    let n_tokens = r.len()?;
+    let raw = r.take(
+        n_tokens
+            .checked_mul(4)
+            .ok_or_else(|| bad("token count overflows"))?,
+    )?;
+    let tokens = raw
+        .chunks_exact(4)
+        .map(|c| TokenId(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+        .collect();
+    let payload_len = r.len()?;
+    let payload = r.take(payload_len)?;
+    if !r.rest.is_empty() {
+        return Err(bad("trailing bytes after the payload"));
+    }
+    Ok(Snapshot { tokens, payload })
+}
+
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        if n > self.rest.len() {
+            return Err(BackendError::InvalidSnapshot {
+                reason: "a length field points past the end".to_owned(),
+            });
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Ok(head)
+    }
+
+    fn len(&mut self) -> Result<usize> {
+        let b = self.take(8)?;
+        let n = u64::from_le_bytes(b.try_into().expect("invariant: take(8) yields 8 bytes"));
+        usize::try_from(n).map_err(|_| BackendError::InvalidSnapshot {
+            reason: "length does not fit in memory".to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_rejects_every_corruption() {
+        let tokens = vec![TokenId(1), TokenId(70_000)];
+        let bytes = encode("model-a", &tokens, b"kv-bytes");
+        let snap = decode("model-a", &bytes).unwrap();
+        assert_eq!(snap.tokens, tokens);
+        assert_eq!(snap.payload, b"kv-bytes");
+
+        assert!(decode("model-b", &bytes)
+            .unwrap_err()
+            .to_string()
+            .contains("made for `model-a`"));
+        for cut in 0..bytes.len() {
+            assert!(
+                decode("model-a", &bytes[..cut]).is_err(),
+                "truncated at {cut}"
+            );
+        }
+        for i in 0..bytes.len() {
+            let mut flipped = bytes.clone();
+            flipped[i] ^= 0x40;
+            assert!(decode("model-a", &flipped).is_err(), "flipped byte {i}");
+        }
+    }
+}

@@ -1,0 +1,494 @@
+//! [`StubBackend`]: every operation of the contract, deterministic and model-free.
+
+mod grammar;
+mod model;
+mod sampler;
+#[cfg(test)]
+mod tests;
+mod vocab;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use wick_types::{ChatRequest, Grammar, SamplerOpts, SeqId, TokenId};
+
+use crate::{
+    AdapterId, Backend, BackendConfig, BackendError, Decoded, ModelInfo, Result, SamplerId,
+    SpecialTokens, StepOp, StepResult, ThinkingTokens, Verified,
+};
+use grammar::LiteralGrammar;
+use model::Sequence;
+use sampler::Sampler;
+use vocab::{Vocab, EOS, IM_END, IM_START, THINK_END, THINK_START};
+
+/// The training context the stub claims; `n_ctx` is capped to it.
+const N_CTX_TRAIN: u32 = 1 << 16;
+
+/// The stub's chat template: ChatML, as SmolLM2 writes it but without SmolLM2's default system
+/// prompt, so that rendering it gives exactly what [`Backend::apply_chat_template`] tokenizes.
+const CHAT_TEMPLATE: &str = r"{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+/// A deterministic backend with no model: the next token is a hash of the context.
+///
+/// Its vocabulary holds the ChatML control tokens (`<|endoftext|>` = 0, `<|im_start|>` = 1,
+/// `<|im_end|>` = 2, `<think>` = 3, `</think>` = 4, `<tool_call>` = 5, `</tool_call>` = 6), the
+/// 256 single bytes (token `7 + b`) and a few dozen English word pieces. Greedy decoding picks
+/// word pieces, so output reads like (nonsense) text, and ends with an EOG token about one step
+/// in sixteen. Samplers, literal-alternative grammars, adapters (which change the hash),
+/// embeddings, speculative verification, snapshots and batched steps all work, so engine,
+/// template and server tests run in milliseconds.
+///
+/// ```
+/// use wick_backend::{Backend, BackendConfig, StubBackend};
+/// use wick_types::{Grammar, SamplerOpts, SeqId};
+///
+/// let mut stub = StubBackend::new(&BackendConfig::new("unused.gguf")).unwrap();
+/// let prompt = stub.tokenize("Is it?", false).unwrap();
+/// stub.prefill(SeqId(0), &prompt).unwrap();
+/// let yes_no = Grammar::Gbnf(r#"root ::= "yes" | "no""#.to_owned());
+/// let sampler = stub
+///     .sampler_new(&SamplerOpts { grammar: Some(yes_no), ..SamplerOpts::greedy() })
+///     .unwrap();
+/// let mut answer = Vec::new();
+/// while let wick_backend::Decoded::Token(t) = stub.decode_one(SeqId(0), Some(sampler)).unwrap() {
+///     answer.push(t);
+/// }
+/// let text = String::from_utf8(stub.detokenize(&answer).unwrap()).unwrap();
+/// assert!(text == "yes" || text == "no");
+/// ```
+#[derive(Debug)]
+pub struct StubBackend {
+    info: ModelInfo,
+    vocab: Vocab,
+    seqs: Vec<Sequence>,
+    samplers: HashMap<u64, Sampler>,
+    next_sampler: u64,
+    adapters: HashMap<u64, PathBuf>,
+    /// The active adapters: id to scale.
+    active: BTreeMap<u64, f32>,
+    next_adapter: u64,
+}
+
+impl StubBackend {
+    /// A stub with `config`'s context layout (`n_ctx` per sequence, capped at 65,536, and
+    /// `n_seq_max` sequences). The model path is ignored.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::Config`] when `config` does not validate.
+    pub fn new(config: &BackendConfig) -> Result<Self> {
+        config.validate()?;
+        let vocab = Vocab::new();
+        let n_vocab = vocab.n_vocab();
+        let n_params = u64::from(n_vocab) * u64::from(model::N_EMBD) * 2;
+        let info = ModelInfo {
+            name: "stub".to_owned(),
+            architecture: "stub".to_owned(),
+            model_size_bytes: n_params * 4,
+            n_params,
+            n_layer: 2,
+            n_gpu_layers: 0,
+            n_vocab,
+            n_embd: model::N_EMBD,
+            n_ctx: config.n_ctx.min(N_CTX_TRAIN),
+            n_ctx_train: N_CTX_TRAIN,
+            n_seq_max: config.n_seq_max,
+            special: SpecialTokens {
+                bos: None,
+                eos: Some(EOS),
+                add_bos: false,
+                eog: vec![EOS, IM_END],
+                control: Vocab::control_ids(),
+                thinking: Some(ThinkingTokens {
+                    start: THINK_START,
+                    end: THINK_END,
+                }),
+            },
+            chat_template: Some(CHAT_TEMPLATE.to_owned()),
+        };
+        Ok(StubBackend {
+            seqs: vec![Sequence::default(); config.n_seq_max as usize],
+            info,
+            vocab,
+            samplers: HashMap::new(),
+            next_sampler: 0,
+            adapters: HashMap::new(),
+            active: BTreeMap::new(),
+            next_adapter: 0,
+        })
+    }
+
+    /// The index of sequence `seq`.
+    fn index(&self, seq: SeqId) -> Result<usize> {
+        if seq.0 < self.info.n_seq_max {
+            Ok(seq.0 as usize)
+        } else {
+            Err(BackendError::UnknownSequence {
+                seq,
+                n_seq_max: self.info.n_seq_max,
+            })
+        }
+    }
+
+    /// Checks that `seq` may grow to `needed` tokens.
+    fn fits(&self, seq: SeqId, needed: usize) -> Result<()> {
+        if needed > self.info.n_ctx as usize {
+            return Err(BackendError::ContextFull {
+                seq,
+                needed,
+                n_ctx: self.info.n_ctx,
+            });
+        }
+        Ok(())
+    }
+
+    /// Every check of a prefill, without applying it.
+    fn check_prefill(&self, seq: SeqId, tokens: &[TokenId]) -> Result<usize> {
+        let i = self.index(seq)?;
+        if tokens.is_empty() {
+            return Err(BackendError::EmptyInput {
+                what: "prefill without tokens",
+            });
+        }
+        self.vocab.check(tokens)?;
+        self.fits(seq, self.seqs[i].len() + tokens.len())?;
+        Ok(i)
+    }
+
+    /// Every check of a decode, without applying it.
+    fn check_decode(&self, seq: SeqId, sampler: Option<SamplerId>) -> Result<usize> {
+        let i = self.index(seq)?;
+        if let Some(s) = sampler {
+            self.sampler(s)?;
+        }
+        if self.seqs[i].len() == 0 {
+            return Err(BackendError::EmptyInput {
+                what: "decode of an empty sequence (prefill it first)",
+            });
+        }
+        self.fits(seq, self.seqs[i].len() + 1)?;
+        Ok(i)
+    }
+
+    fn sampler(&self, id: SamplerId) -> Result<&Sampler> {
+        self.samplers
+            .get(&id.0)
+            .ok_or(BackendError::UnknownSampler(id.0))
+    }
+
+    fn sampler_mut(&mut self, id: SamplerId) -> Result<&mut Sampler> {
+        self.samplers
+            .get_mut(&id.0)
+            .ok_or(BackendError::UnknownSampler(id.0))
+    }
+
+    /// The greedy next token after a history with hash `history`, under the active adapters.
+    fn greedy_after(&self, history: u64) -> TokenId {
+        model::greedy(&self.vocab, model::context_hash(history, &self.active))
+    }
+
+    /// Samples and appends the next token of sequence `i` (already checked).
+    fn decode_checked(&mut self, i: usize, sampler: Option<SamplerId>) -> Result<Decoded> {
+        let seq = &self.seqs[i];
+        let token = match sampler {
+            None => self.greedy_after(seq.hash()),
+            Some(id) => {
+                let ctx = model::context_hash(seq.hash(), &self.active);
+                let logits = model::logits(&self.vocab, ctx);
+                self.samplers
+                    .get_mut(&id.0)
+                    .ok_or(BackendError::UnknownSampler(id.0))?
+                    .sample(&self.vocab, logits, seq.tokens())?
+            }
+        };
+        self.seqs[i].extend(&[token]);
+        Ok(self.decoded(token))
+    }
+
+    fn decoded(&self, token: TokenId) -> Decoded {
+        if self.info.special.is_eog(token) {
+            Decoded::Eog(token)
+        } else {
+            Decoded::Token(token)
+        }
+    }
+
+    /// Names the model and context layout in every snapshot.
+    fn fingerprint(&self) -> String {
+        format!(
+            "stub:v1:n_vocab={}:n_ctx={}",
+            self.info.n_vocab, self.info.n_ctx
+        )
+    }
+
+    /// The tokens of a snapshot, checked against the vocabulary and the context window.
+    fn unpack_tokens(&self, snapshot: &[u8]) -> Result<Vec<TokenId>> {
+        let snap = crate::snapshot::decode(&self.fingerprint(), snapshot)?;
+        let bad = |reason: String| BackendError::InvalidSnapshot { reason };
+        if let Err(e) = self.vocab.check(&snap.tokens) {
+            return Err(bad(e.to_string()));
+        }
+        if snap.tokens.len() > self.info.n_ctx as usize {
+            return Err(bad(format!(
+                "it holds {} tokens but the context window holds {}",
+                snap.tokens.len(),
+                self.info.n_ctx
+            )));
+        }
+        if !snap.payload.is_empty() {
+            return Err(bad("the stub's snapshots carry no payload".to_owned()));
+        }
+        Ok(snap.tokens)
+    }
+
+    fn grammar(grammar: Option<&Grammar>) -> Result<Option<LiteralGrammar>> {
+        grammar.map(LiteralGrammar::parse).transpose()
+    }
+}
+
+impl Backend for StubBackend {
+    fn name(&self) -> &'static str {
+        "stub"
+    }
+
+    fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    fn tokenize(&self, text: &str, special: bool) -> Result<Vec<TokenId>> {
+        Ok(self.vocab.tokenize(text, special))
+    }
+
+    fn detokenize(&self, tokens: &[TokenId]) -> Result<Vec<u8>> {
+        self.vocab.detokenize(tokens)
+    }
+
+    fn prefill(&mut self, seq: SeqId, tokens: &[TokenId]) -> Result<()> {
+        let i = self.check_prefill(seq, tokens)?;
+        self.seqs[i].extend(tokens);
+        Ok(())
+    }
+
+    fn decode_one(&mut self, seq: SeqId, sampler: Option<SamplerId>) -> Result<Decoded> {
+        let i = self.check_decode(seq, sampler)?;
+        self.decode_checked(i, sampler)
+    }
+
+    fn seq_tokens(&self, seq: SeqId) -> Result<Vec<TokenId>> {
+        Ok(self.seqs[self.index(seq)?].tokens().to_vec())
+    }
+
+    fn kv_pack(&mut self, seq: SeqId) -> Result<Vec<u8>> {
+        let i = self.index(seq)?;
+        Ok(crate::snapshot::encode(
+            &self.fingerprint(),
+            self.seqs[i].tokens(),
+            &[],
+        ))
+    }
+
+    fn kv_unpack(&mut self, seq: SeqId, snapshot: &[u8]) -> Result<()> {
+        let i = self.index(seq)?;
+        self.seqs[i].truncate(0);
+        let tokens = self.unpack_tokens(snapshot)?;
+        self.seqs[i].extend(&tokens);
+        Ok(())
+    }
+
+    /// Checks every operation first (each sequence at most once, every prefill and decode
+    /// valid), so a bad batch changes nothing; then applies them in order.
+    fn step(&mut self, ops: &[(SeqId, StepOp)]) -> Result<Vec<(SeqId, StepResult)>> {
+        let mut seen = HashSet::with_capacity(ops.len());
+        let mut indices = Vec::with_capacity(ops.len());
+        for (seq, op) in ops {
+            let i = match op {
+                StepOp::Prefill(tokens) => self.check_prefill(*seq, tokens)?,
+                StepOp::Decode(sampler) => self.check_decode(*seq, *sampler)?,
+            };
+            if !seen.insert(*seq) {
+                return Err(BackendError::Decode {
+                    reason: format!("sequence {seq} appears more than once in one step"),
+                });
+            }
+            indices.push(i);
+        }
+        let mut out = Vec::with_capacity(ops.len());
+        for ((seq, op), i) in ops.iter().zip(indices) {
+            let result = match op {
+                StepOp::Prefill(tokens) => {
+                    self.seqs[i].extend(tokens);
+                    StepResult::Prefilled
+                }
+                StepOp::Decode(sampler) => {
+                    let decoded = self.decode_checked(i, *sampler)?;
+                    crate::thinking::classify(
+                        self.info.special.thinking,
+                        self.seqs[i].tokens(),
+                        decoded,
+                    )
+                }
+            };
+            out.push((*seq, result));
+        }
+        Ok(out)
+    }
+
+    fn sampler_new(&mut self, opts: &SamplerOpts) -> Result<SamplerId> {
+        let sampler = Sampler::new(&self.vocab, opts)?;
+        let id = self.next_sampler;
+        self.next_sampler += 1;
+        self.samplers.insert(id, sampler);
+        Ok(SamplerId(id))
+    }
+
+    fn sampler_configure(&mut self, sampler: SamplerId, opts: &SamplerOpts) -> Result<()> {
+        self.sampler(sampler)?;
+        let fresh = Sampler::new(&self.vocab, opts)?;
+        *self.sampler_mut(sampler)? = fresh;
+        Ok(())
+    }
+
+    fn sampler_clear(&mut self, sampler: SamplerId) -> Result<()> {
+        self.sampler_mut(sampler)?.clear();
+        Ok(())
+    }
+
+    fn sampler_free(&mut self, sampler: SamplerId) -> Result<()> {
+        self.samplers
+            .remove(&sampler.0)
+            .map(drop)
+            .ok_or(BackendError::UnknownSampler(sampler.0))
+    }
+
+    fn set_grammar(&mut self, sampler: SamplerId, grammar: Option<&Grammar>) -> Result<()> {
+        self.sampler(sampler)?;
+        let parsed = Self::grammar(grammar)?;
+        self.sampler_mut(sampler)?.set_grammar(parsed);
+        Ok(())
+    }
+
+    fn load_adapter(&mut self, path: &Path) -> Result<AdapterId> {
+        let fail = |reason: String| BackendError::Adapter {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
+        if !meta.is_file() {
+            return Err(fail("not a regular file".to_owned()));
+        }
+        std::fs::File::open(path).map_err(|e| fail(e.to_string()))?;
+        let id = self.next_adapter;
+        self.next_adapter += 1;
+        self.adapters.insert(id, path.to_path_buf());
+        Ok(AdapterId(id))
+    }
+
+    fn apply_adapters(&mut self, adapters: &[(AdapterId, f32)]) -> Result<()> {
+        if let Some((id, _)) = adapters
+            .iter()
+            .find(|(id, _)| !self.adapters.contains_key(&id.0))
+        {
+            return Err(BackendError::UnknownAdapter(id.0));
+        }
+        self.active = adapters.iter().map(|&(id, scale)| (id.0, scale)).collect();
+        Ok(())
+    }
+
+    fn unload_adapter(&mut self, adapter: AdapterId) -> Result<()> {
+        self.adapters
+            .remove(&adapter.0)
+            .ok_or(BackendError::UnknownAdapter(adapter.0))?;
+        self.active.remove(&adapter.0);
+        Ok(())
+    }
+
+    fn embed(&mut self, tokens: &[TokenId]) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(BackendError::EmptyInput {
+                what: "embedding of no tokens",
+            });
+        }
+        self.vocab.check(tokens)?;
+        Ok(model::embed(tokens))
+    }
+
+    fn verify(&mut self, seq: SeqId, candidates: &[TokenId]) -> Result<Verified> {
+        let i = self.index(seq)?;
+        if candidates.is_empty() {
+            return Err(BackendError::EmptyInput {
+                what: "verify without candidates",
+            });
+        }
+        self.vocab.check(candidates)?;
+        if self.seqs[i].len() == 0 {
+            return Err(BackendError::EmptyInput {
+                what: "verify on an empty sequence (prefill it first)",
+            });
+        }
+        self.fits(seq, self.seqs[i].len() + candidates.len() + 1)?;
+        let mut hash = self.seqs[i].hash();
+        let mut accepted = 0;
+        let mut next = self.greedy_after(hash);
+        while accepted < candidates.len() && next == candidates[accepted] {
+            hash = model::extend_hash(hash, next);
+            accepted += 1;
+            next = self.greedy_after(hash);
+        }
+        self.seqs[i].extend(&candidates[..accepted]);
+        self.seqs[i].extend(&[next]);
+        Ok(Verified {
+            accepted,
+            next: self.decoded(next),
+        })
+    }
+
+    fn seq_rm(&mut self, seq: SeqId) -> Result<()> {
+        let i = self.index(seq)?;
+        self.seqs[i].truncate(0);
+        Ok(())
+    }
+
+    fn seq_rm_last(&mut self, seq: SeqId, n: usize) -> Result<()> {
+        let i = self.index(seq)?;
+        let keep = self.seqs[i].len().saturating_sub(n);
+        self.seqs[i].truncate(keep);
+        Ok(())
+    }
+
+    fn seq_copy(&mut self, src: SeqId, dst: SeqId, n: usize) -> Result<()> {
+        let (s, d) = (self.index(src)?, self.index(dst)?);
+        let len = self.seqs[s].len();
+        if n > len {
+            return Err(BackendError::Decode {
+                reason: format!("cannot copy {n} tokens of sequence {src}: it holds {len}"),
+            });
+        }
+        self.seqs[d] = self.seqs[s].prefix(n);
+        Ok(())
+    }
+
+    fn seq_clear(&mut self) -> Result<()> {
+        self.seqs.iter_mut().for_each(|s| s.truncate(0));
+        Ok(())
+    }
+
+    /// ChatML: per message `<|im_start|>` role `\n` content `<|im_end|>` `\n`, then
+    /// `<|im_start|>assistant\n` when asked. Roles and contents are tokenized with special-token
+    /// parsing off, so control text inside them stays plain text.
+    fn apply_chat_template(&self, request: &ChatRequest) -> Result<Vec<TokenId>> {
+        let mut out = Vec::new();
+        let newline = self.vocab.tokenize("\n", false);
+        for message in request.effective_messages() {
+            out.push(IM_START);
+            out.extend(self.vocab.tokenize(&format!("{}\n", message.role), false));
+            out.extend(self.vocab.tokenize(&message.content, false));
+            out.push(IM_END);
+            out.extend_from_slice(&newline);
+        }
+        if request.add_generation_prompt {
+            out.push(IM_START);
+            out.extend(self.vocab.tokenize("assistant\n", false));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,32 @@
+//! wick's llama.cpp backend: the [`wick_backend::Backend`] contract over `llama-cpp-2`.
+//!
+//! One worker thread owns the model and its contexts (`LlamaContext` is not `Send`); the
+//! [`LlamaBackend`] handle sends it work over a channel and waits for the answer. Every input is
+//! checked before it reaches llama.cpp, so bad input is an error, never an abort.
+//!
+//! ```no_run
+//! use wick_backend::{Backend, BackendConfig};
+//! use wick_llama::LlamaBackend;
+//! use wick_types::SeqId;
+//!
+//! let mut backend = LlamaBackend::load(&BackendConfig::new("SmolLM2-135M-Instruct.Q4_1.gguf"))?;
+//! let prompt = backend.tokenize_prompt("The capital of France is", false)?;
+//! backend.prefill(SeqId(0), &prompt)?;
+//! let next = backend.decode_one(SeqId(0), None)?;
+//! println!("{}", String::from_utf8_lossy(&backend.detokenize(&[next.token()])?));
+//! # Ok::<(), wick_backend::BackendError>(())
+//! ```
+#![deny(missing_docs)]
+
+mod chat;
+mod eval;
+mod ffi;
+mod gguf;
+mod handle;
+mod load;
+mod sampler;
+mod vocab;
+mod worker;
+
+pub use gguf::check_gguf;
+pub use handle::LlamaBackend;

@@ -1,0 +1,119 @@
+//! Loading: the process-wide llama.cpp init, model and context parameters, model metadata.
+
+use std::num::NonZeroU32;
+use std::sync::OnceLock;
+
+use llama_cpp_2::context::params::{LlamaContextParams, LlamaPoolingType};
+use llama_cpp_2::llama_backend::LlamaBackend as LlamaRuntime;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::LlamaModel;
+use wick_backend::{BackendConfig, BackendError, ModelInfo};
+
+/// llama.cpp's global state (`llama_backend_init`) may be set up once per process, so it is the
+/// one process-wide value wick keeps; every model shares it.
+static RUNTIME: OnceLock<Result<LlamaRuntime, String>> = OnceLock::new();
+
+pub(crate) fn runtime() -> Result<&'static LlamaRuntime, BackendError> {
+    RUNTIME
+        .get_or_init(|| {
+            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+            LlamaRuntime::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|reason| BackendError::Load {
+            path: "llama.cpp".into(),
+            reason: reason.clone(),
+        })
+}
+
+pub(crate) fn load_model(config: &BackendConfig) -> Result<LlamaModel, BackendError> {
+    crate::gguf::check_gguf(&config.model_path)?;
+    let params = LlamaModelParams::default().with_n_gpu_layers(config.n_gpu_layers);
+    LlamaModel::load_from_file(runtime()?, &config.model_path, &params).map_err(|e| {
+        BackendError::Load {
+            path: config.model_path.clone(),
+            reason: format!("llama.cpp could not load it ({e}); is it a complete GGUF model?"),
+        }
+    })
+}
+
+/// The per-sequence window: the configured one, capped at the model's training context.
+pub(crate) fn seq_ctx(config: &BackendConfig, model: &LlamaModel) -> u32 {
+    let train = model.n_ctx_train();
+    if train == 0 {
+        config.n_ctx
+    } else {
+        config.n_ctx.min(train)
+    }
+}
+
+fn threads(config: &BackendConfig) -> i32 {
+    let n = config.n_threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(4, |n| u32::try_from(n.get()).unwrap_or(4))
+    });
+    i32::try_from(n).unwrap_or(4)
+}
+
+/// The generation context: one unified KV cache of `n_seq_max` windows, so sequences can share
+/// cells (`seq_copy`) and decode in one batch.
+pub(crate) fn context_params(config: &BackendConfig, n_ctx: u32) -> LlamaContextParams {
+    let total = n_ctx.saturating_mul(config.n_seq_max);
+    LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(total))
+        .with_n_batch(config.n_batch)
+        .with_n_ubatch(config.n_batch)
+        .with_n_seq_max(config.n_seq_max)
+        .with_kv_unified(true)
+        .with_n_threads(threads(config))
+        .with_n_threads_batch(threads(config))
+}
+
+/// The embedding context: mean pooling over one sequence, the whole input in one batch.
+pub(crate) fn embedding_params(config: &BackendConfig, n_ctx: u32) -> LlamaContextParams {
+    LlamaContextParams::default()
+        .with_n_ctx(NonZeroU32::new(n_ctx))
+        .with_n_batch(n_ctx)
+        .with_n_ubatch(n_ctx)
+        .with_n_seq_max(1)
+        .with_embeddings(true)
+        .with_pooling_type(LlamaPoolingType::Mean)
+        .with_n_threads(threads(config))
+        .with_n_threads_batch(threads(config))
+}
+
+pub(crate) fn model_info(config: &BackendConfig, model: &LlamaModel) -> ModelInfo {
+    let stem = config
+        .model_path
+        .file_stem()
+        .map_or_else(|| "model".to_owned(), |s| s.to_string_lossy().into_owned());
+    let mut info = ModelInfo::new(
+        model.meta_val_str("general.name").unwrap_or(stem),
+        crate::vocab::special_tokens(model),
+    );
+    info.architecture = model
+        .meta_val_str("general.architecture")
+        .unwrap_or_default();
+    info.model_size_bytes = model.size();
+    info.n_params = model.n_params();
+    info.n_layer = model.n_layer();
+    info.n_gpu_layers = config.n_gpu_layers.min(model.n_layer() + 1);
+    info.n_vocab = u32::try_from(model.n_vocab()).unwrap_or(0);
+    info.n_embd = u32::try_from(model.n_embd()).unwrap_or(0);
+    info.n_ctx = seq_ctx(config, model);
+    info.n_ctx_train = model.n_ctx_train();
+    info.n_seq_max = config.n_seq_max;
+    info.chat_template = model
+        .chat_template(None)
+        .ok()
+        .and_then(|t| t.to_string().ok());
+    info
+}
+
+/// Names the model and the KV layout, so a snapshot from another model or layout is refused.
+pub(crate) fn fingerprint(config: &BackendConfig, info: &ModelInfo) -> String {
+    let file_len = std::fs::metadata(&config.model_path).map_or(0, |m| m.len());
+    format!(
+        "llama:v1:{}:{}:file={file_len}:params={}:vocab={}:layers={}:embd={}:ctx={}",
+        info.architecture, info.name, info.n_params, info.n_vocab, info.n_layer, info.n_embd, info.n_ctx
+    )
+}

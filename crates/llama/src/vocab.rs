@@ -1,0 +1,79 @@
+//! Tokenizing and detokenizing with the model's vocabulary, and its special tokens.
+
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::token::LlamaToken;
+use wick_backend::{BackendError, SpecialTokens, ThinkingTokens, THINKING_MARKERS};
+use wick_types::TokenId;
+
+pub(crate) fn to_llama(t: TokenId) -> LlamaToken {
+    LlamaToken(i32::try_from(t.0).expect("invariant: token ids are checked against n_vocab"))
+}
+
+pub(crate) fn from_llama(t: LlamaToken) -> TokenId {
+    TokenId(u32::try_from(t.0).unwrap_or(u32::MAX))
+}
+
+/// Checks every id against the vocabulary.
+pub(crate) fn check_range(tokens: &[TokenId], n_vocab: u32) -> Result<(), BackendError> {
+    match tokens.iter().find(|t| t.0 >= n_vocab) {
+        Some(&token) => Err(BackendError::TokenOutOfRange { token, n_vocab }),
+        None => Ok(()),
+    }
+}
+
+/// Tokenizes without BOS. With `special == false` control-token text stays plain text: this is
+/// the vocabulary's own `tokenize` with `parse_special` off (`LlamaModel::str_to_token` would
+/// always parse specials).
+pub(crate) fn tokenize(model: &LlamaModel, text: &str, special: bool) -> Vec<TokenId> {
+    model
+        .vocab()
+        .tokenize(text.as_bytes(), false, special)
+        .into_iter()
+        .map(from_llama)
+        .collect()
+}
+
+/// The bytes of `tokens`, control tokens rendered as their text.
+pub(crate) fn detokenize(model: &LlamaModel, tokens: &[TokenId]) -> Vec<u8> {
+    let vocab = model.vocab();
+    let mut out = Vec::with_capacity(tokens.len() * 4);
+    for &t in tokens {
+        vocab.token_to_piece_into(to_llama(t), &mut out, true, None);
+    }
+    out
+}
+
+pub(crate) fn special_tokens(model: &LlamaModel) -> SpecialTokens {
+    let vocab = model.vocab();
+    let n_vocab = vocab.n_tokens();
+    let mut control = Vec::new();
+    let mut eog = Vec::new();
+    for id in 0..n_vocab {
+        let t = LlamaToken(id);
+        if vocab.is_control(t) {
+            control.push(from_llama(t));
+        }
+        if vocab.is_eog(t) {
+            eog.push(from_llama(t));
+        }
+    }
+    let valid = |t: LlamaToken| (0..n_vocab).contains(&t.0).then(|| from_llama(t));
+    let single = |text: &str| match tokenize(model, text, true).as_slice() {
+        [t] => Some(*t),
+        _ => None,
+    };
+    let thinking = THINKING_MARKERS.iter().find_map(|(start, end)| {
+        Some(ThinkingTokens {
+            start: single(start)?,
+            end: single(end)?,
+        })
+    });
+    let mut special = SpecialTokens::default();
+    special.bos = valid(vocab.bos());
+    special.eos = valid(vocab.eos());
+    special.add_bos = vocab.should_add_bos();
+    special.eog = eog;
+    special.control = control;
+    special.thinking = thinking;
+    special
+}

@@ -1,0 +1,444 @@
+//! The worker thread's side: the model, its contexts and every sequence, owned by one thread.
+
+use std::collections::HashMap;
+
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::model::{LlamaLoraAdapter, LlamaModel};
+use wick_backend::{
+    check_distinct, snapshot, thinking, BackendConfig, BackendError, Decoded, ModelInfo,
+    StepOp, StepResult, Verified,
+};
+use wick_types::{SeqId, TokenId};
+
+use crate::eval::{eval, Outputs, Pass};
+use crate::sampler::Samplers;
+use crate::vocab::{check_range, from_llama, to_llama};
+
+type Result<T> = std::result::Result<T, BackendError>;
+
+/// Everything that outlives a context: it is carried over when the context is rebuilt (to load
+/// an adapter, which needs the model mutably).
+pub(crate) struct State {
+    pub(crate) config: BackendConfig,
+    pub(crate) info: ModelInfo,
+    pub(crate) fingerprint: String,
+    pub(crate) seqs: Vec<Vec<TokenId>>,
+    pub(crate) samplers: Samplers,
+    pub(crate) adapters: HashMap<u64, LlamaLoraAdapter>,
+    pub(crate) active_adapter: Option<(u64, f32)>,
+    pub(crate) next_adapter: u64,
+}
+
+/// The model and its contexts, as the worker thread holds them.
+///
+/// Invariant: the KV cells of sequence `s` hold every token of `state.seqs[s]` but the last,
+/// at positions `0..len - 1`; the last token is evaluated by the next decode.
+pub(crate) struct Worker<'m> {
+    pub(crate) model: &'m LlamaModel,
+    pub(crate) ctx: LlamaContext<'m>,
+    pub(crate) embed_ctx: Option<LlamaContext<'m>>,
+    pub(crate) state: State,
+}
+
+impl std::fmt::Debug for Worker<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("model", &self.state.info.name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn seq_i32(index: usize) -> i32 {
+    i32::try_from(index).expect("invariant: sequence ids are below n_seq_max")
+}
+
+fn pos_u32(pos: usize) -> u32 {
+    u32::try_from(pos).expect("invariant: positions are below n_ctx")
+}
+
+impl<'m> Worker<'m> {
+    pub(crate) fn index(&self, seq: SeqId) -> Result<usize> {
+        let index = seq.0 as usize;
+        if index < self.state.seqs.len() {
+            Ok(index)
+        } else {
+            Err(BackendError::UnknownSequence {
+                seq,
+                n_seq_max: self.state.info.n_seq_max,
+            })
+        }
+    }
+
+    fn n_ctx(&self) -> usize {
+        self.state.info.n_ctx as usize
+    }
+
+    fn check_fits(&self, seq: SeqId, needed: usize) -> Result<()> {
+        if needed > self.n_ctx() {
+            return Err(BackendError::ContextFull {
+                seq,
+                needed,
+                n_ctx: self.state.info.n_ctx,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn seq_tokens(&self, seq: SeqId) -> Result<Vec<TokenId>> {
+        Ok(self.state.seqs[self.index(seq)?].clone())
+    }
+
+    /// Checks one op and turns it into a pass over the KV cache.
+    fn plan(&self, seq: SeqId, op: &StepOp) -> Result<Pass> {
+        let index = self.index(seq)?;
+        let history = &self.state.seqs[index];
+        match op {
+            StepOp::Prefill(tokens) => {
+                if tokens.is_empty() {
+                    return Err(BackendError::EmptyInput {
+                        what: "prefill needs at least one token",
+                    });
+                }
+                check_range(tokens, self.state.info.n_vocab)?;
+                self.check_fits(seq, history.len() + tokens.len())?;
+                // The old last token and all new ones but the last go into the cache.
+                let start = history.len().saturating_sub(1);
+                let feed = history[start..]
+                    .iter()
+                    .chain(&tokens[..tokens.len() - 1])
+                    .map(|&t| to_llama(t))
+                    .collect();
+                Ok(Pass {
+                    seq: seq_i32(index),
+                    start,
+                    tokens: feed,
+                    outputs: Outputs::None,
+                })
+            }
+            StepOp::Decode(sampler) => {
+                let Some(&last) = history.last() else {
+                    return Err(BackendError::EmptyInput {
+                        what: "decode needs a sequence with at least one token",
+                    });
+                };
+                self.state.samplers.check(*sampler)?;
+                self.check_fits(seq, history.len() + 1)?;
+                Ok(Pass {
+                    seq: seq_i32(index),
+                    start: history.len() - 1,
+                    tokens: vec![to_llama(last)],
+                    outputs: Outputs::Last,
+                })
+            }
+        }
+    }
+
+    /// Every op in as few forward passes as the batch size allows.
+    pub(crate) fn step(&mut self, ops: &[(SeqId, StepOp)]) -> Result<Vec<(SeqId, StepResult)>> {
+        check_distinct(ops)?;
+        let passes = ops
+            .iter()
+            .map(|(seq, op)| self.plan(*seq, op))
+            .collect::<Result<Vec<_>>>()?;
+        let mut sampled: Vec<Option<TokenId>> = vec![None; ops.len()];
+        let samplers = &mut self.state.samplers;
+        eval(
+            &mut self.ctx,
+            self.state.config.n_batch as usize,
+            &passes,
+            |ctx, p, _, idx| {
+                let sampler = match &ops[p].1 {
+                    StepOp::Decode(s) => *s,
+                    StepOp::Prefill(_) => None,
+                };
+                sampled[p] = Some(from_llama(samplers.chain(sampler)?.sample(ctx, idx)));
+                Ok(())
+            },
+        )?;
+        let vocab = self.model.vocab();
+        let mut out = Vec::with_capacity(ops.len());
+        for ((seq, op), token) in ops.iter().zip(sampled) {
+            let history = &mut self.state.seqs[seq.0 as usize];
+            let result = match (op, token) {
+                (StepOp::Prefill(tokens), _) => {
+                    history.extend_from_slice(tokens);
+                    StepResult::Prefilled
+                }
+                (StepOp::Decode(_), Some(t)) => {
+                    history.push(t);
+                    let decoded = if vocab.is_eog(to_llama(t)) {
+                        Decoded::Eog(t)
+                    } else {
+                        Decoded::Token(t)
+                    };
+                    thinking::classify(self.state.info.special.thinking, history, decoded)
+                }
+                (StepOp::Decode(_), None) => {
+                    return Err(BackendError::Decode {
+                        reason: "llama.cpp produced no logits for a decode".into(),
+                    })
+                }
+            };
+            out.push((*seq, result));
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn verify(&mut self, seq: SeqId, candidates: &[TokenId]) -> Result<Verified> {
+        let index = self.index(seq)?;
+        if candidates.is_empty() {
+            return Err(BackendError::EmptyInput {
+                what: "verify needs at least one candidate",
+            });
+        }
+        check_range(candidates, self.state.info.n_vocab)?;
+        let history = &self.state.seqs[index];
+        let Some(&last) = history.last() else {
+            return Err(BackendError::EmptyInput {
+                what: "verify needs a sequence with at least one token",
+            });
+        };
+        let len = history.len();
+        self.check_fits(seq, len + candidates.len())?;
+        let pass = Pass {
+            seq: seq_i32(index),
+            start: len - 1,
+            tokens: std::iter::once(last)
+                .chain(candidates.iter().copied())
+                .map(to_llama)
+                .collect(),
+            outputs: Outputs::All,
+        };
+        let mut predicted = vec![TokenId(0); candidates.len() + 1];
+        eval(
+            &mut self.ctx,
+            self.state.config.n_batch as usize,
+            std::slice::from_ref(&pass),
+            |ctx, _, i, idx| {
+                predicted[i] = argmax(ctx.get_logits_ith(idx));
+                Ok(())
+            },
+        )?;
+        let accepted = candidates
+            .iter()
+            .zip(&predicted)
+            .take_while(|(c, p)| c == p)
+            .count();
+        let next = predicted[accepted];
+        // Keep the cells of the history and the accepted candidates; the next token is pending.
+        self.ctx
+            .clear_kv_cache_seq(Some(pos_u32(index)), Some(pos_u32(len + accepted)), None)
+            .map_err(|e| BackendError::Decode {
+                reason: e.to_string(),
+            })?;
+        let history = &mut self.state.seqs[index];
+        history.extend_from_slice(&candidates[..accepted]);
+        history.push(next);
+        let next = if self.model.vocab().is_eog(to_llama(next)) {
+            Decoded::Eog(next)
+        } else {
+            Decoded::Token(next)
+        };
+        Ok(Verified { accepted, next })
+    }
+
+    /// Keeps the first `n` tokens of `seq`.
+    pub(crate) fn truncate(&mut self, seq: SeqId, n: usize) -> Result<()> {
+        let index = self.index(seq)?;
+        let n = n.min(self.state.seqs[index].len());
+        self.remove_cells(index, n.saturating_sub(1));
+        self.state.seqs[index].truncate(n);
+        Ok(())
+    }
+
+    fn remove_cells(&mut self, index: usize, from: usize) {
+        let _ = self
+            .ctx
+            .clear_kv_cache_seq(Some(pos_u32(index)), Some(pos_u32(from)), None);
+    }
+
+    pub(crate) fn seq_rm_last(&mut self, seq: SeqId, n: usize) -> Result<()> {
+        let len = self.state.seqs[self.index(seq)?].len();
+        self.truncate(seq, len.saturating_sub(n))
+    }
+
+    pub(crate) fn seq_copy(&mut self, src: SeqId, dst: SeqId, n: usize) -> Result<()> {
+        let (s, d) = (self.index(src)?, self.index(dst)?);
+        let available = self.state.seqs[s].len();
+        if n > available {
+            return Err(BackendError::ContextFull {
+                seq: src,
+                needed: n,
+                n_ctx: u32::try_from(available).unwrap_or(u32::MAX),
+            });
+        }
+        if s == d {
+            return self.truncate(dst, n);
+        }
+        self.truncate(dst, 0)?;
+        if n > 1 {
+            self.ctx
+                .kv_cache_seq_cp(seq_i32(s), seq_i32(d), Some(0), Some(pos_u32(n - 1)))
+                .map_err(|e| BackendError::Decode {
+                    reason: e.to_string(),
+                })?;
+        }
+        self.state.seqs[d] = self.state.seqs[s][..n].to_vec();
+        Ok(())
+    }
+
+    pub(crate) fn seq_clear(&mut self) {
+        self.ctx.clear_kv_cache();
+        for s in &mut self.state.seqs {
+            s.clear();
+        }
+    }
+
+    pub(crate) fn kv_pack(&mut self, seq: SeqId) -> Result<Vec<u8>> {
+        let index = self.index(seq)?;
+        let payload = crate::ffi::seq_state_bytes(&self.ctx, seq_i32(index)).ok_or_else(|| {
+            BackendError::Decode {
+                reason: "llama.cpp wrote a state of unexpected size".into(),
+            }
+        })?;
+        Ok(snapshot::encode(
+            &self.state.fingerprint,
+            &self.state.seqs[index],
+            &payload,
+        ))
+    }
+
+    pub(crate) fn kv_unpack(&mut self, seq: SeqId, bytes: &[u8]) -> Result<()> {
+        let index = self.index(seq)?;
+        self.truncate(seq, 0)?;
+        let snap = snapshot::decode(&self.state.fingerprint, bytes)?;
+        let invalid = |reason: String| BackendError::InvalidSnapshot { reason };
+        check_range(&snap.tokens, self.state.info.n_vocab)
+            .map_err(|e| invalid(e.to_string()))?;
+        if snap.tokens.len() > self.n_ctx() {
+            return Err(invalid(format!(
+                "{} tokens do not fit a window of {}",
+                snap.tokens.len(),
+                self.n_ctx()
+            )));
+        }
+        if !crate::ffi::set_seq_state_bytes(&mut self.ctx, seq_i32(index), snap.payload) {
+            self.remove_cells(index, 0);
+            return Err(invalid("llama.cpp refused the KV state".into()));
+        }
+        let expected = i32::try_from(snap.tokens.len()).unwrap_or(i32::MAX) - 2;
+        let pos_max = self.ctx.kv_cache_seq_pos_max(seq_i32(index)).max(-1);
+        if pos_max != expected.max(-1) {
+            self.remove_cells(index, 0);
+            return Err(invalid(format!(
+                "the KV state ends at position {pos_max}, the tokens need {expected}"
+            )));
+        }
+        self.state.seqs[index] = snap.tokens;
+        Ok(())
+    }
+
+    pub(crate) fn embed(&mut self, tokens: &[TokenId]) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(BackendError::EmptyInput {
+                what: "embed needs at least one token",
+            });
+        }
+        check_range(tokens, self.state.info.n_vocab)?;
+        self.check_fits(SeqId(0), tokens.len())?;
+        if self.embed_ctx.is_none() {
+            let params = crate::load::embedding_params(&self.state.config, self.state.info.n_ctx);
+            let ctx = self
+                .model
+                .new_context(crate::load::runtime()?, params)
+                .map_err(|e| BackendError::Decode {
+                    reason: format!("cannot create the embedding context: {e}"),
+                })?;
+            self.embed_ctx = Some(ctx);
+        }
+        let ctx = self
+            .embed_ctx
+            .as_mut()
+            .expect("invariant: created just above");
+        ctx.clear_kv_cache();
+        let pass = Pass {
+            seq: 0,
+            start: 0,
+            tokens: tokens.iter().copied().map(to_llama).collect(),
+            outputs: Outputs::All,
+        };
+        eval(ctx, tokens.len(), std::slice::from_ref(&pass), |_, _, _, _| Ok(()))?;
+        let raw = ctx
+            .embeddings_seq_ith(0)
+            .map_err(|e| BackendError::Decode {
+                reason: format!("no pooled embedding: {e}"),
+            })?;
+        let norm = raw.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+        Ok(raw.iter().map(|x| x / norm).collect())
+    }
+
+    pub(crate) fn apply_adapters(&mut self, adapters: &[(u64, f32)]) -> Result<()> {
+        for (id, _) in adapters {
+            if !self.state.adapters.contains_key(id) {
+                return Err(BackendError::UnknownAdapter(*id));
+            }
+        }
+        match adapters {
+            [] => self.set_active(None),
+            [one] => self.set_active(Some(*one)),
+            _ => Err(BackendError::Unsupported {
+                backend: "llama",
+                op: "apply_adapters with more than one adapter at once",
+            }),
+        }
+    }
+
+    /// Makes `active` the one adapter in use (or none), here and after any context rebuild.
+    pub(crate) fn set_active(&mut self, active: Option<(u64, f32)>) -> Result<()> {
+        let err = |e: &dyn std::fmt::Display| BackendError::Decode {
+            reason: format!("cannot set the LoRA adapter: {e}"),
+        };
+        match active {
+            Some((id, scale)) => {
+                let adapter = self
+                    .state
+                    .adapters
+                    .get_mut(&id)
+                    .ok_or(BackendError::UnknownAdapter(id))?;
+                self.ctx
+                    .lora_adapter_set(adapter, scale)
+                    .map_err(|e| err(&e))?;
+            }
+            None => {
+                if let Some(adapter) = self.state.adapters.values_mut().next() {
+                    self.ctx.lora_adapter_remove(adapter).map_err(|e| err(&e))?;
+                }
+            }
+        }
+        self.state.active_adapter = active;
+        Ok(())
+    }
+
+    pub(crate) fn unload_adapter(&mut self, id: u64) -> Result<()> {
+        if !self.state.adapters.contains_key(&id) {
+            return Err(BackendError::UnknownAdapter(id));
+        }
+        if self.state.active_adapter.is_some_and(|(a, _)| a == id) {
+            self.set_active(None)?;
+        }
+        // llama.cpp frees an adapter's weights with its model; wick forgets the handle.
+        self.state.adapters.remove(&id);
+        Ok(())
+    }
+}
+
+/// The most likely token; ties go to the lowest id, as llama.cpp's greedy sampler does.
+fn argmax(logits: &[f32]) -> TokenId {
+    let mut best = 0;
+    for (i, &l) in logits.iter().enumerate() {
+        if l > logits[best] {
+            best = i;
+        }
+    }
+    TokenId(u32::try_from(best).expect("invariant: vocabularies fit in u32"))
+}

