@@ -1,6 +1,8 @@
 //! The stub's grammars: one rule of literal alternatives, `root ::= "yes" | "no"`, from GBNF or
 //! from a JSON schema `{"enum": ["yes", "no"]}` (whose alternatives are the JSON strings).
 
+use std::fmt::Write;
+
 use wick_types::{Grammar, TokenId};
 
 use super::vocab::{Kind, Vocab};
@@ -59,7 +61,7 @@ impl LiteralGrammar {
 
     /// Whether the generated text is a whole alternative, so generation may end.
     fn complete(&self) -> bool {
-        self.alternatives.iter().any(|alt| *alt == self.text)
+        self.alternatives.contains(&self.text)
     }
 
     /// Bans (sets to `-inf`) the logit of every token the grammar does not allow next: control
@@ -339,7 +341,9 @@ fn json_encode(s: &str) -> String {
             '\t' => out.push_str("\\t"),
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
-            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
             c => out.push(c),
         }
     }

@@ -7,7 +7,7 @@ mod sampler;
 mod tests;
 mod vocab;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use wick_types::{ChatRequest, Grammar, SamplerOpts, SeqId, TokenId};
@@ -24,13 +24,13 @@ use vocab::{Vocab, EOS, IM_END, IM_START, THINK_END, THINK_START};
 /// The training context the stub claims; `n_ctx` is capped to it.
 const N_CTX_TRAIN: u32 = 1 << 16;
 
-/// The stub's chat template: ChatML, as SmolLM2 writes it but without SmolLM2's default system
+/// The stub's chat template: `ChatML`, as `SmolLM2` writes it but without its default system
 /// prompt, so that rendering it gives exactly what [`Backend::apply_chat_template`] tokenizes.
 const CHAT_TEMPLATE: &str = r"{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 
 /// A deterministic backend with no model: the next token is a hash of the context.
 ///
-/// Its vocabulary holds the ChatML control tokens (`<|endoftext|>` = 0, `<|im_start|>` = 1,
+/// Its vocabulary holds the `ChatML` control tokens (`<|endoftext|>` = 0, `<|im_start|>` = 1,
 /// `<|im_end|>` = 2, `<think>` = 3, `</think>` = 4, `<tool_call>` = 5, `</tool_call>` = 6), the
 /// 256 single bytes (token `7 + b`) and a few dozen English word pieces. Greedy decoding picks
 /// word pieces, so output reads like (nonsense) text, and ends with an EOG token about one step
@@ -298,20 +298,14 @@ impl Backend for StubBackend {
     /// Checks every operation first (each sequence at most once, every prefill and decode
     /// valid), so a bad batch changes nothing; then applies them in order.
     fn step(&mut self, ops: &[(SeqId, StepOp)]) -> Result<Vec<(SeqId, StepResult)>> {
-        let mut seen = HashSet::with_capacity(ops.len());
-        let mut indices = Vec::with_capacity(ops.len());
-        for (seq, op) in ops {
-            let i = match op {
-                StepOp::Prefill(tokens) => self.check_prefill(*seq, tokens)?,
-                StepOp::Decode(sampler) => self.check_decode(*seq, *sampler)?,
-            };
-            if !seen.insert(*seq) {
-                return Err(BackendError::Decode {
-                    reason: format!("sequence {seq} appears more than once in one step"),
-                });
-            }
-            indices.push(i);
-        }
+        crate::check_distinct(ops)?;
+        let indices = ops
+            .iter()
+            .map(|(seq, op)| match op {
+                StepOp::Prefill(tokens) => self.check_prefill(*seq, tokens),
+                StepOp::Decode(sampler) => self.check_decode(*seq, *sampler),
+            })
+            .collect::<Result<Vec<usize>>>()?;
         let mut out = Vec::with_capacity(ops.len());
         for ((seq, op), i) in ops.iter().zip(indices) {
             let result = match op {
@@ -472,7 +466,7 @@ impl Backend for StubBackend {
         Ok(())
     }
 
-    /// ChatML: per message `<|im_start|>` role `\n` content `<|im_end|>` `\n`, then
+    /// `ChatML`: per message `<|im_start|>` role `\n` content `<|im_end|>` `\n`, then
     /// `<|im_start|>assistant\n` when asked. Roles and contents are tokenized with special-token
     /// parsing off, so control text inside them stays plain text.
     fn apply_chat_template(&self, request: &ChatRequest) -> Result<Vec<TokenId>> {

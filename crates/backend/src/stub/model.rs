@@ -160,7 +160,9 @@ pub(super) fn embed(tokens: &[TokenId]) -> Vec<f32> {
         .collect();
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     if norm > 0.0 {
-        v.iter_mut().for_each(|x| *x /= norm);
+        for x in &mut v {
+            *x /= norm;
+        }
     } else {
         v[0] = 1.0;
     }

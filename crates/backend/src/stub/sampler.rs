@@ -151,7 +151,9 @@ impl Sampler {
             .map(|&(_, l)| ((l - top) / temperature).exp())
             .collect();
         let sum: f64 = probs.iter().sum();
-        probs.iter_mut().for_each(|p| *p /= sum);
+        for p in &mut probs {
+            *p /= sum;
+        }
 
         let mut keep = probs.len();
         let top_p = f64::from(self.opts.top_p);

@@ -428,7 +428,13 @@ fn unknown_sequences_are_errors_for_every_operation() {
         b.step(&[(bad, StepOp::Prefill(vec![TokenId(9)]))])
             .map(drop)
     ));
-    assert!(unknown(b.seq_tokens(SeqId(u32::MAX)).map(drop)));
+    assert!(matches!(
+        b.seq_tokens(SeqId(u32::MAX)),
+        Err(BackendError::UnknownSequence {
+            seq: SeqId(u32::MAX),
+            ..
+        })
+    ));
 }
 
 #[test]
@@ -689,6 +695,15 @@ fn a_bad_step_changes_nothing() {
         assert!(b.step(&ops).is_err(), "{ops:?}");
         assert_eq!(before(&b), start, "{ops:?}");
     }
+    let twice = [
+        (S1, StepOp::Prefill(vec![TokenId(9)])),
+        (S1, StepOp::Prefill(vec![TokenId(9)])),
+    ];
+    assert!(matches!(
+        b.step(&twice),
+        Err(BackendError::DuplicateSequence { seq: S1 })
+    ));
+    assert_eq!(before(&b), start);
     assert!(b.step(&[]).unwrap().is_empty());
 }
 

@@ -1,5 +1,7 @@
-//! The stub's vocabulary: seven ChatML control tokens, the 256 single bytes, then a few dozen
+//! The stub's vocabulary: seven `ChatML` control tokens, the 256 single bytes, then a few dozen
 //! English word pieces so that generated text reads like words.
+
+use std::ops::Range;
 
 use wick_types::TokenId;
 
@@ -29,7 +31,8 @@ pub(super) const THINK_START: TokenId = TokenId(3);
 pub(super) const THINK_END: TokenId = TokenId(4);
 
 /// The first byte token: byte `b` is token `BYTE_BASE + b`.
-const BYTE_BASE: u32 = CONTROL.len() as u32;
+const BYTE_BASE: u32 = 7;
+const _: () = assert!(CONTROL.len() == BYTE_BASE as usize);
 /// The first word-piece token.
 const PIECE_BASE: u32 = BYTE_BASE + 256;
 
@@ -175,32 +178,29 @@ impl Vocab {
     /// longest word piece, else a single byte. Without `special`, control texts are plain text.
     pub(super) fn tokenize(&self, text: &str, special: bool) -> Vec<TokenId> {
         let text = text.as_bytes();
+        let controls = if special { 0..BYTE_BASE } else { 0..0 };
         let mut out = Vec::with_capacity(text.len() / 2 + 1);
         let mut pos = 0;
         while pos < text.len() {
             let rest = &text[pos..];
-            let control = if special {
-                longest_match(
-                    rest,
-                    CONTROL.iter().enumerate().map(|(i, c)| (i, c.as_bytes())),
-                )
-            } else {
-                None
-            };
-            let (id, len) = control
-                .map(|(i, len)| (i as u32, len))
-                .or_else(|| {
-                    longest_match(
-                        rest,
-                        PIECES.iter().enumerate().map(|(i, p)| (i, p.as_bytes())),
-                    )
-                    .map(|(i, len)| (PIECE_BASE + i as u32, len))
-                })
+            let (id, len) = self
+                .longest_match(rest, controls.clone())
+                .or_else(|| self.longest_match(rest, PIECE_BASE..self.n_vocab()))
                 .unwrap_or((BYTE_BASE + u32::from(rest[0]), 1));
             out.push(TokenId(id));
             pos += len;
         }
         out
+    }
+
+    /// The id and length of the longest token among `ids` that `text` starts with (the lowest
+    /// id among equally long ones).
+    fn longest_match(&self, text: &[u8], ids: Range<u32>) -> Option<(u32, usize)> {
+        let tokens = &self.bytes[ids.start as usize..ids.end as usize];
+        ids.zip(tokens)
+            .filter(|(_, bytes)| !bytes.is_empty() && text.starts_with(bytes))
+            .map(|(id, bytes)| (id, bytes.len()))
+            .max_by_key(|&(id, len)| (len, std::cmp::Reverse(id)))
     }
 
     /// The bytes of `tokens`, control tokens as their text.
@@ -212,17 +212,6 @@ impl Vocab {
         }
         Ok(out)
     }
-}
-
-/// The index and length of the longest candidate that `text` starts with.
-fn longest_match<'a>(
-    text: &[u8],
-    candidates: impl Iterator<Item = (usize, &'a [u8])>,
-) -> Option<(usize, usize)> {
-    candidates
-        .filter(|(_, c)| !c.is_empty() && text.starts_with(c))
-        .map(|(i, c)| (i, c.len()))
-        .max_by_key(|&(i, len)| (len, std::cmp::Reverse(i)))
 }
 
 #[cfg(test)]
@@ -241,7 +230,7 @@ mod tests {
     #[test]
     fn layout_is_control_then_bytes_then_unique_pieces() {
         let v = Vocab::new();
-        assert_eq!(v.n_vocab(), 7 + 256 + PIECES.len() as u32);
+        assert_eq!(v.n_vocab() as usize, 7 + 256 + PIECES.len());
         assert_eq!(v.token_bytes(TokenId(7 + u32::from(b'A'))).unwrap(), b"A");
         assert_eq!(v.token_bytes(TokenId(2)).unwrap(), b"<|im_end|>");
         let mut seen = std::collections::HashSet::new();
@@ -268,7 +257,7 @@ mod tests {
         let user = PIECES.iter().position(|p| *p == "user").unwrap();
         assert_eq!(
             with[1],
-            TokenId(PIECE_BASE + user as u32),
+            TokenId(PIECE_BASE + u32::try_from(user).unwrap()),
             "`user` is one piece"
         );
 
