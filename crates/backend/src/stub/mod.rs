@@ -7,6 +7,7 @@ mod sampler;
 mod tests;
 mod vocab;
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -187,22 +188,25 @@ impl StubBackend {
         model::greedy(&self.vocab, model::context_hash(history, &self.active))
     }
 
-    /// Samples and appends the next token of sequence `i` (already checked).
-    fn decode_checked(&mut self, i: usize, sampler: Option<SamplerId>) -> Result<Decoded> {
+    /// The next token of sequence `i` (already checked), drawn with a copy of `sampler` kept in
+    /// `staged`: nothing changes until the caller commits the staged samplers, so a failure
+    /// leaves every sampler as it was.
+    fn sample_next(
+        &self,
+        i: usize,
+        sampler: Option<SamplerId>,
+        staged: &mut HashMap<u64, Sampler>,
+    ) -> Result<TokenId> {
         let seq = &self.seqs[i];
-        let token = match sampler {
-            None => self.greedy_after(seq.hash()),
-            Some(id) => {
-                let ctx = model::context_hash(seq.hash(), &self.active);
-                let logits = model::logits(&self.vocab, ctx);
-                self.samplers
-                    .get_mut(&id.0)
-                    .ok_or(BackendError::UnknownSampler(id.0))?
-                    .sample(&self.vocab, logits, seq.tokens())?
-            }
+        let Some(id) = sampler else {
+            return Ok(self.greedy_after(seq.hash()));
         };
-        self.seqs[i].extend(&[token]);
-        Ok(self.decoded(token))
+        let sampler = match staged.entry(id.0) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(self.sampler(id)?.clone()),
+        };
+        let logits = model::logits(&self.vocab, model::context_hash(seq.hash(), &self.active));
+        sampler.sample(&self.vocab, logits, seq.tokens())
     }
 
     fn decoded(&self, token: TokenId) -> Decoded {
@@ -246,6 +250,12 @@ impl StubBackend {
     }
 }
 
+/// A checked step operation, ready to apply.
+enum Planned<'a> {
+    Prefill(&'a [TokenId]),
+    Decode(TokenId),
+}
+
 impl Backend for StubBackend {
     fn name(&self) -> &'static str {
         "stub"
@@ -271,7 +281,11 @@ impl Backend for StubBackend {
 
     fn decode_one(&mut self, seq: SeqId, sampler: Option<SamplerId>) -> Result<Decoded> {
         let i = self.check_decode(seq, sampler)?;
-        self.decode_checked(i, sampler)
+        let mut staged = HashMap::new();
+        let token = self.sample_next(i, sampler, &mut staged)?;
+        self.samplers.extend(staged);
+        self.seqs[i].extend(&[token]);
+        Ok(self.decoded(token))
     }
 
     fn seq_tokens(&self, seq: SeqId) -> Result<Vec<TokenId>> {
@@ -295,8 +309,8 @@ impl Backend for StubBackend {
         Ok(())
     }
 
-    /// Checks every operation first (each sequence at most once, every prefill and decode
-    /// valid), so a bad batch changes nothing; then applies them in order.
+    /// Checks every operation and samples every decode before changing anything, so a step
+    /// that fails changes nothing; then appends the tokens.
     fn step(&mut self, ops: &[(SeqId, StepOp)]) -> Result<Vec<(SeqId, StepResult)>> {
         crate::check_distinct(ops)?;
         let indices = ops
@@ -306,23 +320,33 @@ impl Backend for StubBackend {
                 StepOp::Decode(sampler) => self.check_decode(*seq, *sampler),
             })
             .collect::<Result<Vec<usize>>>()?;
+        let mut staged = HashMap::new();
+        let planned = ops
+            .iter()
+            .zip(&indices)
+            .map(|((_, op), &i)| match op {
+                StepOp::Prefill(tokens) => Ok(Planned::Prefill(tokens)),
+                StepOp::Decode(sampler) => self
+                    .sample_next(i, *sampler, &mut staged)
+                    .map(Planned::Decode),
+            })
+            .collect::<Result<Vec<Planned<'_>>>>()?;
+        self.samplers.extend(staged);
         let mut out = Vec::with_capacity(ops.len());
-        for ((seq, op), i) in ops.iter().zip(indices) {
-            let result = match op {
-                StepOp::Prefill(tokens) => {
+        for ((seq, i), plan) in ops.iter().map(|(seq, _)| *seq).zip(indices).zip(planned) {
+            let result = match plan {
+                Planned::Prefill(tokens) => {
                     self.seqs[i].extend(tokens);
                     StepResult::Prefilled
                 }
-                StepOp::Decode(sampler) => {
-                    let decoded = self.decode_checked(i, *sampler)?;
-                    crate::thinking::classify(
-                        self.info.special.thinking,
-                        self.seqs[i].tokens(),
-                        decoded,
-                    )
+                Planned::Decode(token) => {
+                    self.seqs[i].extend(&[token]);
+                    let decoded = self.decoded(token);
+                    let thinking = self.info.special.thinking;
+                    crate::thinking::classify(thinking, self.seqs[i].tokens(), decoded)
                 }
             };
-            out.push((*seq, result));
+            out.push((seq, result));
         }
         Ok(out)
     }

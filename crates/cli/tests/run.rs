@@ -1,0 +1,165 @@
+//! `wick run` and `wick --help` through the real binary, on the real model.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use sha2::{Digest, Sha256};
+
+const MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+
+fn wick() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_wick"))
+}
+
+/// The verified test model (see `scripts/fetch-model`); missing or corrupt fails the test.
+fn model() -> PathBuf {
+    static CHECKED: OnceLock<PathBuf> = OnceLock::new();
+    CHECKED
+        .get_or_init(|| {
+            let path = std::env::var_os("WICK_TEST_MODEL").map_or_else(
+                || {
+                    let cache = std::env::var_os("XDG_CACHE_HOME").map_or_else(
+                        || PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"),
+                        PathBuf::from,
+                    );
+                    std::env::var_os("WICK_HOME")
+                        .map_or_else(|| cache.join("wick"), PathBuf::from)
+                        .join("models/SmolLM2-135M-Instruct.Q4_1.gguf")
+                },
+                PathBuf::from,
+            );
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+                panic!(
+                    "the test model {} is missing ({e}); run scripts/fetch-model (sha256 {MODEL_SHA256})",
+                    path.display()
+                )
+            });
+            let got: String = Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(got, MODEL_SHA256, "the test model {} is corrupt", path.display());
+            path
+        })
+        .clone()
+}
+
+#[test]
+fn run_answers_a_question_with_the_real_model() {
+    let out = wick()
+        .args(["run", "-m"])
+        .arg(model())
+        .args(["--threads", "2", "What is the capital of France?"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("Paris"), "answer: {stdout:?}");
+    assert!(!stdout.contains("<|im_end|>"), "end-of-turn token leaked: {stdout:?}");
+}
+
+#[test]
+fn run_is_deterministic_and_verbose_reports_timing() {
+    let go = || {
+        wick()
+            .args(["run", "--verbose", "-n", "24", "--threads", "2", "-m"])
+            .arg(model())
+            .arg("Name three fruits.")
+            .output()
+            .unwrap()
+    };
+    let (a, b) = (go(), go());
+    assert!(a.status.success());
+    assert_eq!(a.stdout, b.stdout, "greedy runs differ");
+    let stderr = String::from_utf8_lossy(&a.stderr);
+    assert!(stderr.contains("tokens/s"), "no timing on stderr: {stderr}");
+    assert!(stderr.contains("prompt"), "no prompt size on stderr: {stderr}");
+}
+
+#[test]
+fn run_streams_tokens_as_they_are_generated() {
+    let mut child = wick()
+        .args(["run", "--raw", "-n", "400", "--threads", "1", "-m"])
+        .arg(model())
+        .arg("Once upon a time, in a land far away,")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+    // The first byte arrived while the process is still generating the rest.
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "wick printed nothing until it had finished"
+    );
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(rest.len() > 100, "a 400-token story is longer than {} bytes", rest.len() + 1);
+}
+
+#[test]
+fn run_reads_the_prompt_from_stdin() {
+    let mut child = wick()
+        .args(["run", "-n", "16", "--threads", "2", "-m"])
+        .arg(model())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"Say hello.").unwrap();
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).trim().is_empty());
+}
+
+#[test]
+fn bad_models_are_clear_errors() {
+    let dir = std::env::temp_dir().join(format!("wick-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = dir.join("notes.gguf");
+    std::fs::write(&text, "just some text, definitely not a model file").unwrap();
+    let truncated = dir.join("truncated.gguf");
+    std::fs::write(&truncated, &std::fs::read(model()).unwrap()[..4096]).unwrap();
+    for (path, expected) in [
+        (dir.join("missing.gguf"), "cannot read it"),
+        (text, "not a GGUF file"),
+        (truncated, "could not load it"),
+    ] {
+        let out = wick().args(["run", "-m"]).arg(&path).arg("hi").output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{} was accepted", path.display());
+        assert!(stderr.contains(&*path.to_string_lossy()), "stderr: {stderr}");
+        assert!(stderr.contains(expected), "stderr: {stderr}");
+    }
+    let out = wick()
+        .env("WICK_HOME", &dir)
+        .args(["run", "hi"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains(MODEL_SHA256) && stderr.contains("fetch-model"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn help_explains_every_flag() {
+    let out = wick().arg("--help").output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    assert!(help.contains("run") && help.contains("Answer one prompt"), "{help}");
+    let out = wick().args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    for flag in [
+        "--model", "--system", "--raw", "--max-tokens", "--temperature", "--top-k", "--top-p",
+        "--min-p", "--repeat-penalty", "--seed", "--ctx-size", "--threads", "--gpu-layers",
+        "--verbose",
+    ] {
+        assert!(help.contains(flag), "`wick run --help` does not explain {flag}");
+    }
+}
