@@ -14,6 +14,8 @@
 //! let mut backend = make();
 //! wick_backend::conformance::greedy_decode_is_deterministic(&mut backend);
 //! ```
+// Every check is an assertion: panicking is how it reports, so no `# Panics` sections.
+#![allow(clippy::missing_panics_doc)]
 
 use wick_types::{ChatRequest, Grammar, Message, Role, SamplerOpts, SeqId, TokenId};
 

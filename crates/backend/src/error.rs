@@ -33,6 +33,24 @@ pub enum BackendError {
         /// What is allowed.
         allowed: &'static str,
     },
+    /// A sampling option is out of its allowed range.
+    #[error("invalid sampler option: `{field}` = {value} ({allowed})")]
+    SamplerOption {
+        /// The option's name.
+        field: &'static str,
+        /// The value given.
+        value: String,
+        /// What is allowed.
+        allowed: &'static str,
+    },
+    /// An argument does not fit the operation (a copy longer than its source, …).
+    #[error("invalid argument to `{op}`: {reason}")]
+    InvalidArgument {
+        /// The operation.
+        op: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
     /// The sequence id is not below the context's `n_seq_max`.
     #[error("unknown sequence {seq}: this context has sequences 0..{n_seq_max}")]
     UnknownSequence {

@@ -153,9 +153,9 @@ pub(crate) fn run(args: &RunArgs) -> Result<()> {
     } else {
         let mut request = ChatRequest::new(vec![Message::new(Role::User, prompt)]);
         request.system.clone_from(&args.system);
-        backend.apply_chat_template(&request).with_context(|| {
-            format!("formatting the prompt for {} (try --raw)", model.display())
-        })?
+        backend
+            .apply_chat_template(&request)
+            .with_context(|| format!("formatting the prompt for {} (try --raw)", model.display()))?
     };
     let n_ctx = backend.info().n_ctx as usize;
     if tokens.len() >= n_ctx {

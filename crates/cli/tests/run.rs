@@ -1,49 +1,11 @@
 //! `wick run` and `wick --help` through the real binary, on the real model.
 
 use std::io::Read;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-
-use sha2::{Digest, Sha256};
-
-const MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+use wick_testutil::{model_path as model, MODEL_SHA256};
 
 fn wick() -> Command {
     Command::new(env!("CARGO_BIN_EXE_wick"))
-}
-
-/// The verified test model (see `scripts/fetch-model`); missing or corrupt fails the test.
-fn model() -> PathBuf {
-    static CHECKED: OnceLock<PathBuf> = OnceLock::new();
-    CHECKED
-        .get_or_init(|| {
-            let path = std::env::var_os("WICK_TEST_MODEL").map_or_else(
-                || {
-                    let cache = std::env::var_os("XDG_CACHE_HOME").map_or_else(
-                        || PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache"),
-                        PathBuf::from,
-                    );
-                    std::env::var_os("WICK_HOME")
-                        .map_or_else(|| cache.join("wick"), PathBuf::from)
-                        .join("models/SmolLM2-135M-Instruct.Q4_1.gguf")
-                },
-                PathBuf::from,
-            );
-            let bytes = std::fs::read(&path).unwrap_or_else(|e| {
-                panic!(
-                    "the test model {} is missing ({e}); run scripts/fetch-model (sha256 {MODEL_SHA256})",
-                    path.display()
-                )
-            });
-            let got: String = Sha256::digest(&bytes)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            assert_eq!(got, MODEL_SHA256, "the test model {} is corrupt", path.display());
-            path
-        })
-        .clone()
 }
 
 #[test]
@@ -55,9 +17,16 @@ fn run_answers_a_question_with_the_real_model() {
         .output()
         .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("Paris"), "answer: {stdout:?}");
-    assert!(!stdout.contains("<|im_end|>"), "end-of-turn token leaked: {stdout:?}");
+    assert!(
+        !stdout.contains("<|im_end|>"),
+        "end-of-turn token leaked: {stdout:?}"
+    );
 }
 
 #[test]
@@ -75,13 +44,16 @@ fn run_is_deterministic_and_verbose_reports_timing() {
     assert_eq!(a.stdout, b.stdout, "greedy runs differ");
     let stderr = String::from_utf8_lossy(&a.stderr);
     assert!(stderr.contains("tokens/s"), "no timing on stderr: {stderr}");
-    assert!(stderr.contains("prompt"), "no prompt size on stderr: {stderr}");
+    assert!(
+        stderr.contains("prompt"),
+        "no prompt size on stderr: {stderr}"
+    );
 }
 
 #[test]
 fn run_streams_tokens_as_they_are_generated() {
     let mut child = wick()
-        .args(["run", "--raw", "-n", "400", "--threads", "1", "-m"])
+        .args(["run", "--raw", "-n", "200", "--threads", "1", "-m"])
         .arg(model())
         .arg("Once upon a time, in a land far away,")
         .stdout(Stdio::piped())
@@ -99,7 +71,11 @@ fn run_streams_tokens_as_they_are_generated() {
     let mut rest = Vec::new();
     stdout.read_to_end(&mut rest).unwrap();
     assert!(child.wait().unwrap().success());
-    assert!(rest.len() > 100, "a 400-token story is longer than {} bytes", rest.len() + 1);
+    assert!(
+        rest.len() > 100,
+        "a 200-token story is longer than {} bytes",
+        rest.len() + 1
+    );
 }
 
 #[test]
@@ -131,10 +107,18 @@ fn bad_models_are_clear_errors() {
         (text, "not a GGUF file"),
         (truncated, "could not load it"),
     ] {
-        let out = wick().args(["run", "-m"]).arg(&path).arg("hi").output().unwrap();
+        let out = wick()
+            .args(["run", "-m"])
+            .arg(&path)
+            .arg("hi")
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{} was accepted", path.display());
-        assert!(stderr.contains(&*path.to_string_lossy()), "stderr: {stderr}");
+        assert!(
+            stderr.contains(&*path.to_string_lossy()),
+            "stderr: {stderr}"
+        );
         assert!(stderr.contains(expected), "stderr: {stderr}");
     }
     let out = wick()
@@ -144,7 +128,10 @@ fn bad_models_are_clear_errors() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains(MODEL_SHA256) && stderr.contains("fetch-model"), "{stderr}");
+    assert!(
+        stderr.contains(MODEL_SHA256) && stderr.contains("fetch-model"),
+        "{stderr}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -152,14 +139,31 @@ fn bad_models_are_clear_errors() {
 fn help_explains_every_flag() {
     let out = wick().arg("--help").output().unwrap();
     let help = String::from_utf8(out.stdout).unwrap();
-    assert!(help.contains("run") && help.contains("Answer one prompt"), "{help}");
+    assert!(
+        help.contains("run") && help.contains("Answer one prompt"),
+        "{help}"
+    );
     let out = wick().args(["run", "--help"]).output().unwrap();
     let help = String::from_utf8(out.stdout).unwrap();
     for flag in [
-        "--model", "--system", "--raw", "--max-tokens", "--temperature", "--top-k", "--top-p",
-        "--min-p", "--repeat-penalty", "--seed", "--ctx-size", "--threads", "--gpu-layers",
+        "--model",
+        "--system",
+        "--raw",
+        "--max-tokens",
+        "--temperature",
+        "--top-k",
+        "--top-p",
+        "--min-p",
+        "--repeat-penalty",
+        "--seed",
+        "--ctx-size",
+        "--threads",
+        "--gpu-layers",
         "--verbose",
     ] {
-        assert!(help.contains(flag), "`wick run --help` does not explain {flag}");
+        assert!(
+            help.contains(flag),
+            "`wick run --help` does not explain {flag}"
+        );
     }
 }

@@ -55,7 +55,9 @@ pub(crate) fn apply(
     for (i, message) in messages.iter().enumerate() {
         let mark = sentinel(i);
         let at = rest.find(&mark).ok_or_else(|| {
-            template_err("the template drops or reorders message content; it cannot be rendered safely")
+            template_err(
+                "the template drops or reorders message content; it cannot be rendered safely",
+            )
         })?;
         tokens.extend(crate::vocab::tokenize(model, &rest[..at], true));
         tokens.extend(crate::vocab::tokenize(model, &message.content, false));

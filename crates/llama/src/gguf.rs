@@ -22,7 +22,8 @@ pub fn check_gguf(path: &Path) -> Result<(), BackendError> {
         return Err(load_err("not a regular file".into()));
     }
     let mut header = [0u8; 24];
-    let mut file = std::fs::File::open(path).map_err(|e| load_err(format!("cannot open it: {e}")))?;
+    let mut file =
+        std::fs::File::open(path).map_err(|e| load_err(format!("cannot open it: {e}")))?;
     file.read_exact(&mut header).map_err(|_| {
         load_err(format!(
             "only {} bytes: too short for a GGUF header (truncated download?)",
@@ -53,17 +54,29 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let text = dir.join("text.gguf");
         std::fs::write(&text, "this is not a model, just some text that is long").unwrap();
-        assert!(check_gguf(&text).unwrap_err().to_string().contains("not a GGUF file"));
+        assert!(check_gguf(&text)
+            .unwrap_err()
+            .to_string()
+            .contains("not a GGUF file"));
         let short = dir.join("short.gguf");
         std::fs::write(&short, b"GGUF\x03\0\0\0").unwrap();
-        assert!(check_gguf(&short).unwrap_err().to_string().contains("too short"));
+        assert!(check_gguf(&short)
+            .unwrap_err()
+            .to_string()
+            .contains("too short"));
         let future = dir.join("future.gguf");
         let mut bytes = b"GGUF\x09\0\0\0".to_vec();
         bytes.resize(64, 0);
         std::fs::write(&future, bytes).unwrap();
-        assert!(check_gguf(&future).unwrap_err().to_string().contains("version 9"));
+        assert!(check_gguf(&future)
+            .unwrap_err()
+            .to_string()
+            .contains("version 9"));
         let missing = dir.join("missing.gguf");
-        assert!(check_gguf(&missing).unwrap_err().to_string().contains("cannot read"));
+        assert!(check_gguf(&missing)
+            .unwrap_err()
+            .to_string()
+            .contains("cannot read"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

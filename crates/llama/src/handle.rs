@@ -109,18 +109,25 @@ fn run(
     let mut ready = Some(ready);
     let mut saved = Vec::new();
     loop {
-        let Some((kept, kept_saved, path, reply)) = serve(&model, state, saved, rx, &mut ready)
-        else {
+        let Some(handover) = serve(&model, state, saved, rx, &mut ready) else {
             return;
         };
-        state = kept;
-        saved = kept_saved;
-        let loaded = load_adapter(&mut model, &mut state, &path);
-        let _ = reply.send(loaded);
+        state = handover.state;
+        saved = handover.saved;
+        let loaded = load_adapter(&mut model, &mut state, &handover.path);
+        let _ = handover.reply.send(loaded);
     }
 }
 
 type AdapterRequest = (PathBuf, mpsc::SyncSender<Result<AdapterId>>);
+
+/// What a worker hands back when it gives up its context for an adapter load.
+struct Handover {
+    state: State,
+    saved: Vec<(i32, Vec<u8>)>,
+    path: PathBuf,
+    reply: mpsc::SyncSender<Result<AdapterId>>,
+}
 
 /// Serves commands with one context until the handle is dropped (`None`) or an adapter must be
 /// loaded: then the context is given up and the state and sequences come back.
@@ -130,11 +137,11 @@ fn serve(
     saved: Vec<(i32, Vec<u8>)>,
     rx: &mpsc::Receiver<Command>,
     ready: &mut Option<&mpsc::SyncSender<Result<ModelInfo>>>,
-) -> Option<(State, Vec<(i32, Vec<u8>)>, PathBuf, mpsc::SyncSender<Result<AdapterId>>)> {
+) -> Option<Handover> {
     let info = state.info.clone();
     let mut worker = match new_worker(model, state, saved) {
         Ok(worker) => worker,
-        Err((e, _)) => {
+        Err(e) => {
             if let Some(ready) = ready.take() {
                 let _ = ready.send(Err(e));
             }
@@ -152,7 +159,12 @@ fn serve(
         }
     };
     let saved = save_all(&worker);
-    Some((worker.state, saved, path, reply))
+    Some(Handover {
+        state: worker.state,
+        saved,
+        path,
+        reply,
+    })
 }
 
 fn load_adapter(model: &mut LlamaModel, state: &mut State, path: &Path) -> Result<AdapterId> {
@@ -186,26 +198,17 @@ fn save_all(worker: &Worker<'_>) -> Vec<(i32, Vec<u8>)> {
         .collect()
 }
 
-fn new_worker(
-    model: &LlamaModel,
-    state: State,
-    saved: Vec<(i32, Vec<u8>)>,
-) -> std::result::Result<Worker<'_>, (BackendError, State)> {
+fn new_worker(model: &LlamaModel, state: State, saved: Vec<(i32, Vec<u8>)>) -> Result<Worker<'_>> {
     let params = crate::load::context_params(&state.config, state.info.n_ctx);
-    let runtime = match crate::load::runtime() {
-        Ok(r) => r,
-        Err(e) => return Err((e, state)),
-    };
-    let ctx = match model.new_context(runtime, params) {
-        Ok(ctx) => ctx,
-        Err(e) => {
-            let err = BackendError::Load {
-                path: state.config.model_path.clone(),
-                reason: format!("cannot create a context of {} tokens: {e}", state.info.n_ctx),
-            };
-            return Err((err, state));
-        }
-    };
+    let ctx = model
+        .new_context(crate::load::runtime()?, params)
+        .map_err(|e| BackendError::Load {
+            path: state.config.model_path.clone(),
+            reason: format!(
+                "cannot create a context of {} tokens × {} sequences: {e}",
+                state.info.n_ctx, state.info.n_seq_max
+            ),
+        })?;
     let active = state.active_adapter;
     let mut worker = Worker {
         model,
@@ -218,7 +221,8 @@ fn new_worker(
             // Cannot happen for state this very process just produced; recompute if it does.
             let index = usize::try_from(seq).unwrap_or(0);
             let tokens = std::mem::take(&mut worker.state.seqs[index]);
-            let _ = worker.step(&[(SeqId(index as u32), StepOp::Prefill(tokens))]);
+            let id = SeqId(u32::try_from(index).unwrap_or(0));
+            let _ = worker.step(&[(id, StepOp::Prefill(tokens))]);
         }
     }
     if let Err(e) = worker.set_active(active) {
@@ -303,7 +307,11 @@ impl Backend for LlamaBackend {
 
     fn set_grammar(&mut self, sampler: SamplerId, grammar: Option<&Grammar>) -> Result<()> {
         let grammar = grammar.cloned();
-        self.call(move |w| w.state.samplers.set_grammar(w.model, sampler, grammar.as_ref()))
+        self.call(move |w| {
+            w.state
+                .samplers
+                .set_grammar(w.model, sampler, grammar.as_ref())
+        })
     }
 
     fn load_adapter(&mut self, path: &Path) -> Result<AdapterId> {

@@ -114,6 +114,12 @@ pub(crate) fn fingerprint(config: &BackendConfig, info: &ModelInfo) -> String {
     let file_len = std::fs::metadata(&config.model_path).map_or(0, |m| m.len());
     format!(
         "llama:v1:{}:{}:file={file_len}:params={}:vocab={}:layers={}:embd={}:ctx={}",
-        info.architecture, info.name, info.n_params, info.n_vocab, info.n_layer, info.n_embd, info.n_ctx
+        info.architecture,
+        info.name,
+        info.n_params,
+        info.n_vocab,
+        info.n_layer,
+        info.n_embd,
+        info.n_ctx
     )
 }

@@ -95,13 +95,18 @@ impl Samplers {
     /// Checks that `id` (if any) exists.
     pub(crate) fn check(&self, id: Option<SamplerId>) -> Result<(), BackendError> {
         match id {
-            Some(id) if !self.entries.contains_key(&id.0) => Err(BackendError::UnknownSampler(id.0)),
+            Some(id) if !self.entries.contains_key(&id.0) => {
+                Err(BackendError::UnknownSampler(id.0))
+            }
             _ => Ok(()),
         }
     }
 
     /// The chain for `id`, or the greedy sampler for `None`.
-    pub(crate) fn chain(&mut self, id: Option<SamplerId>) -> Result<&mut LlamaSampler, BackendError> {
+    pub(crate) fn chain(
+        &mut self,
+        id: Option<SamplerId>,
+    ) -> Result<&mut LlamaSampler, BackendError> {
         match id {
             None => Ok(&mut self.greedy),
             Some(id) => Ok(&mut self.entry(id)?.chain),
@@ -131,11 +136,12 @@ fn gbnf(grammar: &Grammar) -> Result<String, BackendError> {
 }
 
 fn check_opts(opts: &SamplerOpts) -> Result<(), BackendError> {
-    let bad = |field: &'static str, value: f32, allowed: &'static str| BackendError::Config {
-        field,
-        value: value.to_string(),
-        allowed,
-    };
+    let bad =
+        |field: &'static str, value: f32, allowed: &'static str| BackendError::SamplerOption {
+            field,
+            value: value.to_string(),
+            allowed,
+        };
     if !opts.temperature.is_finite() {
         return Err(bad("temperature", opts.temperature, "a finite number"));
     }

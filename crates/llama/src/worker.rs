@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::model::{LlamaLoraAdapter, LlamaModel};
 use wick_backend::{
-    check_distinct, snapshot, thinking, BackendConfig, BackendError, Decoded, ModelInfo,
-    StepOp, StepResult, Verified,
+    check_distinct, snapshot, thinking, BackendConfig, BackendError, Decoded, ModelInfo, StepOp,
+    StepResult, Verified,
 };
 use wick_types::{SeqId, TokenId};
 
@@ -56,7 +56,7 @@ fn pos_u32(pos: usize) -> u32 {
     u32::try_from(pos).expect("invariant: positions are below n_ctx")
 }
 
-impl<'m> Worker<'m> {
+impl Worker<'_> {
     pub(crate) fn index(&self, seq: SeqId) -> Result<usize> {
         let index = seq.0 as usize;
         if index < self.state.seqs.len() {
@@ -147,11 +147,11 @@ impl<'m> Worker<'m> {
             self.state.config.n_batch as usize,
             &passes,
             |ctx, p, _, idx| {
-                let sampler = match &ops[p].1 {
+                let chosen = match &ops[p].1 {
                     StepOp::Decode(s) => *s,
                     StepOp::Prefill(_) => None,
                 };
-                sampled[p] = Some(from_llama(samplers.chain(sampler)?.sample(ctx, idx)));
+                sampled[p] = Some(from_llama(samplers.chain(chosen)?.sample(ctx, idx)));
                 Ok(())
             },
         )?;
@@ -266,10 +266,9 @@ impl<'m> Worker<'m> {
         let (s, d) = (self.index(src)?, self.index(dst)?);
         let available = self.state.seqs[s].len();
         if n > available {
-            return Err(BackendError::ContextFull {
-                seq: src,
-                needed: n,
-                n_ctx: u32::try_from(available).unwrap_or(u32::MAX),
+            return Err(BackendError::InvalidArgument {
+                op: "seq_copy",
+                reason: format!("cannot copy {n} tokens of sequence {src}, it holds {available}"),
             });
         }
         if s == d {
@@ -313,8 +312,7 @@ impl<'m> Worker<'m> {
         self.truncate(seq, 0)?;
         let snap = snapshot::decode(&self.state.fingerprint, bytes)?;
         let invalid = |reason: String| BackendError::InvalidSnapshot { reason };
-        check_range(&snap.tokens, self.state.info.n_vocab)
-            .map_err(|e| invalid(e.to_string()))?;
+        check_range(&snap.tokens, self.state.info.n_vocab).map_err(|e| invalid(e.to_string()))?;
         if snap.tokens.len() > self.n_ctx() {
             return Err(invalid(format!(
                 "{} tokens do not fit a window of {}",
@@ -367,13 +365,23 @@ impl<'m> Worker<'m> {
             tokens: tokens.iter().copied().map(to_llama).collect(),
             outputs: Outputs::All,
         };
-        eval(ctx, tokens.len(), std::slice::from_ref(&pass), |_, _, _, _| Ok(()))?;
+        eval(
+            ctx,
+            tokens.len(),
+            std::slice::from_ref(&pass),
+            |_, _, _, _| Ok(()),
+        )?;
         let raw = ctx
             .embeddings_seq_ith(0)
             .map_err(|e| BackendError::Decode {
                 reason: format!("no pooled embedding: {e}"),
             })?;
-        let norm = raw.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+        let norm = raw
+            .iter()
+            .map(|x| x * x)
+            .sum::<f32>()
+            .sqrt()
+            .max(f32::MIN_POSITIVE);
         Ok(raw.iter().map(|x| x / norm).collect())
     }
 

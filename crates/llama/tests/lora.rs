@@ -29,7 +29,7 @@ fn write_adapter(path: &Path, n_layer: u32, n_embd: u64) {
     }
     put_str(&mut kv, "adapter.lora.alpha");
     kv.extend_from_slice(&6u32.to_le_bytes()); // float32
-    kv.extend_from_slice(&(RANK as f32).to_le_bytes());
+    kv.extend_from_slice(&4.0f32.to_le_bytes()); // alpha = rank: scale 1
     n_kv += 1;
 
     let mut infos = Vec::new();
@@ -40,7 +40,9 @@ fn write_adapter(path: &Path, n_layer: u32, n_embd: u64) {
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.5
+        // 24 random bits, exactly representable in an f32.
+        let bits = u32::try_from(state >> 40).expect("24 bits");
+        (f32::from(u16::try_from(bits >> 8).expect("16 bits")) / 65536.0 - 0.5) * 0.5
     };
     for layer in 0..n_layer {
         for proj in ["attn_q", "attn_output"] {
@@ -109,8 +111,11 @@ fn a_lora_adapter_changes_the_output_and_unloading_restores_it() {
     );
 
     backend.apply_adapters(&[(adapter, 8.0)]).unwrap();
-    let adapted = greedy(&mut backend, &prompt, 8);
-    assert_ne!(adapted, base, "a strong adapter must change greedy output");
+    let with_lora = greedy(&mut backend, &prompt, 8);
+    assert_ne!(
+        with_lora, base,
+        "a strong adapter must change greedy output"
+    );
 
     backend.apply_adapters(&[]).unwrap();
     assert_eq!(greedy(&mut backend, &prompt, 8), base);

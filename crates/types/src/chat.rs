@@ -168,9 +168,15 @@ mod tests {
         for name in ["system", "user", "assistant", "tool", "ipython"] {
             let role: Role = serde_json::from_value(serde_json::json!(name)).unwrap();
             assert_eq!(role.as_str(), name);
-            assert_eq!(serde_json::to_value(&role).unwrap(), serde_json::json!(name));
+            assert_eq!(
+                serde_json::to_value(&role).unwrap(),
+                serde_json::json!(name)
+            );
         }
-        assert_eq!(Role::from("developer".to_owned()), Role::Other("developer".into()));
+        assert_eq!(
+            Role::from("developer".to_owned()),
+            Role::Other("developer".into())
+        );
     }
 
     #[test]

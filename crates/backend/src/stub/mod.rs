@@ -477,8 +477,9 @@ impl Backend for StubBackend {
         let (s, d) = (self.index(src)?, self.index(dst)?);
         let len = self.seqs[s].len();
         if n > len {
-            return Err(BackendError::Decode {
-                reason: format!("cannot copy {n} tokens of sequence {src}: it holds {len}"),
+            return Err(BackendError::InvalidArgument {
+                op: "seq_copy",
+                reason: format!("cannot copy {n} tokens of sequence {src}, it holds {len}"),
             });
         }
         self.seqs[d] = self.seqs[s].prefix(n);

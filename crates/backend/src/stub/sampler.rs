@@ -29,7 +29,7 @@ impl Sampler {
     ///
     /// # Errors
     ///
-    /// [`BackendError::Config`] naming a non-finite or out-of-range option,
+    /// [`BackendError::SamplerOption`] naming a non-finite or out-of-range option,
     /// [`BackendError::TokenOutOfRange`] for a biased token outside the vocabulary, and
     /// [`BackendError::Grammar`] for a grammar the stub cannot parse.
     pub(super) fn new(vocab: &Vocab, opts: &SamplerOpts) -> Result<Self> {
@@ -202,7 +202,7 @@ fn validate(vocab: &Vocab, opts: &SamplerOpts) -> Result<()> {
         if ok {
             Ok(())
         } else {
-            Err(BackendError::Config {
+            Err(BackendError::SamplerOption {
                 field,
                 value: value.to_string(),
                 allowed,
@@ -461,7 +461,10 @@ mod tests {
         ];
         for o in bad {
             assert!(
-                matches!(Sampler::new(&vocab, &o), Err(BackendError::Config { .. })),
+                matches!(
+                    Sampler::new(&vocab, &o),
+                    Err(BackendError::SamplerOption { .. })
+                ),
                 "{o:?}"
             );
         }

@@ -1,0 +1,99 @@
+//! Test support shared by wick's integration tests: the real test model, found and verified.
+//!
+//! The model is SmolLM2-135M-Instruct Q4_1, fetched once by `scripts/fetch-model` into
+//! `$WICK_HOME/models` (default: the user cache dir + `/wick/models`). A missing or corrupt file
+//! fails the test with a message naming the file and the expected hash: it is never skipped.
+//!
+//! ```no_run
+//! let model = wick_testutil::model_path();
+//! assert!(model.ends_with("SmolLM2-135M-Instruct.Q4_1.gguf"));
+//! ```
+#![deny(missing_docs)]
+
+use std::fmt::Write;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use sha2::{Digest, Sha256};
+
+/// The test model's file name.
+pub const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+/// The test model's SHA-256.
+pub const MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// Where the test model is expected: `$WICK_TEST_MODEL`, else `$WICK_HOME/models/…`, else the
+/// user cache dir (`$XDG_CACHE_HOME` or `~/.cache`) + `/wick/models/…`.
+pub fn expected_model_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("WICK_TEST_MODEL").filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    let home = std::env::var_os("WICK_HOME")
+        .filter(|p| !p.is_empty())
+        .map_or_else(
+            || {
+                let cache = std::env::var_os("XDG_CACHE_HOME")
+                    .filter(|p| !p.is_empty())
+                    .map_or_else(
+                        || {
+                            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                                .join(".cache")
+                        },
+                        PathBuf::from,
+                    );
+                cache.join("wick")
+            },
+            PathBuf::from,
+        );
+    home.join("models").join(MODEL_FILE)
+}
+
+/// The verified test model; checked once per test binary.
+///
+/// # Panics
+///
+/// When the file is missing or its SHA-256 is not [`MODEL_SHA256`]: the message names the file,
+/// the hash and how to fetch it.
+pub fn model_path() -> PathBuf {
+    static CHECKED: OnceLock<PathBuf> = OnceLock::new();
+    CHECKED
+        .get_or_init(|| {
+            let path = expected_model_path();
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+                panic!(
+                    "the test model {} is missing ({e}): run scripts/fetch-model \
+                     (SmolLM2-135M-Instruct Q4_1, sha256 {MODEL_SHA256})",
+                    path.display()
+                )
+            });
+            let got = hex(&Sha256::digest(&bytes));
+            assert_eq!(
+                got,
+                MODEL_SHA256,
+                "the test model {} is corrupt (sha256 {got}, expected {MODEL_SHA256}): \
+                 delete it and run scripts/fetch-model",
+                path.display()
+            );
+            path
+        })
+        .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_is_lower_case_and_padded() {
+        assert_eq!(hex(&[0, 0xab, 0x0f]), "00ab0f");
+    }
+}
