@@ -38,6 +38,17 @@ fn generate(
     out
 }
 
+/// Greedy, with both end-of-generation tokens banned.
+fn never_ending() -> SamplerOpts {
+    SamplerOpts {
+        logit_bias: vec![
+            (TokenId(0), f32::NEG_INFINITY),
+            (TokenId(2), f32::NEG_INFINITY),
+        ],
+        ..SamplerOpts::greedy()
+    }
+}
+
 fn text(b: &StubBackend, tokens: &[TokenId]) -> String {
     String::from_utf8(b.detokenize(tokens).unwrap()).unwrap()
 }
@@ -176,15 +187,7 @@ fn adapters_change_the_output_until_removed() {
     let run = |b: &mut StubBackend| {
         b.seq_rm(S0).unwrap();
         b.prefill(S0, &p).unwrap();
-        let s = b
-            .sampler_new(&SamplerOpts {
-                logit_bias: vec![
-                    (TokenId(0), f32::NEG_INFINITY),
-                    (TokenId(2), f32::NEG_INFINITY),
-                ],
-                ..SamplerOpts::greedy()
-            })
-            .unwrap();
+        let s = b.sampler_new(&never_ending()).unwrap();
         generate(b, S0, Some(s), 12)
     };
     let base = run(&mut b);
