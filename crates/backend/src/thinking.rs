@@ -6,15 +6,13 @@ use wick_types::TokenId;
 use crate::{Decoded, StepResult, ThinkingTokens};
 
 /// Whether a history ends inside a reasoning block: its last opening token comes after its last
-/// closing token.
+/// closing token. Scans back only to the nearest marker.
 pub fn in_thinking(thinking: ThinkingTokens, tokens: &[TokenId]) -> bool {
-    let last_start = tokens.iter().rposition(|&t| t == thinking.start);
-    let last_end = tokens.iter().rposition(|&t| t == thinking.end);
-    match (last_start, last_end) {
-        (Some(s), Some(e)) => s > e,
-        (Some(_), None) => true,
-        _ => false,
-    }
+    tokens
+        .iter()
+        .rev()
+        .find(|&&t| t == thinking.start || t == thinking.end)
+        .is_some_and(|&t| t == thinking.start)
 }
 
 /// Classifies a token just appended to `history` (which already ends with it).

@@ -59,17 +59,24 @@ impl LlamaBackend {
         })
     }
 
+    /// Sends the command `make` builds around a reply channel, and waits for the reply.
+    fn request<R>(&self, make: impl FnOnce(mpsc::SyncSender<Result<R>>) -> Command) -> Result<R> {
+        let (reply_tx, reply_rx) = mpsc::sync_channel(1);
+        let tx = self.tx.as_ref().ok_or(BackendError::WorkerGone)?;
+        tx.send(make(reply_tx))
+            .map_err(|_| BackendError::WorkerGone)?;
+        reply_rx.recv().map_err(|_| BackendError::WorkerGone)?
+    }
+
     fn call<R: Send + 'static>(
         &self,
         job: impl FnOnce(&mut Worker<'_>) -> Result<R> + Send + 'static,
     ) -> Result<R> {
-        let (reply_tx, reply_rx) = mpsc::sync_channel(1);
-        let tx = self.tx.as_ref().ok_or(BackendError::WorkerGone)?;
-        tx.send(Command::Run(Box::new(move |worker| {
-            let _ = reply_tx.send(job(worker));
-        })))
-        .map_err(|_| BackendError::WorkerGone)?;
-        reply_rx.recv().map_err(|_| BackendError::WorkerGone)?
+        self.request(|reply| {
+            Command::Run(Box::new(move |worker| {
+                let _ = reply.send(job(worker));
+            }))
+        })
     }
 }
 
@@ -172,8 +179,10 @@ fn load_adapter(model: &mut LlamaModel, state: &mut State, path: &Path) -> Resul
         path: path.to_path_buf(),
         reason,
     };
-    std::fs::File::open(path).map_err(|e| adapter_err(format!("cannot read it: {e}")))?;
-    crate::gguf::check_gguf(path).map_err(|e| adapter_err(e.to_string()))?;
+    crate::gguf::check_gguf(path).map_err(|e| match e {
+        BackendError::Load { reason, .. } => adapter_err(reason),
+        other => adapter_err(other.to_string()),
+    })?;
     let adapter = model
         .lora_adapter_init(path)
         .map_err(|e| adapter_err(format!("llama.cpp rejected it ({e})")))?;
@@ -315,11 +324,7 @@ impl Backend for LlamaBackend {
     }
 
     fn load_adapter(&mut self, path: &Path) -> Result<AdapterId> {
-        let (reply_tx, reply_rx) = mpsc::sync_channel(1);
-        let tx = self.tx.as_ref().ok_or(BackendError::WorkerGone)?;
-        tx.send(Command::LoadAdapter(path.to_path_buf(), reply_tx))
-            .map_err(|_| BackendError::WorkerGone)?;
-        reply_rx.recv().map_err(|_| BackendError::WorkerGone)?
+        self.request(|reply| Command::LoadAdapter(path.to_path_buf(), reply))
     }
 
     fn apply_adapters(&mut self, adapters: &[(AdapterId, f32)]) -> Result<()> {
