@@ -15,13 +15,15 @@ pub fn in_thinking(thinking: ThinkingTokens, tokens: &[TokenId]) -> bool {
         .is_some_and(|&t| t == thinking.start)
 }
 
-/// Classifies a token just appended to `history` (which already ends with it).
+/// Classifies a token just appended to `history` (which already ends with it). An
+/// end-of-generation token is always a [`StepResult::Token`], even inside a reasoning block, so
+/// the caller never misses the end.
 pub fn classify(
     thinking: Option<ThinkingTokens>,
     history: &[TokenId],
     decoded: Decoded,
 ) -> StepResult {
-    let Some(thinking) = thinking else {
+    let Some(thinking) = thinking.filter(|_| !decoded.is_eog()) else {
         return StepResult::Token(decoded);
     };
     let token = decoded.token();
@@ -96,6 +98,15 @@ mod tests {
         assert_eq!(
             classify(None, &h, Decoded::Eog(TokenId(9))),
             StepResult::Token(Decoded::Eog(TokenId(9)))
+        );
+    }
+
+    #[test]
+    fn end_of_generation_inside_a_block_still_ends() {
+        let h = ids(&[5, 1, 7, 0]);
+        assert_eq!(
+            classify(Some(T), &h, Decoded::Eog(TokenId(0))),
+            StepResult::Token(Decoded::Eog(TokenId(0)))
         );
     }
 
