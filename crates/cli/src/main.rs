@@ -2,7 +2,6 @@
 
 mod paths;
 mod run;
-mod utf8;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};

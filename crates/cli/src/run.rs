@@ -11,7 +11,7 @@ use wick_llama::LlamaBackend;
 use wick_types::{ChatRequest, Message, Role, SamplerOpts, SeqId};
 
 use crate::paths;
-use crate::utf8::Utf8Stream;
+use wick_engine::Utf8Stream;
 
 /// Arguments of `wick run`.
 #[derive(Debug, Args)]

@@ -2,13 +2,13 @@
 
 /// Buffers bytes and hands out the longest complete UTF-8 prefix.
 #[derive(Debug, Default)]
-pub(crate) struct Utf8Stream {
+pub struct Utf8Stream {
     pending: Vec<u8>,
 }
 
 impl Utf8Stream {
     /// Adds `bytes` and returns the text that is now complete. Invalid sequences become U+FFFD.
-    pub(crate) fn push(&mut self, bytes: &[u8]) -> String {
+    pub fn push(&mut self, bytes: &[u8]) -> String {
         self.pending.extend_from_slice(bytes);
         let mut out = String::new();
         loop {
@@ -20,10 +20,8 @@ impl Utf8Stream {
                 }
                 Err(e) => {
                     let valid = e.valid_up_to();
-                    out.push_str(
-                        std::str::from_utf8(&self.pending[..valid])
-                            .expect("invariant: valid_up_to marks valid UTF-8"),
-                    );
+                    // `valid_up_to` marks valid UTF-8, so nothing is replaced here.
+                    out.push_str(&String::from_utf8_lossy(&self.pending[..valid]));
                     match e.error_len() {
                         // An incomplete character at the end: wait for more bytes.
                         None => {
@@ -41,7 +39,7 @@ impl Utf8Stream {
     }
 
     /// Whatever is left at the end of the stream (an incomplete character becomes U+FFFD).
-    pub(crate) fn finish(&mut self) -> String {
+    pub fn finish(&mut self) -> String {
         let rest = String::from_utf8_lossy(&self.pending).into_owned();
         self.pending.clear();
         rest

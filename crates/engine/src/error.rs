@@ -1,0 +1,44 @@
+//! The engine's errors.
+
+use wick_backend::BackendError;
+
+/// Why a request was refused or failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// Every sequence is busy and the queue is full: retry later.
+    #[error("busy: {live} sequences are generating and {queued} requests are queued; retry later")]
+    Busy {
+        /// Sequences that generate at once (`n_seq_max`).
+        live: usize,
+        /// The queue bound behind them.
+        queued: usize,
+    },
+    /// The prompt does not fit the context window (it must leave room for one token).
+    #[error(
+        "the prompt has {prompt_tokens} tokens but the context window holds {n_ctx}; \
+         shorten the prompt or raise the context size"
+    )]
+    PromptTooLong {
+        /// Tokens in the prompt.
+        prompt_tokens: usize,
+        /// The context window of one sequence.
+        n_ctx: usize,
+    },
+    /// A request value is out of range.
+    #[error("invalid {field}: {value} (allowed: {allowed})")]
+    InvalidRequest {
+        /// The field.
+        field: &'static str,
+        /// The value given.
+        value: String,
+        /// What is allowed.
+        allowed: &'static str,
+    },
+    /// The backend failed.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The engine's worker has stopped.
+    #[error("the engine has stopped")]
+    Stopped,
+}

@@ -1,0 +1,39 @@
+//! wick's engine: one thread per loaded model that batches every live request into each
+//! [`Backend::step`](wick_backend::Backend::step) (continuous batching), reuses the longest
+//! prompt prefix any sequence holds, stops on end-of-generation tokens and stop strings that
+//! span tokens, and frees a sequence as soon as its stream is dropped.
+//!
+//! ```
+//! use wick_backend::{BackendConfig, StubBackend};
+//! use wick_engine::{Engine, EngineConfig, GenEvent, GenerateRequest};
+//!
+//! let backend = StubBackend::new(&BackendConfig::new("stub"))?;
+//! let engine = Engine::start(Box::new(backend), EngineConfig::default())?;
+//! let prompt = engine.with_backend(|b| b.tokenize("Hello there", false))??;
+//! let request = GenerateRequest { prompt, max_tokens: Some(8), ..Default::default() };
+//! let mut text = String::new();
+//! for event in engine.submit(request)? {
+//!     match event {
+//!         GenEvent::Text(t) => text.push_str(&t),
+//!         GenEvent::Done(done) => assert!(done.usage.completion_tokens <= 8),
+//!         GenEvent::Error(e) => return Err(e.into()),
+//!     }
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+mod config;
+mod error;
+mod request;
+mod scheduler;
+mod stop;
+mod utf8;
+mod worker;
+
+pub use config::EngineConfig;
+pub use error::EngineError;
+pub use request::{Finished, GenEvent, GenerateRequest};
+pub use stop::{StopMatcher, StopScan};
+pub use utf8::Utf8Stream;
+pub use worker::{Engine, Generation};

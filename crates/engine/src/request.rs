@@ -1,0 +1,41 @@
+//! What a caller asks of the engine and what it hands back.
+
+use wick_types::{FinishReason, SamplerOpts, TokenId, Usage};
+
+use crate::EngineError;
+
+/// One generation: prompt tokens in, text out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenerateRequest {
+    /// The prompt, already tokenized (control text with special-token parsing on, content
+    /// with it off).
+    pub prompt: Vec<TokenId>,
+    /// At most this many generated tokens; `None`: until the context window is full.
+    pub max_tokens: Option<u32>,
+    /// How tokens are chosen (greedy by default), including an optional grammar.
+    pub sampler: SamplerOpts,
+    /// Generation ends before the first of these strings; it is never emitted.
+    pub stop: Vec<String>,
+}
+
+/// How a generation ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    /// `Stop` (end-of-generation token or stop string) or `Length`.
+    pub finish_reason: FinishReason,
+    /// Token accounting; `cached_tokens` counts prompt tokens reused from another sequence.
+    pub usage: Usage,
+    /// The stop string that ended generation, if one did.
+    pub stop: Option<String>,
+}
+
+/// One event of a generation's stream.
+#[derive(Debug)]
+pub enum GenEvent {
+    /// New text: non-empty, never a split UTF-8 character, never part of a stop string.
+    Text(String),
+    /// The end; nothing follows.
+    Done(Finished),
+    /// The generation failed; nothing follows.
+    Error(EngineError),
+}

@@ -1,0 +1,440 @@
+//! The scheduler's state: slots (one per backend sequence), the queue, and one `tick` that
+//! admits waiting requests and runs one batched `step` over every live sequence.
+//!
+//! Everything here is synchronous and owns no thread, so it is tested directly against the
+//! stub backend; `worker.rs` drives it from the engine's thread.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::mpsc::UnboundedSender;
+use wick_backend::{Backend, Decoded, SamplerId, StepOp, StepResult};
+use wick_types::{FinishReason, SeqId, TokenId, Usage};
+
+use crate::stop::{StopMatcher, StopScan};
+use crate::utf8::Utf8Stream;
+use crate::{EngineConfig, EngineError, Finished, GenEvent, GenerateRequest};
+
+/// A request waiting for a free sequence.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    pub(crate) request: GenerateRequest,
+    pub(crate) events: UnboundedSender<GenEvent>,
+}
+
+/// One backend sequence: the tokens it holds (kept after a request ends, for prefix reuse)
+/// and the request generating on it, if any.
+#[derive(Debug)]
+struct Slot {
+    seq: SeqId,
+    tokens: Vec<TokenId>,
+    job: Option<Job>,
+    last_used: u64,
+}
+
+/// A live request.
+#[derive(Debug)]
+struct Job {
+    events: UnboundedSender<GenEvent>,
+    prompt: Vec<TokenId>,
+    /// How many prompt tokens the sequence holds so far.
+    fed: usize,
+    sampler: Option<SamplerId>,
+    max_tokens: Option<u32>,
+    generated: u32,
+    cached: u32,
+    text: Utf8Stream,
+    stop: StopMatcher,
+}
+
+/// What happened to a job in a step.
+enum Outcome {
+    Running,
+    Finished(FinishReason, Option<String>),
+    Failed(EngineError),
+}
+
+/// The scheduler's whole state.
+#[derive(Debug)]
+pub(crate) struct State {
+    slots: Vec<Slot>,
+    queue: VecDeque<Pending>,
+    config: EngineConfig,
+    n_ctx: usize,
+    clock: u64,
+    /// Requests admitted or queued, shared with the handle for the `Busy` check.
+    inflight: Arc<AtomicUsize>,
+}
+
+impl State {
+    pub(crate) fn new(
+        backend: &dyn Backend,
+        config: EngineConfig,
+        inflight: Arc<AtomicUsize>,
+    ) -> Self {
+        let info = backend.info();
+        let n_seq = usize::try_from(info.n_seq_max.max(1)).unwrap_or(1);
+        let live = config.max_live.map_or(n_seq, |m| m.min(n_seq));
+        let slots = (0..live)
+            .map(|i| Slot {
+                seq: SeqId(u32::try_from(i).expect("invariant: n_seq_max fits u32")),
+                tokens: Vec::new(),
+                job: None,
+                last_used: 0,
+            })
+            .collect();
+        State {
+            slots,
+            queue: VecDeque::new(),
+            config,
+            n_ctx: usize::try_from(info.n_ctx).unwrap_or(usize::MAX),
+            clock: 0,
+            inflight,
+        }
+    }
+
+    /// The live-sequence and queue bounds.
+    pub(crate) fn capacity(&self) -> (usize, usize) {
+        (self.slots.len(), self.config.queue_capacity)
+    }
+
+    /// Whether nothing is live or waiting.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.queue.is_empty() && self.slots.iter().all(|s| s.job.is_none())
+    }
+
+    /// Live sequences and queued requests.
+    pub(crate) fn load(&self) -> (usize, usize) {
+        let live = self.slots.iter().filter(|s| s.job.is_some()).count();
+        (live, self.queue.len())
+    }
+
+    pub(crate) fn enqueue(&mut self, pending: Pending) {
+        self.queue.push_back(pending);
+    }
+
+    /// Drops cancelled requests, admits waiting ones, and runs one batched step.
+    pub(crate) fn tick(&mut self, backend: &mut dyn Backend) {
+        self.clock += 1;
+        self.reap_cancelled(backend);
+        self.admit(backend);
+        let ops = self.plan();
+        if ops.is_empty() {
+            return;
+        }
+        match backend.step(&ops) {
+            Ok(results) => self.apply(backend, &ops, results),
+            // One sequence's failure (a full context, a grammar dead end) must not fail the
+            // others: run the operations one by one and fail only those that fail alone.
+            Err(_) => self.step_one_by_one(backend, &ops),
+        }
+    }
+
+    fn step_one_by_one(&mut self, backend: &mut dyn Backend, ops: &[(SeqId, StepOp)]) {
+        for op in ops {
+            let single = std::slice::from_ref(op);
+            match backend.step(single) {
+                Ok(results) => self.apply(backend, single, results),
+                Err(e) => {
+                    let index = self.slot_index(op.0);
+                    // The failed sequence's cells are unknown now: forget them.
+                    let _ = backend.seq_rm(op.0);
+                    self.slots[index].tokens.clear();
+                    self.fail(backend, index, e.into());
+                }
+            }
+        }
+    }
+
+    fn slot_index(&self, seq: SeqId) -> usize {
+        self.slots
+            .iter()
+            .position(|s| s.seq == seq)
+            .expect("invariant: steps only name the engine's own sequences")
+    }
+
+    fn reap_cancelled(&mut self, backend: &mut dyn Backend) {
+        for i in 0..self.slots.len() {
+            if self.slots[i]
+                .job
+                .as_ref()
+                .is_some_and(|j| j.events.is_closed())
+            {
+                self.release(backend, i);
+            }
+        }
+        let before = self.queue.len();
+        self.queue.retain(|p| !p.events.is_closed());
+        self.inflight
+            .fetch_sub(before - self.queue.len(), Ordering::SeqCst);
+    }
+
+    fn admit(&mut self, backend: &mut dyn Backend) {
+        while let Some(target) = self.free_slot() {
+            let Some(pending) = self.queue.pop_front() else {
+                return;
+            };
+            if let Err(e) = self.start(backend, target, pending.request, &pending.events) {
+                let _ = pending.events.send(GenEvent::Error(e));
+                self.inflight.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// The idle slot to give a new request: the least recently used one.
+    fn free_slot(&self) -> Option<usize> {
+        (0..self.slots.len())
+            .filter(|&i| self.slots[i].job.is_none())
+            .min_by_key(|&i| self.slots[i].last_used)
+    }
+
+    /// Puts `request` on slot `target`, reusing the longest prompt prefix any sequence holds.
+    fn start(
+        &mut self,
+        backend: &mut dyn Backend,
+        target: usize,
+        request: GenerateRequest,
+        events: &UnboundedSender<GenEvent>,
+    ) -> Result<(), EngineError> {
+        let cached = self.reuse_prefix(backend, target, &request.prompt)?;
+        let sampler = if needs_sampler(&request) {
+            Some(backend.sampler_new(&request.sampler)?)
+        } else {
+            None
+        };
+        let slot = &mut self.slots[target];
+        slot.last_used = self.clock;
+        slot.job = Some(Job {
+            events: events.clone(),
+            fed: cached,
+            prompt: request.prompt,
+            sampler,
+            max_tokens: request.max_tokens,
+            generated: 0,
+            cached: u32::try_from(cached).unwrap_or(u32::MAX),
+            text: Utf8Stream::default(),
+            stop: StopMatcher::new(request.stop),
+        });
+        Ok(())
+    }
+
+    /// Makes slot `target` hold the longest prefix of `prompt` found in any sequence (at most
+    /// all but the prompt's last token, which the first decode evaluates) and returns its
+    /// length. Falls back to an empty sequence where the backend cannot copy or truncate.
+    fn reuse_prefix(
+        &mut self,
+        backend: &mut dyn Backend,
+        target: usize,
+        prompt: &[TokenId],
+    ) -> Result<usize, EngineError> {
+        let limit = prompt.len().saturating_sub(1);
+        let (best, len) = (0..self.slots.len())
+            .map(|i| (i, common_prefix(&self.slots[i].tokens, prompt).min(limit)))
+            // On a tie, the target itself: truncating is cheaper than copying.
+            .max_by_key(|&(i, len)| (len, i == target))
+            .expect("invariant: there is at least one slot");
+        let seq = self.slots[target].seq;
+        let reused = if len == 0 {
+            Err(())
+        } else if best == target {
+            let extra = self.slots[target].tokens.len() - len;
+            backend.seq_rm_last(seq, extra).map_err(|_| ())
+        } else {
+            backend
+                .seq_copy(self.slots[best].seq, seq, len)
+                .map_err(|_| ())
+        };
+        if reused.is_ok() {
+            self.slots[target].tokens = prompt[..len].to_vec();
+            return Ok(len);
+        }
+        if !self.slots[target].tokens.is_empty() {
+            backend.seq_rm(seq)?;
+            self.slots[target].tokens.clear();
+        }
+        Ok(0)
+    }
+
+    /// This step's operations: a prompt chunk for sequences still prefilling (within the
+    /// step's prefill budget), a decode for every other live sequence.
+    fn plan(&self) -> Vec<(SeqId, StepOp)> {
+        let mut budget = self.config.prefill_budget;
+        let mut ops = Vec::new();
+        for slot in &self.slots {
+            let Some(job) = &slot.job else { continue };
+            if job.fed < job.prompt.len() {
+                let n = (job.prompt.len() - job.fed)
+                    .min(self.config.prefill_chunk)
+                    .min(budget);
+                if n > 0 {
+                    budget -= n;
+                    ops.push((
+                        slot.seq,
+                        StepOp::Prefill(job.prompt[job.fed..job.fed + n].to_vec()),
+                    ));
+                }
+            } else {
+                ops.push((slot.seq, StepOp::Decode(job.sampler)));
+            }
+        }
+        ops
+    }
+
+    fn apply(
+        &mut self,
+        backend: &mut dyn Backend,
+        ops: &[(SeqId, StepOp)],
+        results: Vec<(SeqId, StepResult)>,
+    ) {
+        for ((seq, op), (_, result)) in ops.iter().zip(results) {
+            let index = self.slot_index(*seq);
+            let outcome = match (op, result) {
+                (StepOp::Prefill(tokens), _) => {
+                    let slot = &mut self.slots[index];
+                    slot.tokens.extend_from_slice(tokens);
+                    slot.job
+                        .as_mut()
+                        .expect("invariant: planned jobs are live")
+                        .fed += tokens.len();
+                    Outcome::Running
+                }
+                (StepOp::Decode(_), result) => match result.token() {
+                    Some(token) => self.on_token(backend, index, token, result),
+                    None => Outcome::Running,
+                },
+            };
+            match outcome {
+                Outcome::Running => {}
+                Outcome::Finished(reason, stop) => self.finish(backend, index, reason, stop),
+                Outcome::Failed(e) => self.fail(backend, index, e),
+            }
+        }
+    }
+
+    fn on_token(
+        &mut self,
+        backend: &mut dyn Backend,
+        index: usize,
+        token: TokenId,
+        result: StepResult,
+    ) -> Outcome {
+        let n_ctx = self.n_ctx;
+        let slot = &mut self.slots[index];
+        slot.tokens.push(token);
+        let job = slot.job.as_mut().expect("invariant: planned jobs are live");
+        job.generated += 1;
+        if matches!(result, StepResult::Token(Decoded::Eog(_))) {
+            return Outcome::Finished(FinishReason::Stop, None);
+        }
+        let bytes = match backend.detokenize(&[token]) {
+            Ok(bytes) => bytes,
+            Err(e) => return Outcome::Failed(e.into()),
+        };
+        let piece = job.text.push(&bytes);
+        match job.stop.push(&piece) {
+            StopScan::Stopped { text, stop } => {
+                send_text(&job.events, text);
+                return Outcome::Finished(FinishReason::Stop, Some(stop));
+            }
+            StopScan::Continue(text) => send_text(&job.events, text),
+        }
+        let out_of_budget = job.max_tokens.is_some_and(|m| job.generated >= m);
+        if out_of_budget || slot.tokens.len() >= n_ctx {
+            return Outcome::Finished(FinishReason::Length, None);
+        }
+        Outcome::Running
+    }
+
+    fn finish(
+        &mut self,
+        backend: &mut dyn Backend,
+        index: usize,
+        mut reason: FinishReason,
+        stop: Option<String>,
+    ) {
+        let Some(job) = self.slots[index].job.as_mut() else {
+            return;
+        };
+        let mut stop = stop;
+        if stop.is_none() {
+            // Flush the decoder and the stop matcher; a stop string may still be decided here.
+            let rest = job.text.finish();
+            let (mut tail, mut found) = scan_parts(job.stop.push(&rest));
+            if found.is_none() {
+                let (more, last) = scan_parts(job.stop.finish());
+                tail.push_str(&more);
+                found = last;
+            }
+            send_text(&job.events, tail);
+            if found.is_some() {
+                reason = FinishReason::Stop;
+                stop = found;
+            }
+        }
+        let usage = Usage {
+            prompt_tokens: u32::try_from(job.prompt.len()).unwrap_or(u32::MAX),
+            completion_tokens: job.generated,
+            cached_tokens: job.cached,
+        };
+        let _ = job.events.send(GenEvent::Done(Finished {
+            finish_reason: reason,
+            usage,
+            stop,
+        }));
+        self.release(backend, index);
+    }
+
+    fn fail(&mut self, backend: &mut dyn Backend, index: usize, error: EngineError) {
+        if let Some(job) = &self.slots[index].job {
+            let _ = job.events.send(GenEvent::Error(error));
+        }
+        self.release(backend, index);
+    }
+
+    /// Ends the slot's job; the sequence keeps its tokens for prefix reuse.
+    fn release(&mut self, backend: &mut dyn Backend, index: usize) {
+        let slot = &mut self.slots[index];
+        if let Some(job) = slot.job.take() {
+            if let Some(sampler) = job.sampler {
+                let _ = backend.sampler_free(sampler);
+            }
+            slot.last_used = self.clock;
+            self.inflight.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Fails every live and queued request (the worker is going away).
+    pub(crate) fn abort_all(&mut self, backend: &mut dyn Backend) {
+        for i in 0..self.slots.len() {
+            self.fail(backend, i, EngineError::Stopped);
+        }
+        for p in self.queue.drain(..) {
+            let _ = p.events.send(GenEvent::Error(EngineError::Stopped));
+            self.inflight.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn send_text(events: &UnboundedSender<GenEvent>, text: String) {
+    if !text.is_empty() {
+        let _ = events.send(GenEvent::Text(text));
+    }
+}
+
+fn scan_parts(scan: StopScan) -> (String, Option<String>) {
+    match scan {
+        StopScan::Continue(text) => (text, None),
+        StopScan::Stopped { text, stop } => (text, Some(stop)),
+    }
+}
+
+fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Greedy decoding without bias, penalties or grammar needs no sampler of its own.
+fn needs_sampler(request: &GenerateRequest) -> bool {
+    let s = &request.sampler;
+    !s.is_greedy() || s.grammar.is_some() || !s.logit_bias.is_empty() || s.has_penalties()
+}

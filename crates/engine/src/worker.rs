@@ -1,0 +1,214 @@
+//! The engine's thread and the handle callers hold.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
+use std::sync::Arc;
+use std::thread;
+
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use wick_backend::{Backend, ModelInfo};
+
+use crate::scheduler::{Pending, State};
+use crate::{EngineConfig, EngineError, GenEvent, GenerateRequest};
+
+type Job = Box<dyn FnOnce(&mut dyn Backend) + Send>;
+
+enum Command {
+    Generate(Pending),
+    Run(Job),
+}
+
+/// A running engine: one thread owns the backend and batches every live request into each
+/// step. Cloning the handle is cheap; the thread ends when the last handle is dropped and the
+/// requests in flight have finished.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    commands: SyncSender<Command>,
+    inflight: Arc<AtomicUsize>,
+    info: Arc<ModelInfo>,
+    live: usize,
+    queued: usize,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Command::Generate(_) => "Generate",
+            Command::Run(_) => "Run",
+        })
+    }
+}
+
+impl Engine {
+    /// Starts the engine's thread, which takes ownership of `backend`.
+    ///
+    /// # Errors
+    ///
+    /// An invalid `config`.
+    pub fn start(backend: Box<dyn Backend>, config: EngineConfig) -> Result<Engine, EngineError> {
+        config.validate()?;
+        let inflight = Arc::new(AtomicUsize::new(0));
+        let state = State::new(backend.as_ref(), config, Arc::clone(&inflight));
+        let (live, queued) = state.capacity();
+        let info = Arc::new(backend.info().clone());
+        let (commands, rx) = mpsc::sync_channel(256);
+        thread::Builder::new()
+            .name(format!("wick-engine-{}", info.name))
+            .spawn(move || run(backend, state, &rx))
+            .map_err(|_| EngineError::Stopped)?;
+        Ok(Engine {
+            commands,
+            inflight,
+            info,
+            live,
+            queued,
+        })
+    }
+
+    /// The model and context the engine serves.
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    /// Queues a generation and returns its stream of events.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::PromptTooLong`] when the prompt leaves no room in the context window,
+    /// [`EngineError::InvalidRequest`] for an empty prompt or `max_tokens` 0,
+    /// [`EngineError::Busy`] when every sequence is live and the queue is full,
+    /// [`EngineError::Stopped`] when the engine's thread is gone.
+    pub fn submit(&self, request: GenerateRequest) -> Result<Generation, EngineError> {
+        self.check(&request)?;
+        let bound = self.live + self.queued;
+        let admitted = self
+            .inflight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < bound).then_some(n + 1)
+            });
+        if admitted.is_err() {
+            return Err(EngineError::Busy {
+                live: self.live,
+                queued: self.queued,
+            });
+        }
+        let (events, rx) = unbounded_channel();
+        if self
+            .commands
+            .send(Command::Generate(Pending { request, events }))
+            .is_err()
+        {
+            self.inflight.fetch_sub(1, Ordering::SeqCst);
+            return Err(EngineError::Stopped);
+        }
+        Ok(Generation { events: rx })
+    }
+
+    /// Runs `job` on the engine's thread between two steps and returns its result
+    /// (tokenizing, detokenizing, embeddings: anything that needs the backend itself).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Stopped`] when the engine's thread is gone.
+    pub fn with_backend<R: Send + 'static>(
+        &self,
+        job: impl FnOnce(&mut dyn Backend) -> R + Send + 'static,
+    ) -> Result<R, EngineError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move |backend| {
+            let _ = reply.send(job(backend));
+        });
+        self.commands
+            .send(Command::Run(job))
+            .map_err(|_| EngineError::Stopped)?;
+        answer.recv().map_err(|_| EngineError::Stopped)
+    }
+
+    /// Requests generating or queued right now.
+    pub fn inflight(&self) -> usize {
+        self.inflight.load(Ordering::SeqCst)
+    }
+
+    fn check(&self, request: &GenerateRequest) -> Result<(), EngineError> {
+        if request.prompt.is_empty() {
+            return Err(EngineError::InvalidRequest {
+                field: "prompt",
+                value: "[] (no tokens)".into(),
+                allowed: "at least one token",
+            });
+        }
+        if request.max_tokens == Some(0) {
+            return Err(EngineError::InvalidRequest {
+                field: "max_tokens",
+                value: "0".into(),
+                allowed: "1 or more",
+            });
+        }
+        let n_ctx = usize::try_from(self.info.n_ctx).unwrap_or(usize::MAX);
+        if request.prompt.len() >= n_ctx {
+            return Err(EngineError::PromptTooLong {
+                prompt_tokens: request.prompt.len(),
+                n_ctx,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The stream of one generation. Dropping it cancels the generation: its sequence is freed
+/// at the engine's next step.
+#[derive(Debug)]
+pub struct Generation {
+    events: UnboundedReceiver<GenEvent>,
+}
+
+impl Generation {
+    /// The next event, waiting for it without blocking a thread.
+    pub async fn recv(&mut self) -> Option<GenEvent> {
+        self.events.recv().await
+    }
+}
+
+impl Iterator for Generation {
+    type Item = GenEvent;
+
+    /// The next event, blocking the calling thread (do not call it inside an async runtime;
+    /// use [`Generation::recv`] there).
+    fn next(&mut self) -> Option<GenEvent> {
+        self.events.blocking_recv()
+    }
+}
+
+/// The engine's loop: wait for work when idle, else take what arrived and step.
+fn run(mut backend: Box<dyn Backend>, mut state: State, commands: &Receiver<Command>) {
+    let mut open = true;
+    loop {
+        if state.is_idle() {
+            if !open {
+                break;
+            }
+            match commands.recv() {
+                Ok(cmd) => handle(&mut state, backend.as_mut(), cmd),
+                Err(_) => break,
+            }
+        }
+        while open {
+            match commands.try_recv() {
+                Ok(cmd) => handle(&mut state, backend.as_mut(), cmd),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => open = false,
+            }
+        }
+        state.tick(backend.as_mut());
+        let (live, queued) = state.load();
+        tracing::trace!(live, queued, "engine step");
+    }
+    state.abort_all(backend.as_mut());
+}
+
+fn handle(state: &mut State, backend: &mut dyn Backend, cmd: Command) {
+    match cmd {
+        Command::Generate(pending) => state.enqueue(pending),
+        Command::Run(job) => job(backend),
+    }
+}

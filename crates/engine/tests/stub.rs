@@ -1,0 +1,307 @@
+//! The engine against the stub backend: batching, reuse, stops, cancellation, limits.
+
+use std::time::Duration;
+
+use wick_backend::{Backend, BackendConfig, Decoded, StubBackend};
+use wick_engine::{Engine, EngineConfig, EngineError, Finished, GenEvent, GenerateRequest};
+use wick_types::{FinishReason, SamplerOpts, SeqId, TokenId};
+
+fn stub(n_seq: u32, n_ctx: u32) -> StubBackend {
+    let config = BackendConfig::new("stub")
+        .with_n_seq_max(n_seq)
+        .with_n_ctx(n_ctx);
+    StubBackend::new(&config).expect("stub")
+}
+
+fn engine(n_seq: u32, config: EngineConfig) -> Engine {
+    Engine::start(Box::new(stub(n_seq, 512)), config).expect("engine")
+}
+
+fn prompt(text: &str) -> Vec<TokenId> {
+    stub(1, 512).tokenize(text, false).expect("tokenize")
+}
+
+fn request(text: &str, max_tokens: u32) -> GenerateRequest {
+    GenerateRequest {
+        prompt: prompt(text),
+        max_tokens: Some(max_tokens),
+        ..GenerateRequest::default()
+    }
+}
+
+/// All text of a generation and how it ended.
+fn collect(events: impl Iterator<Item = GenEvent>) -> (String, Finished) {
+    let mut text = String::new();
+    for event in events {
+        match event {
+            GenEvent::Text(t) => {
+                assert!(!t.is_empty(), "text events are never empty");
+                text.push_str(&t);
+            }
+            GenEvent::Done(done) => return (text, done),
+            GenEvent::Error(e) => panic!("generation failed: {e}"),
+        }
+    }
+    panic!("the stream ended without Done")
+}
+
+/// Greedy decoding on a fresh stub, one sequence, no engine: the reference answer.
+fn alone(text: &str, max_tokens: u32) -> (String, FinishReason) {
+    alone_with(text, max_tokens, &SamplerOpts::greedy())
+}
+
+fn alone_with(text: &str, max_tokens: u32, opts: &SamplerOpts) -> (String, FinishReason) {
+    let mut b = stub(1, 512);
+    let tokens = prompt(text);
+    b.prefill(SeqId(0), &tokens).expect("prefill");
+    let sampler = (*opts != SamplerOpts::greedy()).then(|| b.sampler_new(opts).expect("sampler"));
+    let mut out = Vec::new();
+    for _ in 0..max_tokens {
+        match b.decode_one(SeqId(0), sampler).expect("decode") {
+            Decoded::Token(t) => out.push(t),
+            Decoded::Eog(_) => {
+                let bytes = b.detokenize(&out).expect("detokenize");
+                return (String::from_utf8_lossy(&bytes).into(), FinishReason::Stop);
+            }
+        }
+    }
+    let bytes = b.detokenize(&out).expect("detokenize");
+    (String::from_utf8_lossy(&bytes).into(), FinishReason::Length)
+}
+
+/// Greedy, but the end-of-generation tokens are pushed far down: generation never ends early.
+fn no_eog() -> SamplerOpts {
+    SamplerOpts {
+        logit_bias: vec![(TokenId(0), -1e9), (TokenId(2), -1e9)],
+        ..SamplerOpts::greedy()
+    }
+}
+
+const PROMPTS: [&str; 6] = [
+    "The quick brown fox",
+    "Tell me about the sea",
+    "1 2 3 4",
+    "Unicode: 東京 ✓",
+    "a",
+    "What is the answer to everything?",
+];
+
+#[test]
+fn one_request_gives_exactly_the_backend_s_own_greedy_answer() {
+    let engine = engine(4, EngineConfig::default());
+    for p in PROMPTS {
+        let (text, done) = collect(engine.submit(request(p, 40)).expect("submit"));
+        let (want, reason) = alone(p, 40);
+        assert_eq!(text, want, "prompt {p:?}");
+        assert_eq!(done.finish_reason, reason);
+        assert_eq!(done.usage.prompt_tokens as usize, prompt(p).len());
+    }
+}
+
+#[test]
+fn concurrent_streams_each_equal_the_same_request_alone() {
+    let engine = engine(4, EngineConfig::default());
+    let streams: Vec<_> = PROMPTS
+        .iter()
+        .map(|p| engine.submit(request(p, 60)).expect("submit"))
+        .collect();
+    for (p, stream) in PROMPTS.iter().zip(streams) {
+        let (text, done) = collect(stream);
+        let (want, reason) = alone(p, 60);
+        assert_eq!(text, want, "prompt {p:?}");
+        assert_eq!(done.finish_reason, reason);
+    }
+}
+
+#[test]
+fn beyond_live_plus_queue_requests_are_busy() {
+    let config = EngineConfig {
+        queue_capacity: 2,
+        ..EngineConfig::default()
+    };
+    let engine = engine(2, config);
+    let held: Vec<_> = (0..4)
+        .map(|_| engine.submit(request("hold", 500)).expect("within bounds"))
+        .collect();
+    match engine.submit(request("one more", 5)) {
+        Err(EngineError::Busy { live, queued }) => assert_eq!((live, queued), (2, 2)),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    drop(held);
+    // Dropped streams are reaped at the next steps: capacity comes back.
+    let mut admitted = None;
+    for _ in 0..200 {
+        if let Ok(g) = engine.submit(request("one more", 5)) {
+            admitted = Some(g);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (_, done) = collect(admitted.expect("capacity returns after the streams are dropped"));
+    assert!(done.usage.completion_tokens <= 5);
+}
+
+#[test]
+fn a_dropped_stream_frees_its_sequence_for_the_queued_request() {
+    let config = EngineConfig {
+        max_live: Some(1),
+        ..EngineConfig::default()
+    };
+    let engine = engine(1, config);
+    let mut first = engine
+        .submit(GenerateRequest {
+            max_tokens: None,
+            ..request("never ending", 1)
+        })
+        .expect("submit");
+    let second = engine.submit(request("queued", 10)).expect("submit");
+    // The first is generating; the second waits for its sequence.
+    assert!(matches!(
+        first.next(),
+        Some(GenEvent::Text(_) | GenEvent::Done(_))
+    ));
+    drop(first);
+    let (text, _) = collect(second);
+    assert_eq!(text, alone("queued", 10).0);
+}
+
+#[test]
+fn a_reused_prefix_is_reported_and_changes_nothing() {
+    let engine = engine(2, EngineConfig::default());
+    let base = "A long shared conversation prefix that repeats";
+    let (_, first) = collect(engine.submit(request(base, 8)).expect("submit"));
+    assert_eq!(first.usage.cached_tokens, 0);
+    let longer = format!("{base} and then goes on");
+    let (text, done) = collect(engine.submit(request(&longer, 30)).expect("submit"));
+    assert!(
+        done.usage.cached_tokens as usize >= prompt(base).len() - 1,
+        "cached {} of a {}-token shared prefix",
+        done.usage.cached_tokens,
+        prompt(base).len()
+    );
+    assert_eq!(
+        text,
+        alone(&longer, 30).0,
+        "reuse must not change the output"
+    );
+    // The same prompt again reuses all but its last token.
+    let (again, done) = collect(engine.submit(request(&longer, 30)).expect("submit"));
+    assert_eq!(again, text);
+    assert_eq!(done.usage.cached_tokens as usize, prompt(&longer).len() - 1);
+}
+
+#[test]
+fn stop_strings_that_span_tokens_end_generation_and_are_never_emitted() {
+    let engine = engine(1, EngineConfig::default());
+    let (full, _) = alone_with("Tell me about the sea", 60, &no_eog());
+    // A stop string from the middle of the output, long enough to span several tokens.
+    let chars: Vec<char> = full.chars().collect();
+    assert!(
+        chars.len() > 20,
+        "the stub's answer is long enough: {full:?}"
+    );
+    let start = chars.len() / 2;
+    let stop: String = chars[start..start + 6].iter().collect();
+    let cut = full.find(&stop).expect("stop is in the text");
+    let req = GenerateRequest {
+        stop: vec![stop.clone()],
+        sampler: no_eog(),
+        ..request("Tell me about the sea", 60)
+    };
+    let (text, done) = collect(engine.submit(req).expect("submit"));
+    assert_eq!(text, full[..cut]);
+    assert_eq!(done.finish_reason, FinishReason::Stop);
+    assert_eq!(done.stop.as_deref(), Some(stop.as_str()));
+}
+
+#[test]
+fn max_tokens_ends_with_length() {
+    let engine = engine(1, EngineConfig::default());
+    let (_, done) = collect(
+        engine
+            .submit(request("The quick brown fox", 3))
+            .expect("submit"),
+    );
+    if done.finish_reason == FinishReason::Length {
+        assert_eq!(done.usage.completion_tokens, 3);
+    } else {
+        assert!(done.usage.completion_tokens <= 3);
+    }
+}
+
+#[test]
+fn the_context_window_guards_prompts_and_generation() {
+    let engine = Engine::start(Box::new(stub(1, 16)), EngineConfig::default()).expect("engine");
+    let long = vec![TokenId(100); 16];
+    match engine.submit(GenerateRequest {
+        prompt: long,
+        ..GenerateRequest::default()
+    }) {
+        Err(EngineError::PromptTooLong {
+            prompt_tokens,
+            n_ctx,
+        }) => assert_eq!((prompt_tokens, n_ctx), (16, 16)),
+        other => panic!("expected PromptTooLong, got {other:?}"),
+    }
+    let (_, done) = collect(
+        engine
+            .submit(GenerateRequest {
+                prompt: vec![TokenId(100); 10],
+                max_tokens: None,
+                sampler: no_eog(),
+                ..GenerateRequest::default()
+            })
+            .expect("submit"),
+    );
+    assert_eq!(done.finish_reason, FinishReason::Length);
+    assert_eq!(
+        done.usage.completion_tokens, 6,
+        "10 prompt + 6 generated = 16"
+    );
+}
+
+#[test]
+fn invalid_requests_name_the_field() {
+    let engine = engine(1, EngineConfig::default());
+    let err = engine
+        .submit(GenerateRequest::default())
+        .expect_err("empty prompt");
+    assert!(err.to_string().contains("prompt"), "{err}");
+    let err = engine.submit(request("hi", 0)).expect_err("max_tokens 0");
+    assert!(err.to_string().contains("max_tokens"), "{err}");
+    let bad = EngineConfig {
+        prefill_chunk: 0,
+        ..EngineConfig::default()
+    };
+    let err = Engine::start(Box::new(stub(1, 64)), bad).expect_err("bad config");
+    assert!(err.to_string().contains("prefill_chunk"), "{err}");
+}
+
+#[tokio::test]
+async fn async_streams_yield_events_as_they_come() {
+    let engine = engine(2, EngineConfig::default());
+    let mut generation = engine
+        .submit(request("The quick brown fox", 40))
+        .expect("submit");
+    let mut text = String::new();
+    let mut done = None;
+    while let Some(event) = generation.recv().await {
+        match event {
+            GenEvent::Text(t) => text.push_str(&t),
+            GenEvent::Done(d) => done = Some(d),
+            GenEvent::Error(e) => panic!("{e}"),
+        }
+    }
+    assert!(done.is_some());
+    assert_eq!(text, alone("The quick brown fox", 40).0);
+}
+
+#[test]
+fn with_backend_runs_on_the_engine_thread() {
+    let engine = engine(1, EngineConfig::default());
+    let tokens = engine
+        .with_backend(|b| b.tokenize("hello", false))
+        .expect("engine alive")
+        .expect("tokenize");
+    assert_eq!(tokens, prompt("hello"));
+}
