@@ -1,0 +1,182 @@
+//! The engine on the real llama.cpp backend and the real test model.
+
+use std::time::Instant;
+
+use wick_backend::BackendConfig;
+use wick_engine::{Engine, EngineConfig, Finished, GenEvent, GenerateRequest};
+use wick_llama::LlamaBackend;
+use wick_types::{ChatRequest, FinishReason, Grammar, Message, Role, SamplerOpts, TokenId};
+
+fn engine(n_seq: u32) -> Engine {
+    let config = BackendConfig::new(wick_testutil::model_path())
+        .with_n_ctx(512)
+        .with_n_seq_max(n_seq)
+        .with_n_threads(Some(2));
+    let backend = LlamaBackend::load(&config).expect("the test model loads");
+    Engine::start(Box::new(backend), EngineConfig::default()).expect("engine")
+}
+
+fn chat_prompt(engine: &Engine, user: &str) -> Vec<TokenId> {
+    let request = ChatRequest {
+        messages: vec![Message::new(Role::User, user)],
+        ..ChatRequest::default()
+    };
+    engine
+        .with_backend(move |b| b.apply_chat_template(&request))
+        .expect("engine alive")
+        .expect("template")
+}
+
+fn collect(events: impl Iterator<Item = GenEvent>) -> (String, Finished) {
+    let mut text = String::new();
+    for event in events {
+        match event {
+            GenEvent::Text(t) => text.push_str(&t),
+            GenEvent::Done(done) => return (text, done),
+            GenEvent::Error(e) => panic!("generation failed: {e}"),
+        }
+    }
+    panic!("the stream ended without Done")
+}
+
+const QUESTIONS: [&str; 8] = [
+    "What is the capital of France?",
+    "Name three colours.",
+    "Write a haiku about rain.",
+    "What is 12 times 12?",
+    "Say hello in Spanish.",
+    "Why is the sky blue?",
+    "List two fruits.",
+    "What does a cat say?",
+];
+
+#[test]
+fn eight_concurrent_greedy_streams_each_equal_the_request_alone() {
+    let engine = engine(4);
+    let requests: Vec<GenerateRequest> = QUESTIONS
+        .iter()
+        .map(|q| GenerateRequest {
+            prompt: chat_prompt(&engine, q),
+            max_tokens: Some(24),
+            ..GenerateRequest::default()
+        })
+        .collect();
+
+    let started = Instant::now();
+    let alone: Vec<(String, Finished)> = requests
+        .iter()
+        .map(|r| collect(engine.submit(r.clone()).expect("submit")))
+        .collect();
+    let sequential = started.elapsed();
+
+    let started = Instant::now();
+    let streams: Vec<_> = requests
+        .iter()
+        .map(|r| engine.submit(r.clone()).expect("submit"))
+        .collect();
+    let together: Vec<(String, Finished)> = streams.into_iter().map(collect).collect();
+    let concurrent = started.elapsed();
+
+    let tokens: u32 = together
+        .iter()
+        .map(|(_, d)| d.usage.completion_tokens)
+        .sum();
+    for ((q, (want, _)), (got, done)) in QUESTIONS.iter().zip(&alone).zip(&together) {
+        assert_eq!(got, want, "question {q:?}");
+        assert!(!got.is_empty(), "the model answered {q:?}");
+        assert_ne!(done.finish_reason, FinishReason::ToolCalls);
+    }
+    // Reported, not asserted: timing depends on the machine.
+    eprintln!(
+        "8 streams, {tokens} tokens: one after another {:.2}s ({:.1} tok/s), batched {:.2}s ({:.1} tok/s)",
+        sequential.as_secs_f64(),
+        f64::from(tokens) / sequential.as_secs_f64(),
+        concurrent.as_secs_f64(),
+        f64::from(tokens) / concurrent.as_secs_f64(),
+    );
+}
+
+#[test]
+fn a_reused_conversation_prefix_gives_the_cold_answer() {
+    let warm = engine(2);
+    let first = chat_prompt(&warm, "Tell me a short fact about the moon.");
+    let (answer, done) = collect(
+        warm.submit(GenerateRequest {
+            prompt: first.clone(),
+            max_tokens: Some(16),
+            ..GenerateRequest::default()
+        })
+        .expect("submit"),
+    );
+    assert_eq!(done.usage.cached_tokens, 0);
+    // The next turn extends the first prompt.
+    let mut second = first.clone();
+    second.extend(
+        warm.with_backend(move |b| b.tokenize(&answer, false))
+            .unwrap()
+            .unwrap(),
+    );
+    second.extend(chat_prompt(&warm, "And about the sun?").into_iter().skip(1));
+    let request = GenerateRequest {
+        prompt: second,
+        max_tokens: Some(16),
+        ..GenerateRequest::default()
+    };
+    let (reused, done) = collect(warm.submit(request.clone()).expect("submit"));
+    assert!(
+        done.usage.cached_tokens as usize >= first.len() - 1,
+        "cached {} of {} shared tokens",
+        done.usage.cached_tokens,
+        first.len()
+    );
+    let cold = engine(2);
+    let (fresh, done) = collect(cold.submit(request).expect("submit"));
+    assert_eq!(done.usage.cached_tokens, 0);
+    assert_eq!(reused, fresh);
+}
+
+#[test]
+fn json_schema_output_parses_and_follows_the_schema() {
+    let engine = engine(1);
+    let schema = r#"{"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"]}"#;
+    let request = GenerateRequest {
+        prompt: chat_prompt(&engine, "Describe a person as JSON."),
+        max_tokens: Some(64),
+        sampler: SamplerOpts {
+            grammar: Some(Grammar::JsonSchema(schema.to_owned())),
+            ..SamplerOpts::greedy()
+        },
+        ..GenerateRequest::default()
+    };
+    let (text, done) = collect(engine.submit(request).expect("submit"));
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{text}");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    assert!(value["name"].is_string(), "{value}");
+    assert!(value["age"].is_i64(), "{value}");
+}
+
+#[test]
+fn a_stop_string_on_the_real_model_cuts_the_answer() {
+    let engine = engine(1);
+    let prompt = chat_prompt(&engine, "Count from one to ten in words.");
+    let request = GenerateRequest {
+        prompt,
+        max_tokens: Some(40),
+        ..GenerateRequest::default()
+    };
+    let (full, _) = collect(engine.submit(request.clone()).expect("submit"));
+    let chars: Vec<char> = full.chars().collect();
+    assert!(chars.len() > 10, "{full:?}");
+    let stop: String = chars[chars.len() / 2..chars.len() / 2 + 4].iter().collect();
+    let cut = full.find(&stop).expect("stop is in the text");
+    let (text, done) = collect(
+        engine
+            .submit(GenerateRequest {
+                stop: vec![stop.clone()],
+                ..request
+            })
+            .expect("submit"),
+    );
+    assert_eq!(text, full[..cut]);
+    assert_eq!(done.stop, Some(stop));
+}
