@@ -124,6 +124,25 @@ impl Engine {
         answer.recv().map_err(|_| EngineError::Stopped)
     }
 
+    /// [`Engine::with_backend`] for async callers: waits without blocking a thread.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Stopped`] when the engine's thread is gone.
+    pub async fn with_backend_async<R: Send + 'static>(
+        &self,
+        job: impl FnOnce(&mut dyn Backend) -> R + Send + 'static,
+    ) -> Result<R, EngineError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |backend| {
+            let _ = reply.send(job(backend));
+        });
+        self.commands
+            .send(Command::Run(job))
+            .map_err(|_| EngineError::Stopped)?;
+        answer.await.map_err(|_| EngineError::Stopped)
+    }
+
     /// Requests generating or queued right now.
     pub fn inflight(&self) -> usize {
         self.inflight.load(Ordering::SeqCst)
@@ -166,6 +185,14 @@ impl Generation {
     /// The next event, waiting for it without blocking a thread.
     pub async fn recv(&mut self) -> Option<GenEvent> {
         self.events.recv().await
+    }
+
+    /// Polls for the next event (for implementing `Stream`).
+    pub fn poll_recv(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<GenEvent>> {
+        self.events.poll_recv(cx)
     }
 }
 

@@ -1,0 +1,301 @@
+//! `Llm::builder()`: every setting with its default, validated before the model loads.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use wick_types::{Message, SamplerOpts};
+
+use crate::{Error, Llm, Result};
+
+/// Formats a conversation into a prompt string (its text is tokenized with special tokens on).
+pub type MessagesToPrompt = Arc<dyn Fn(&[Message]) -> String + Send + Sync>;
+/// Formats a completion prompt into a prompt string (tokenized with special tokens on).
+pub type CompletionToPrompt = Arc<dyn Fn(&str) -> String + Send + Sync>;
+
+/// Where the model comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ModelSource {
+    /// The default model (SmolLM2-135M-Instruct Q4_1) from wick's cache directory.
+    Default,
+    /// A GGUF file on disk.
+    Path(PathBuf),
+    /// Any model reference: a path, an `http(s)://` URL, `hf:owner/repo/file.gguf`,
+    /// `owner/repo[:QUANT]`, or an alias from the store.
+    Reference(String),
+}
+
+/// Settings of the loaded model (the seed's `model_kwargs`); part of the model cache key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ModelKwargs {
+    /// CPU threads; `None`: llama.cpp's choice.
+    pub n_threads: Option<u32>,
+    /// Layers offloaded to the GPU (0: CPU only).
+    pub n_gpu_layers: u32,
+    /// Most tokens evaluated in one forward pass.
+    pub n_batch: u32,
+    /// Requests generating at once (each gets a full context window).
+    pub n_seq_max: u32,
+}
+
+impl Default for ModelKwargs {
+    fn default() -> Self {
+        ModelKwargs {
+            n_threads: None,
+            n_gpu_layers: 0,
+            n_batch: 512,
+            n_seq_max: 4,
+        }
+    }
+}
+
+/// Builds an [`Llm`]. Defaults: the default model, temperature 0.1, 256 new tokens, a
+/// 4,096-token context window, top-k 40, top-p 0.95, min-p 0.05, no penalties, seed 0,
+/// [`ModelKwargs::default`], and the model's own chat template.
+#[derive(Clone)]
+pub struct LlmBuilder {
+    pub(crate) source: ModelSource,
+    pub(crate) temperature: f32,
+    pub(crate) max_new_tokens: u32,
+    pub(crate) context_window: u32,
+    pub(crate) sampling: SamplerOpts,
+    pub(crate) stop: Vec<String>,
+    pub(crate) model: ModelKwargs,
+    pub(crate) messages_to_prompt: Option<MessagesToPrompt>,
+    pub(crate) completion_to_prompt: Option<CompletionToPrompt>,
+}
+
+impl fmt::Debug for LlmBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LlmBuilder")
+            .field("source", &self.source)
+            .field("temperature", &self.temperature)
+            .field("max_new_tokens", &self.max_new_tokens)
+            .field("context_window", &self.context_window)
+            .field("sampling", &self.sampling)
+            .field("stop", &self.stop)
+            .field("model", &self.model)
+            .field("messages_to_prompt", &self.messages_to_prompt.is_some())
+            .field("completion_to_prompt", &self.completion_to_prompt.is_some())
+            .finish()
+    }
+}
+
+impl Default for LlmBuilder {
+    fn default() -> Self {
+        LlmBuilder {
+            source: ModelSource::Default,
+            temperature: 0.1,
+            max_new_tokens: 256,
+            context_window: 4096,
+            sampling: SamplerOpts {
+                top_k: 40,
+                top_p: 0.95,
+                min_p: 0.05,
+                ..SamplerOpts::greedy()
+            },
+            stop: Vec::new(),
+            model: ModelKwargs::default(),
+            messages_to_prompt: None,
+            completion_to_prompt: None,
+        }
+    }
+}
+
+impl LlmBuilder {
+    /// Loads the model from `source`.
+    #[must_use]
+    pub fn model(mut self, source: ModelSource) -> Self {
+        self.source = source;
+        self
+    }
+
+    /// Loads the GGUF file at `path`.
+    #[must_use]
+    pub fn model_path(self, path: impl Into<PathBuf>) -> Self {
+        self.model(ModelSource::Path(path.into()))
+    }
+
+    /// Loads the model named by `reference` (path, URL, Hugging Face, alias).
+    #[must_use]
+    pub fn model_ref(self, reference: impl Into<String>) -> Self {
+        self.model(ModelSource::Reference(reference.into()))
+    }
+
+    /// Sampling temperature in [0, 1]; 0 is greedy.
+    #[must_use]
+    pub fn temperature(mut self, temperature: f32) -> Self {
+        self.temperature = temperature;
+        self
+    }
+
+    /// Most tokens one answer may have (at least 1).
+    #[must_use]
+    pub fn max_new_tokens(mut self, n: u32) -> Self {
+        self.max_new_tokens = n;
+        self
+    }
+
+    /// The context window of each request, in tokens (at least 1).
+    #[must_use]
+    pub fn context_window(mut self, n: u32) -> Self {
+        self.context_window = n;
+        self
+    }
+
+    /// The rest of the sampling settings (the seed's `generate_kwargs`): top-k, top-p, min-p,
+    /// penalties, seed, logit bias, grammar. Its temperature is replaced by
+    /// [`LlmBuilder::temperature`].
+    #[must_use]
+    pub fn generate_kwargs(mut self, sampling: SamplerOpts) -> Self {
+        self.sampling = sampling;
+        self
+    }
+
+    /// Generation ends before any of these strings.
+    #[must_use]
+    pub fn stop(mut self, stop: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.stop = stop.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Settings of the loaded model (the seed's `model_kwargs`).
+    #[must_use]
+    pub fn model_kwargs(mut self, model: ModelKwargs) -> Self {
+        self.model = model;
+        self
+    }
+
+    /// Formats chats yourself instead of with the model's chat template. The result is
+    /// tokenized with special tokens on, so message text can forge control tokens: prefer the
+    /// default.
+    #[must_use]
+    pub fn messages_to_prompt(
+        mut self,
+        f: impl Fn(&[Message]) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.messages_to_prompt = Some(Arc::new(f));
+        self
+    }
+
+    /// Formats completion prompts yourself (tokenized with special tokens on).
+    #[must_use]
+    pub fn completion_to_prompt(
+        mut self,
+        f: impl Fn(&str) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.completion_to_prompt = Some(Arc::new(f));
+        self
+    }
+
+    /// Checks every setting, then finds (downloading if needed) and loads the model, or
+    /// shares it with an [`Llm`] that already loaded it with the same settings.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] naming the setting, its value and the allowed range; [`Error::Model`]
+    /// when the model cannot be found or fetched; [`Error::Backend`] when it does not load.
+    pub fn build(self) -> Result<Llm> {
+        self.validate()?;
+        Llm::load(self)
+    }
+
+    fn validate(&self) -> Result<()> {
+        if !(0.0..=1.0).contains(&self.temperature) {
+            return Err(invalid("temperature", self.temperature, "0.0 to 1.0"));
+        }
+        if self.max_new_tokens == 0 {
+            return Err(invalid("max_new_tokens", 0, "1 or more"));
+        }
+        if self.context_window == 0 {
+            return Err(invalid("context_window", 0, "1 or more"));
+        }
+        if self.model.n_seq_max == 0 || self.model.n_seq_max > 256 {
+            return Err(invalid("n_seq_max", self.model.n_seq_max, "1 to 256"));
+        }
+        if self.model.n_batch == 0 {
+            return Err(invalid("n_batch", 0, "1 or more"));
+        }
+        if self.model.n_threads == Some(0) {
+            return Err(invalid("n_threads", 0, "1 or more, or unset"));
+        }
+        if let ModelSource::Path(path) = &self.source {
+            if !path.is_file() {
+                return Err(Error::Model {
+                    reference: path.display().to_string(),
+                    reason: "no such file".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn invalid(field: &'static str, value: impl std::fmt::Display, allowed: &'static str) -> Error {
+    Error::Invalid {
+        field,
+        value: value.to_string(),
+        allowed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(builder: &LlmBuilder) -> &'static str {
+        match builder.validate() {
+            Err(Error::Invalid { field, .. }) => field,
+            other => panic!("expected an invalid setting, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_out_of_range_setting_is_named() {
+        let b = LlmBuilder::default;
+        assert_eq!(field_of(&b().temperature(1.5)), "temperature");
+        assert_eq!(field_of(&b().temperature(-0.1)), "temperature");
+        assert_eq!(field_of(&b().temperature(f32::NAN)), "temperature");
+        assert_eq!(field_of(&b().max_new_tokens(0)), "max_new_tokens");
+        assert_eq!(field_of(&b().context_window(0)), "context_window");
+        let kwargs = |k: ModelKwargs| b().model_kwargs(k);
+        let d = ModelKwargs::default();
+        assert_eq!(
+            field_of(&kwargs(ModelKwargs { n_seq_max: 0, ..d })),
+            "n_seq_max"
+        );
+        assert_eq!(
+            field_of(&kwargs(ModelKwargs { n_batch: 0, ..d })),
+            "n_batch"
+        );
+        assert_eq!(
+            field_of(&kwargs(ModelKwargs {
+                n_threads: Some(0),
+                ..d
+            })),
+            "n_threads"
+        );
+    }
+
+    #[test]
+    fn the_message_names_value_and_range() {
+        let err = LlmBuilder::default()
+            .temperature(3.0)
+            .validate()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid temperature: 3 (allowed: 0.0 to 1.0)"
+        );
+    }
+
+    #[test]
+    fn a_missing_model_file_is_a_model_error() {
+        let err = LlmBuilder::default()
+            .model_path("/nonexistent/model.gguf")
+            .validate()
+            .unwrap_err();
+        assert!(matches!(err, Error::Model { .. }), "{err}");
+    }
+}

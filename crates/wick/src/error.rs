@@ -1,0 +1,40 @@
+//! `wick::Error`: everything the library can report.
+
+use wick_backend::BackendError;
+use wick_engine::EngineError;
+
+/// An error of the wick library.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A setting is out of range.
+    #[error("invalid {field}: {value} (allowed: {allowed})")]
+    Invalid {
+        /// The setting.
+        field: &'static str,
+        /// The value given.
+        value: String,
+        /// What is allowed.
+        allowed: &'static str,
+    },
+    /// The model could not be found or fetched.
+    #[error("model {reference}: {reason}")]
+    Model {
+        /// The model as it was named.
+        reference: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The prompt could not be formatted.
+    #[error("chat template: {0}")]
+    Template(String),
+    /// The backend failed (loading, tokenizing, decoding).
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The engine refused or failed a request (busy, prompt too long, stopped).
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// The library's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

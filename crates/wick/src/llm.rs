@@ -1,0 +1,332 @@
+//! [`Llm`]: complete, chat and stream, sync and async, over a shared engine.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use wick_backend::{Backend, BackendConfig};
+use wick_engine::{EngineConfig, GenEvent, GenerateRequest, Generation};
+use wick_types::{ChatRequest, Message, Role, SamplerOpts, TokenId};
+
+use crate::registry::{self, Loaded, ModelKey};
+use crate::{CompletionResponse, Error, LlmBuilder, LlmMetadata, Result};
+
+/// A loaded model with its generation settings. Cheap to clone; clones share the model.
+#[derive(Debug, Clone)]
+pub struct Llm {
+    loaded: Arc<Loaded>,
+    settings: Arc<LlmBuilder>,
+}
+
+/// What to turn into prompt tokens.
+enum Prompt {
+    /// Text that already is a formatted prompt: special-token text becomes control tokens.
+    Formatted(String),
+    /// A conversation, formatted with the model's chat template.
+    Chat(Vec<Message>),
+}
+
+impl Llm {
+    /// Starts building an `Llm`; see [`LlmBuilder`] for every setting and default.
+    pub fn builder() -> LlmBuilder {
+        LlmBuilder::default()
+    }
+
+    pub(crate) fn load(settings: LlmBuilder) -> Result<Llm> {
+        let path = crate::source::resolve(&settings.source)?;
+        let key = ModelKey {
+            path: registry::canonical(&path),
+            context_window: settings.context_window,
+            kwargs: settings.model,
+        };
+        let loaded = registry::get_or_load(key, load_model)?;
+        Ok(Llm {
+            loaded,
+            settings: Arc::new(settings),
+        })
+    }
+
+    /// Requests generating or queued on this `Llm`'s model right now (all `Llm`s sharing it).
+    pub fn inflight(&self) -> usize {
+        self.loaded.engine.inflight()
+    }
+
+    /// Facts about the model: context window, output budget, chat and tool support, name.
+    pub fn metadata(&self) -> LlmMetadata {
+        let info = self.loaded.engine.info();
+        LlmMetadata {
+            context_window: info.n_ctx,
+            num_output: self.settings.max_new_tokens,
+            is_chat_model: info.chat_template.is_some()
+                || self.settings.messages_to_prompt.is_some(),
+            is_function_calling_model: false,
+            model_name: info.name.clone(),
+        }
+    }
+
+    /// Completes `prompt`. With `formatted`, the prompt is sent as it is (its special-token
+    /// text becomes control tokens); otherwise it goes through `completion_to_prompt`, or
+    /// the model's chat template as one user message.
+    ///
+    /// # Errors
+    ///
+    /// A prompt longer than the context window, a busy engine, a backend failure.
+    pub fn complete(&self, prompt: &str, formatted: bool) -> Result<CompletionResponse> {
+        self.stream_complete(prompt, formatted)?.last_response()
+    }
+
+    /// Answers a conversation.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::complete`], and a template error.
+    pub fn chat(&self, messages: &[Message]) -> Result<CompletionResponse> {
+        self.stream_chat(messages)?.last_response()
+    }
+
+    /// [`Llm::complete`], token by token as they are generated.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::complete`].
+    pub fn stream_complete(&self, prompt: &str, formatted: bool) -> Result<CompletionStream> {
+        let prompt = self.completion_prompt(prompt, formatted);
+        let tokens = self
+            .loaded
+            .engine
+            .with_backend(move |b| tokenize(b, &prompt))??;
+        self.start(tokens)
+    }
+
+    /// [`Llm::chat`], token by token as they are generated.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::chat`].
+    pub fn stream_chat(&self, messages: &[Message]) -> Result<CompletionStream> {
+        let prompt = self.chat_prompt(messages);
+        let tokens = self
+            .loaded
+            .engine
+            .with_backend(move |b| tokenize(b, &prompt))??;
+        self.start(tokens)
+    }
+
+    /// [`Llm::complete`] as a future.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::complete`].
+    pub async fn acomplete(&self, prompt: &str, formatted: bool) -> Result<CompletionResponse> {
+        self.astream_complete(prompt, formatted)
+            .await?
+            .last_response()
+            .await
+    }
+
+    /// [`Llm::chat`] as a future.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::chat`].
+    pub async fn achat(&self, messages: &[Message]) -> Result<CompletionResponse> {
+        self.astream_chat(messages).await?.last_response().await
+    }
+
+    /// [`Llm::stream_complete`] as a `Stream` that yields each token as it is produced.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::complete`].
+    pub async fn astream_complete(
+        &self,
+        prompt: &str,
+        formatted: bool,
+    ) -> Result<AsyncCompletionStream> {
+        let prompt = self.completion_prompt(prompt, formatted);
+        let tokens = self
+            .loaded
+            .engine
+            .with_backend_async(move |b| tokenize(b, &prompt))
+            .await??;
+        Ok(AsyncCompletionStream(self.start(tokens)?))
+    }
+
+    /// [`Llm::stream_chat`] as a `Stream` that yields each token as it is produced.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::chat`].
+    pub async fn astream_chat(&self, messages: &[Message]) -> Result<AsyncCompletionStream> {
+        let prompt = self.chat_prompt(messages);
+        let tokens = self
+            .loaded
+            .engine
+            .with_backend_async(move |b| tokenize(b, &prompt))
+            .await??;
+        Ok(AsyncCompletionStream(self.start(tokens)?))
+    }
+
+    fn completion_prompt(&self, prompt: &str, formatted: bool) -> Prompt {
+        match (&self.settings.completion_to_prompt, formatted) {
+            (_, true) => Prompt::Formatted(prompt.to_owned()),
+            (Some(format), false) => Prompt::Formatted(format(prompt)),
+            (None, false) => Prompt::Chat(vec![Message::new(Role::User, prompt)]),
+        }
+    }
+
+    fn chat_prompt(&self, messages: &[Message]) -> Prompt {
+        match &self.settings.messages_to_prompt {
+            Some(format) => Prompt::Formatted(format(messages)),
+            None => Prompt::Chat(messages.to_vec()),
+        }
+    }
+
+    fn start(&self, prompt: Vec<TokenId>) -> Result<CompletionStream> {
+        let settings = &self.settings;
+        let request = GenerateRequest {
+            prompt,
+            max_tokens: Some(settings.max_new_tokens),
+            sampler: SamplerOpts {
+                temperature: settings.temperature,
+                ..settings.sampling.clone()
+            },
+            stop: settings.stop.clone(),
+        };
+        let generation = self.loaded.engine.submit(request)?;
+        Ok(CompletionStream {
+            generation,
+            text: String::new(),
+            done: false,
+        })
+    }
+}
+
+fn tokenize(backend: &mut dyn Backend, prompt: &Prompt) -> Result<Vec<TokenId>> {
+    Ok(match prompt {
+        Prompt::Formatted(text) => backend.tokenize_prompt(text, true)?,
+        Prompt::Chat(messages) => backend
+            .apply_chat_template(&ChatRequest::new(messages.clone()))
+            .map_err(|e| Error::Template(e.to_string()))?,
+    })
+}
+
+#[cfg(feature = "llama")]
+fn load_model(key: &ModelKey) -> Result<Loaded> {
+    let config = BackendConfig::new(&key.path)
+        .with_n_ctx(key.context_window)
+        .with_n_seq_max(key.kwargs.n_seq_max)
+        .with_n_batch(key.kwargs.n_batch)
+        .with_n_threads(key.kwargs.n_threads)
+        .with_n_gpu_layers(key.kwargs.n_gpu_layers);
+    let backend = wick_llama::LlamaBackend::load(&config)?;
+    let engine = wick_engine::Engine::start(Box::new(backend), EngineConfig::default())?;
+    Ok(Loaded { engine })
+}
+
+#[cfg(not(feature = "llama"))]
+fn load_model(key: &ModelKey) -> Result<Loaded> {
+    Err(Error::Model {
+        reference: key.path.display().to_string(),
+        reason: "wick was built without a backend (enable the `llama` feature)".into(),
+    })
+}
+
+/// A completion streamed token by token; each item carries the new text and all text so far.
+/// Dropping it cancels the generation.
+#[derive(Debug)]
+pub struct CompletionStream {
+    generation: Generation,
+    text: String,
+    done: bool,
+}
+
+impl CompletionStream {
+    fn on(&mut self, event: Option<GenEvent>) -> Option<Result<CompletionResponse>> {
+        if self.done {
+            return None;
+        }
+        let response = match event {
+            Some(GenEvent::Text(delta)) => {
+                self.text.push_str(&delta);
+                CompletionResponse {
+                    text: self.text.clone(),
+                    delta,
+                    ..CompletionResponse::default()
+                }
+            }
+            Some(GenEvent::Done(done)) => {
+                self.done = true;
+                CompletionResponse {
+                    text: self.text.clone(),
+                    delta: String::new(),
+                    finish_reason: Some(done.finish_reason),
+                    usage: Some(done.usage),
+                }
+            }
+            Some(GenEvent::Error(e)) => {
+                self.done = true;
+                return Some(Err(e.into()));
+            }
+            None => {
+                self.done = true;
+                return Some(Err(wick_engine::EngineError::Stopped.into()));
+            }
+        };
+        Some(Ok(response))
+    }
+
+    fn last_response(self) -> Result<CompletionResponse> {
+        let mut last = None;
+        for item in self {
+            last = Some(item?);
+        }
+        last.ok_or(Error::Engine(wick_engine::EngineError::Stopped))
+    }
+}
+
+impl Iterator for CompletionStream {
+    type Item = Result<CompletionResponse>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let event = self.generation.next();
+        self.on(event)
+    }
+}
+
+/// A completion as an async `Stream` of responses; dropping it cancels the generation.
+#[derive(Debug)]
+pub struct AsyncCompletionStream(CompletionStream);
+
+impl AsyncCompletionStream {
+    /// The next response, or `None` after the last.
+    pub async fn next(&mut self) -> Option<Result<CompletionResponse>> {
+        std::future::poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut *self), cx)).await
+    }
+
+    async fn last_response(mut self) -> Result<CompletionResponse> {
+        let mut last = None;
+        while let Some(item) = self.next().await {
+            last = Some(item?);
+        }
+        last.ok_or(Error::Engine(wick_engine::EngineError::Stopped))
+    }
+}
+
+impl futures_core::Stream for AsyncCompletionStream {
+    type Item = Result<CompletionResponse>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let inner = &mut self.0;
+        if inner.done {
+            return Poll::Ready(None);
+        }
+        match inner.generation.poll_recv(cx) {
+            Poll::Ready(event) => Poll::Ready(inner.on(event)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! What completions and chats return.
+
+use wick_types::{FinishReason, Usage};
+
+/// A finished (or, in a stream, growing) completion.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CompletionResponse {
+    /// All text so far.
+    pub text: String,
+    /// The text added by this stream item (empty for a whole response).
+    pub delta: String,
+    /// How generation ended: set on the last item only.
+    pub finish_reason: Option<FinishReason>,
+    /// Token accounting: set on the last item only.
+    pub usage: Option<Usage>,
+}
+
+/// Facts about the model an [`crate::Llm`] runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlmMetadata {
+    /// The context window, in tokens.
+    pub context_window: u32,
+    /// Most tokens one answer may have.
+    pub num_output: u32,
+    /// Whether chats are formatted with a chat template.
+    pub is_chat_model: bool,
+    /// Whether the chat template has a tool-call format.
+    pub is_function_calling_model: bool,
+    /// The model's name.
+    pub model_name: String,
+}

@@ -1,0 +1,172 @@
+//! The library facade on the real test model.
+
+use wick::{FinishReason, Llm, LlmBuilder, Message, ModelKwargs, Role, SamplerOpts};
+use wick_types::TokenId;
+
+fn builder() -> LlmBuilder {
+    Llm::builder()
+        .model_path(wick_testutil::model_path())
+        .temperature(0.0)
+        .max_new_tokens(24)
+        .context_window(512)
+        .model_kwargs(ModelKwargs {
+            n_threads: Some(2),
+            n_seq_max: 2,
+            ..ModelKwargs::default()
+        })
+}
+
+#[test]
+fn chat_and_complete_answer_and_report_usage() {
+    let llm = builder().build().expect("builds");
+    let answer = llm
+        .chat(&[Message::new(Role::User, "What is the capital of France?")])
+        .expect("chat");
+    assert!(answer.text.contains("Paris"), "{answer:?}");
+    let usage = answer.usage.expect("usage on the final response");
+    assert!(usage.prompt_tokens > 5 && usage.completion_tokens > 0);
+    let raw = llm
+        .complete("The capital of France is", true)
+        .expect("complete");
+    assert!(!raw.text.is_empty());
+    assert!(raw.finish_reason.is_some());
+}
+
+#[test]
+fn streamed_deltas_add_up_to_the_whole_answer() {
+    let llm = builder().build().expect("builds");
+    let messages = [Message::new(Role::User, "Name three colours.")];
+    let whole = llm.chat(&messages).expect("chat");
+    let mut text = String::new();
+    let mut last = None;
+    for item in llm.stream_chat(&messages).expect("stream") {
+        let item = item.expect("item");
+        text.push_str(&item.delta);
+        assert_eq!(item.text, text, "each item carries the text so far");
+        last = Some(item);
+    }
+    assert_eq!(text, whole.text);
+    assert_eq!(last.and_then(|l| l.finish_reason), whole.finish_reason);
+}
+
+#[test]
+fn formatters_replace_the_chat_template() {
+    let llm = builder()
+        .messages_to_prompt(|messages| {
+            let mut p = String::from("<|im_start|>system\nYou are a pirate.<|im_end|>\n");
+            for m in messages {
+                p += &[
+                    "<|im_start|>",
+                    m.role.as_str(),
+                    "
+",
+                    &m.content,
+                    "<|im_end|>
+",
+                ]
+                .concat();
+            }
+            p + "<|im_start|>assistant\n"
+        })
+        .build()
+        .expect("builds");
+    let formatted = llm
+        .chat(&[Message::new(Role::User, "What is the capital of France?")])
+        .expect("chat");
+    let default = builder()
+        .build()
+        .expect("builds")
+        .chat(&[Message::new(Role::User, "What is the capital of France?")])
+        .expect("chat");
+    // Both are real answers; the formatter's prompt has its extra system turn.
+    assert!(!formatted.text.is_empty() && !default.text.is_empty());
+    assert!(formatted.usage.unwrap().prompt_tokens > default.usage.unwrap().prompt_tokens);
+}
+
+#[test]
+fn llms_with_the_same_model_settings_share_one_model() {
+    let a = builder().build().expect("builds");
+    let b = builder().temperature(0.5).build().expect("builds");
+    let other = builder().context_window(256).build().expect("builds");
+    // a and b share (temperature is not a model setting); `other` has its own context.
+    assert_eq!(a.metadata().context_window, 512);
+    assert_eq!(other.metadata().context_window, 256);
+    let before = wick::loaded_models();
+    drop(other);
+    assert_eq!(
+        wick::loaded_models(),
+        before - 1,
+        "the last user frees the model"
+    );
+    drop((a, b));
+}
+
+#[test]
+fn the_context_guard_names_both_numbers() {
+    let llm = builder().context_window(64).build().expect("builds");
+    let long = "word ".repeat(200);
+    let err = llm.complete(&long, true).expect_err("too long");
+    let message = err.to_string();
+    assert!(message.contains("64"), "{message}");
+    assert!(message.contains("tokens"), "{message}");
+}
+
+#[test]
+fn metadata_describes_the_model() {
+    let meta = builder().build().expect("builds").metadata();
+    assert_eq!(meta.num_output, 24);
+    assert!(meta.is_chat_model);
+    assert!(
+        meta.model_name.to_lowercase().contains("smollm2"),
+        "{meta:?}"
+    );
+}
+
+#[tokio::test]
+async fn async_streams_yield_the_first_token_while_generation_goes_on() {
+    // A context size of its own: no other test shares this engine.
+    let llm = builder()
+        .context_window(448)
+        .max_new_tokens(200)
+        .generate_kwargs(SamplerOpts {
+            // Never stop early: push the end-of-generation tokens far down.
+            logit_bias: vec![(TokenId(0), -1e9), (TokenId(1), -1e9), (TokenId(2), -1e9)],
+            ..SamplerOpts::greedy()
+        })
+        .build()
+        .expect("builds");
+    let mut stream = llm
+        .astream_complete("Once upon a time", true)
+        .await
+        .expect("stream");
+    let first = stream.next().await.expect("an item").expect("ok");
+    assert!(first.finish_reason.is_none());
+    assert_eq!(
+        llm.inflight(),
+        1,
+        "the engine is still generating after the first item"
+    );
+    let mut last = first;
+    while let Some(item) = stream.next().await {
+        last = item.expect("ok");
+    }
+    assert_eq!(last.finish_reason, Some(FinishReason::Length));
+    assert_eq!(last.usage.unwrap().completion_tokens, 200);
+    // (Not compared with `last.text`: a second run reuses the cached prefix in another KV
+    // layout, and llama.cpp's kernels may round differently after a hundred tokens.)
+    let whole = llm
+        .acomplete("Once upon a time", true)
+        .await
+        .expect("acomplete");
+    assert_eq!(whole.usage.unwrap().completion_tokens, 200);
+    assert_eq!(
+        whole.usage.unwrap().cached_tokens,
+        whole.usage.unwrap().prompt_tokens - 1
+    );
+}
+
+#[test]
+fn bad_settings_fail_before_loading() {
+    let err = builder().temperature(2.0).build().expect_err("invalid");
+    assert!(err.to_string().contains("temperature"), "{err}");
+}
