@@ -161,7 +161,7 @@ pub enum ModelError {
         actual: u64,
     },
     /// The content's SHA-256 is not the pinned one; nothing was kept.
-    #[error("{url}: sha256 is {actual}, expected {expected}; the download was deleted")]
+    #[error("{url}: sha256 is {actual}, expected {expected}; nothing was kept")]
     HashMismatch {
         /// The URL.
         url: String,
@@ -175,9 +175,9 @@ pub enum ModelError {
     Transport {
         /// The URL.
         url: String,
-        /// The HTTP client's error.
+        /// The connection's error.
         #[source]
-        source: reqwest::Error,
+        source: std::io::Error,
     },
     /// A Hugging Face API answer that is not what the API returns.
     #[error("unexpected answer from {url}: {reason}")]
