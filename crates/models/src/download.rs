@@ -64,10 +64,7 @@ impl Downloader {
             .connect_timeout(Duration::from_secs(30))
             .timeout(None)
             .build()
-            .map_err(|e| ModelError::Transport {
-                url: String::new(),
-                source: std::io::Error::other(e),
-            })?;
+            .map_err(|e| transport("", &e, false))?;
         Ok(Self {
             client,
             progress,
@@ -117,7 +114,9 @@ impl Downloader {
                 request = request.header(IF_RANGE, etag.trim());
             }
         }
-        let mut response = request.send().map_err(|e| transport(fetch.url, e))?;
+        let mut response = request
+            .send()
+            .map_err(|e| transport(fetch.url, &e.without_url(), have > 0))?;
         let Some(plan) = plan(fetch, &response, have)? else {
             // The partial file does not fit what the server has: start again.
             discard(part);
@@ -228,10 +227,25 @@ pub(crate) fn status_error(fetch: &Fetch<'_>, status: StatusCode) -> ModelError 
     }
 }
 
-pub(crate) fn transport(url: &str, e: reqwest::Error) -> ModelError {
+/// A client error as [`ModelError::Transport`], its causes in the message.
+pub(crate) fn transport(
+    url: &str,
+    e: &(dyn std::error::Error + 'static),
+    partial: bool,
+) -> ModelError {
+    let mut reason = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !reason.contains(&text) {
+            reason = format!("{reason}: {text}");
+        }
+        cause = c.source();
+    }
     ModelError::Transport {
         url: url.to_owned(),
-        source: std::io::Error::other(e),
+        reason,
+        partial,
     }
 }
 
@@ -239,10 +253,8 @@ fn check_size(url: &str, total: Option<u64>, size: u64) -> Result<(), ModelError
     match total {
         Some(total) if size < total => Err(ModelError::Transport {
             url: url.to_owned(),
-            source: std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!("the connection closed after {size} of {total} bytes"),
-            ),
+            reason: format!("the connection closed after {size} of {total} bytes"),
+            partial: true,
         }),
         Some(total) if size > total => Err(ModelError::SizeMismatch {
             url: url.to_owned(),
@@ -273,13 +285,10 @@ fn copy(
             Ok(0) => return Ok(received),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(source) => {
+            Err(e) => {
                 // Keep what arrived for the next attempt.
                 let _ = file.sync_all();
-                return Err(ModelError::Transport {
-                    url: url.to_owned(),
-                    source,
-                });
+                return Err(transport(url, &e, true));
             }
         };
         file.write_all(&buf[..n])

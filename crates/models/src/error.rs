@@ -1,4 +1,7 @@
 //! The errors of wick-models: one enum for finding, fetching and storing models, one for GGUF.
+//!
+//! Messages are whole sentences that include their causes, so one `to_string()` (a server's
+//! error body, a CLI's last line) says everything.
 
 use std::path::PathBuf;
 
@@ -9,11 +12,10 @@ use crate::reference::ACCEPTED_FORMS;
 #[non_exhaustive]
 pub enum GgufError {
     /// The file could not be opened or read.
-    #[error("cannot read it: {source}")]
+    #[error("cannot read it: {cause}")]
     Io {
-        /// The underlying I/O error.
-        #[source]
-        source: std::io::Error,
+        /// The underlying I/O error (its message is part of this one's).
+        cause: std::io::Error,
     },
     /// Not a regular file (a directory, a device).
     #[error("cannot read it: not a regular file")]
@@ -63,13 +65,12 @@ pub enum ModelError {
         reason: String,
     },
     /// A local file that is not a usable GGUF model.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {cause}", path.display())]
     Gguf {
-        /// The file.
+        /// The file (or the URL it came from).
         path: PathBuf,
         /// What is wrong with it.
-        #[source]
-        source: GgufError,
+        cause: GgufError,
     },
     /// No model was named and the default model is not on disk.
     #[error(
@@ -170,14 +171,15 @@ pub enum ModelError {
         /// The SHA-256 of what arrived.
         actual: String,
     },
-    /// The connection failed or broke off; the partial file is kept for the next attempt.
-    #[error("downloading {url}: {source} (the partial download is kept; run the command again to resume)")]
+    /// The connection failed or broke off; a partial file is kept for the next attempt.
+    #[error("downloading {url}: {reason}{}", if *partial { " (the partial download is kept: run the command again to resume)" } else { "" })]
     Transport {
         /// The URL.
         url: String,
-        /// The connection's error.
-        #[source]
-        source: std::io::Error,
+        /// What failed, with its causes.
+        reason: String,
+        /// Whether a partial download was kept for the next attempt.
+        partial: bool,
     },
     /// A Hugging Face API answer that is not what the API returns.
     #[error("unexpected answer from {url}: {reason}")]
@@ -211,13 +213,12 @@ pub enum ModelError {
         candidates: Vec<String>,
     },
     /// A file or directory could not be read or written.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {cause}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        /// The underlying error (its message is part of this one's).
+        cause: std::io::Error,
     },
     /// The store's index cannot be read.
     #[error("the model index {} is damaged: {reason}", path.display())]
@@ -238,10 +239,10 @@ fn list(items: &[String]) -> String {
 }
 
 impl ModelError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: impl Into<PathBuf>, cause: std::io::Error) -> Self {
         Self::Io {
             path: path.into(),
-            source,
+            cause,
         }
     }
 

@@ -99,11 +99,11 @@ impl GgufHeader {
     ///
     /// [`GgufError`] saying why the file is not a complete GGUF file.
     pub fn read(path: &Path) -> Result<Self, GgufError> {
-        let meta = std::fs::metadata(path).map_err(|source| GgufError::Io { source })?;
+        let meta = std::fs::metadata(path).map_err(|cause| GgufError::Io { cause })?;
         if !meta.is_file() {
             return Err(GgufError::NotAFile);
         }
-        let file = File::open(path).map_err(|source| GgufError::Io { source })?;
+        let file = File::open(path).map_err(|cause| GgufError::Io { cause })?;
         let mut reader = Reader {
             inner: BufReader::with_capacity(1 << 16, file),
             pos: 0,
@@ -245,7 +245,7 @@ impl Reader {
         let mut buf = [0u8; N];
         self.inner
             .read_exact(&mut buf)
-            .map_err(|source| GgufError::Io { source })?;
+            .map_err(|cause| GgufError::Io { cause })?;
         self.pos += N as u64;
         Ok(buf)
     }
@@ -263,7 +263,7 @@ impl Reader {
         let n_i64 = i64::try_from(n).map_err(|_| self.malformed("length overflows"))?;
         self.inner
             .seek_relative(n_i64)
-            .map_err(|source| GgufError::Io { source })?;
+            .map_err(|cause| GgufError::Io { cause })?;
         self.pos += n;
         Ok(())
     }
@@ -277,7 +277,7 @@ impl Reader {
         let mut buf = vec![0u8; usize::try_from(len).expect("invariant: len <= MAX_STRING")];
         self.inner
             .read_exact(&mut buf)
-            .map_err(|source| GgufError::Io { source })?;
+            .map_err(|cause| GgufError::Io { cause })?;
         self.pos += len;
         Ok(String::from_utf8(buf)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))

@@ -70,7 +70,9 @@ pub(crate) fn list_files(
     if let Some(token) = token {
         request = request.header(AUTHORIZATION, format!("Bearer {token}"));
     }
-    let response = request.send().map_err(|e| transport(&url, e))?;
+    let response = request
+        .send()
+        .map_err(|e| transport(&url, &e.without_url(), false))?;
     if !response.status().is_success() {
         let fetch = Fetch {
             url: &url,
@@ -80,7 +82,9 @@ pub(crate) fn list_files(
         };
         return Err(status_error(&fetch, response.status()));
     }
-    let body = response.text().map_err(|e| transport(&url, e))?;
+    let body = response
+        .text()
+        .map_err(|e| transport(&url, &e.without_url(), false))?;
     parse_siblings(&url, &body)
 }
 

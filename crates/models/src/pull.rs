@@ -303,11 +303,11 @@ impl ModelStore {
             label: stem(remote.file_name),
         };
         let done = self.downloader.download(&fetch, &part)?;
-        if let Err(source) = crate::GgufHeader::read(&part) {
+        if let Err(cause) = crate::GgufHeader::read(&part) {
             discard(&part);
             return Err(ModelError::Gguf {
                 path: PathBuf::from(&remote.url),
-                source,
+                cause,
             });
         }
         let blob = self.blob(&done.sha256);

@@ -294,8 +294,8 @@ pub(crate) fn stem(file: &str) -> &str {
 }
 
 pub(crate) fn check_gguf(path: &Path) -> Result<GgufHeader, ModelError> {
-    GgufHeader::read(path).map_err(|source| ModelError::Gguf {
+    GgufHeader::read(path).map_err(|cause| ModelError::Gguf {
         path: path.to_path_buf(),
-        source,
+        cause,
     })
 }
