@@ -136,6 +136,10 @@ impl Downloader {
         let bar = self.bar(fetch.label, plan.total, plan.offset);
         let received = copy(&mut response, &mut file, &mut hasher, &bar, fetch.url, part);
         bar.abandon();
+        if !bar.is_hidden() {
+            // The bar stays on screen; what is printed next starts on a line of its own.
+            eprintln!();
+        }
         let size = plan.offset + received?;
         file.sync_all().map_err(|e| ModelError::io(part, e))?;
         check_size(fetch.url, plan.total, size)?;
