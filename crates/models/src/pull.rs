@@ -173,7 +173,7 @@ impl ModelStore {
             .settings
             .tmp_dir()
             .join(format!("{}.part", key(&source)));
-        let blob = self.blob(&sha256);
+        let blob = blob(&sha256);
         if !self.settings.models_dir().join(&blob).exists() {
             std::fs::create_dir_all(self.settings.tmp_dir())
                 .map_err(|e| ModelError::io(self.settings.tmp_dir(), e))?;
@@ -310,7 +310,7 @@ impl ModelStore {
                 cause,
             });
         }
-        let blob = self.blob(&done.sha256);
+        let blob = blob(&done.sha256);
         self.install(&part, &blob)?;
         let entry = Entry {
             name: String::new(),
@@ -325,12 +325,6 @@ impl ModelStore {
             entry,
             downloaded: true,
         })
-    }
-
-    /// `blobs/sha256-<hex>.gguf`, relative to the models directory.
-    fn blob(&self, sha256: &str) -> PathBuf {
-        let _ = self;
-        PathBuf::from("blobs").join(format!("sha256-{sha256}.gguf"))
     }
 
     /// Moves a verified file into place (atomically), or drops it when the blob is there.
@@ -388,6 +382,11 @@ fn check_pin(source: &str, pin: Option<&str>, actual: &str) -> Result<(), ModelE
         }),
         _ => Ok(()),
     }
+}
+
+/// `blobs/sha256-<hex>.gguf`, relative to the models directory.
+fn blob(sha256: &str) -> PathBuf {
+    PathBuf::from("blobs").join(format!("sha256-{sha256}.gguf"))
 }
 
 /// A short, stable file name for a source's partial download and lock.

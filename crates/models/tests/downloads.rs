@@ -417,3 +417,36 @@ fn a_plain_url_downloads_once_and_names_and_removes() {
     let err = store.resolve(&r("again")).unwrap_err();
     assert!(err.to_string().contains("wick ls"), "{err}");
 }
+
+#[test]
+fn a_file_that_changed_since_the_interruption_is_fetched_whole() {
+    let f = fixture();
+    f.hub.drop_once_at(REPO, FILE, 1_500_000);
+    let mut settings = f.settings();
+    settings.retries = 0;
+    let store = ModelStore::new(settings).unwrap();
+    assert!(store
+        .pull(&hf_file(), &PullOptions::default())
+        .unwrap_err()
+        .is_resumable());
+    // The repository now holds other bytes under the same name: the old ETag no longer
+    // matches, so the server answers the ranged request with the whole new file.
+    let new_sha = f
+        .hub
+        .add_file(REPO, FILE, synthetic_gguf(SIZE, "llama", 15, 42));
+    assert_ne!(new_sha, f.sha256);
+    let pulled = f.store().pull(&hf_file(), &PullOptions::default()).unwrap();
+    assert_eq!(sha256_of(&pulled.path), new_sha);
+    let last = f
+        .hub
+        .requests()
+        .into_iter()
+        .rfind(|r| r.path.starts_with("/files/"))
+        .unwrap();
+    assert_eq!(
+        last.range.as_deref(),
+        Some("bytes=1500000-"),
+        "it tried to resume"
+    );
+    assert_eq!(f.files(), vec![pulled.path]);
+}

@@ -242,7 +242,8 @@ fn respond(
     stream.flush()
 }
 
-/// `Err(response sent)` when the repository is missing or the token does not fit.
+/// Whether the repository is private; `None` (an error response sent) when it is missing or
+/// the token does not fit.
 fn authorize(stream: &mut TcpStream, state: &State, req: &Request, repo: &str) -> Option<bool> {
     let repos = state.repos.lock().unwrap_or_else(PoisonError::into_inner);
     let Some(r) = repos.get(repo) else {
