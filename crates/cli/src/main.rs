@@ -1,6 +1,6 @@
 //! `wick`: a local LLM runtime over llama.cpp.
 
-mod paths;
+mod models;
 mod run;
 
 use anyhow::Result;
@@ -10,7 +10,9 @@ use clap::{Parser, Subcommand};
 ///
 /// Without `-m`, commands use the default model (SmolLM2-135M-Instruct Q4_1) from wick's cache
 /// directory (`$WICK_HOME`, default: the user cache dir + `/wick`); `scripts/quickstart` fetches
-/// and verifies it.
+/// and verifies it. A model is named the same way everywhere: a GGUF path, an http(s):// URL,
+/// hf:owner/repo/file.gguf, owner/repo[:QUANT] (Hugging Face, `Q4_K_M` by default; `HF_TOKEN`,
+/// `HF_ENDPOINT` and the Hugging Face cache are honoured) or a name from `wick ls`.
 #[derive(Debug, Parser)]
 #[command(name = "wick", version, about, long_about)]
 struct Cli {
@@ -22,12 +24,21 @@ struct Cli {
 enum Command {
     /// Answer one prompt: format it with the model's chat template and stream the answer.
     Run(run::RunArgs),
+    /// Fetch a model into the store (resuming, verifying its SHA-256) and name it.
+    Pull(models::PullArgs),
+    /// List the models in the store: name, size, quantization, architecture, source.
+    Ls,
+    /// Remove a model from the store (its file too, unless another name or tool uses it).
+    Rm(models::RmArgs),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result: Result<()> = match cli.command {
         Command::Run(args) => run::run(&args),
+        Command::Pull(args) => models::pull(&args),
+        Command::Ls => models::ls(),
+        Command::Rm(args) => models::rm(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -8,9 +8,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use wick_backend::{Backend, BackendConfig, Decoded};
 use wick_llama::LlamaBackend;
+use wick_models::{ModelRef, ModelStore, Settings};
 use wick_types::{ChatRequest, Message, Role, SamplerOpts, SeqId};
 
-use crate::paths;
 use wick_engine::Utf8Stream;
 
 /// Arguments of `wick run`.
@@ -19,9 +19,11 @@ pub(crate) struct RunArgs {
     /// The prompt. Read from standard input when omitted or `-`.
     prompt: Option<String>,
 
-    /// The GGUF model file [default: the default model in wick's cache directory].
-    #[arg(short, long, value_name = "PATH")]
-    model: Option<PathBuf>,
+    /// The model: a GGUF file, an http(s):// URL, hf:owner/repo/file.gguf, owner/repo[:QUANT]
+    /// or a name from `wick ls`; remote models are downloaded into the store first
+    /// [default: the default model in wick's cache directory].
+    #[arg(short, long, value_name = "REF")]
+    model: Option<String>,
 
     /// A system message placed before the prompt.
     #[arg(short, long, value_name = "TEXT")]
@@ -102,22 +104,11 @@ impl RunArgs {
     }
 }
 
-/// Resolves `-m`, or the default model with a hint on how to get it.
-pub(crate) fn resolve_model(model: Option<&PathBuf>) -> Result<PathBuf> {
-    if let Some(path) = model {
-        return Ok(path.clone());
-    }
-    let path = paths::default_model();
-    if !path.exists() {
-        bail!(
-            "no model given and the default model is not at {} \
-             (SmolLM2-135M-Instruct Q4_1, sha256 {}); fetch it with `scripts/fetch-model`, \
-             or pass a GGUF file with -m PATH",
-            path.display(),
-            paths::DEFAULT_MODEL_SHA256
-        );
-    }
-    Ok(path)
+/// Resolves `-m` (any model reference; downloads when needed), or the default model.
+pub(crate) fn resolve_model(model: Option<&str>) -> Result<PathBuf> {
+    let reference = ModelRef::parse_opt(model)?;
+    let store = ModelStore::new(Settings::from_env())?;
+    Ok(store.resolve(&reference)?)
 }
 
 fn init_logging(verbose: bool) {
@@ -137,7 +128,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<()> {
     if prompt.trim().is_empty() {
         bail!("the prompt is empty: pass it as an argument or on standard input");
     }
-    let model = resolve_model(args.model.as_ref())?;
+    let model = resolve_model(args.model.as_deref())?;
     let config = BackendConfig::new(&model)
         .with_n_ctx(args.ctx_size)
         .with_n_seq_max(1)

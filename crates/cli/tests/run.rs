@@ -105,7 +105,7 @@ fn bad_models_are_clear_errors() {
     for (path, expected) in [
         (dir.join("missing.gguf"), "cannot read it"),
         (text, "not a GGUF file"),
-        (truncated, "could not load it"),
+        (truncated, "truncated"),
     ] {
         let out = wick()
             .args(["run", "-m"])

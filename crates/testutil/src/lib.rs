@@ -1,4 +1,5 @@
-//! Test support shared by wick's integration tests: the real test model, found and verified.
+//! Test support shared by wick's integration tests: the real test model, found and verified;
+//! synthetic GGUF files; a fake Hugging Face hub on 127.0.0.1 ([`FakeHub`]).
 //!
 //! The model is SmolLM2-135M-Instruct Q4_1, fetched once by `scripts/fetch-model` into
 //! `$WICK_HOME/models` (default: the user cache dir + `/wick/models`). A missing or corrupt file
@@ -9,6 +10,12 @@
 //! assert!(model.ends_with("SmolLM2-135M-Instruct.Q4_1.gguf"));
 //! ```
 #![deny(missing_docs)]
+
+mod gguf;
+mod hub;
+
+pub use gguf::{synthetic_gguf, SYNTHETIC_TEMPLATE};
+pub use hub::{FakeHub, Logged, FAKE_COMMIT};
 
 use std::fmt::Write;
 use std::path::PathBuf;
