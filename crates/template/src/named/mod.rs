@@ -3,6 +3,12 @@
 
 mod detect;
 mod error;
+mod inst;
+mod marked;
+mod prompt;
+mod special;
+mod stops;
+mod tagged;
 
 use std::fmt;
 use std::str::FromStr;
@@ -12,6 +18,10 @@ use wick_types::Message;
 use crate::Segments;
 
 pub use error::NamedError;
+
+use inst::{Llama2 as L2, MistralOld};
+use prompt::Prompt;
+use tagged::Granite as G;
 
 /// llama.cpp's named (built-in) chat templates, one variant per name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -257,28 +267,117 @@ impl NamedTemplate {
     }
 
     /// Renders `messages` as llama.cpp's `llm_chat_apply_template` does, template text as
-    /// control segments and message content as content segments.
+    /// control segments and message content (trimmed, where the template trims) as content
+    /// segments. Role names other than the four standard ones are content too.
+    ///
+    /// Roles the template has no rule for are handled as llama.cpp handles them: dropped by
+    /// some templates, written verbatim or treated as the assistant by others. Templates
+    /// that have no generation prompt ignore `add_generation_prompt`.
     ///
     /// # Errors
     ///
     /// [`NamedError::UnsupportedRole`] or [`NamedError::UnsupportedConversation`] where
-    /// llama.cpp fails for this template and conversation.
+    /// llama.cpp fails for this template and conversation; llama.cpp's renderer accepts
+    /// every conversation for the 54 named templates, so none does today.
     pub fn render(
         self,
         messages: &[Message],
         add_generation_prompt: bool,
     ) -> Result<Segments, NamedError> {
-        let _ = (messages, add_generation_prompt);
-        Err(NamedError::UnsupportedConversation {
-            template: self,
-            reason: "not implemented yet",
-        })
+        let mut p = Prompt::default();
+        self.render_into(&mut p, messages, add_generation_prompt);
+        Ok(p.finish())
     }
 
-    /// The strings that end a turn of this template (its end-of-turn and stop texts).
+    /// Dispatches to the family renderer.
+    fn render_into(self, p: &mut Prompt, messages: &[Message], gen: bool) {
+        use NamedTemplate as T;
+        let llama2 = |sys_markers, bos_in_history, strip| L2 {
+            sys_markers,
+            bos_in_history,
+            strip,
+        };
+        match self {
+            T::Chatml => tagged::CHATML.render(p, messages, gen),
+            T::Phi3 => tagged::PHI3.render(p, messages, gen),
+            T::Phi4 => tagged::PHI4.render(p, messages, gen),
+            T::Falcon3 => tagged::FALCON3.render(p, messages, gen),
+            T::Zephyr => tagged::ZEPHYR.render(p, messages, gen),
+            T::Llama3 => tagged::LLAMA3.render(p, messages, gen),
+            T::Llama4 => tagged::LLAMA4.render(p, messages, gen),
+            T::Chatglm3 => tagged::CHATGLM3.render(p, messages, gen),
+            T::Chatglm4 => tagged::CHATGLM4.render(p, messages, gen),
+            T::Glmedge => tagged::GLMEDGE.render(p, messages, gen),
+            T::Megrez => tagged::MEGREZ.render(p, messages, gen),
+            T::SeedOss => tagged::SEED_OSS.render(p, messages, gen),
+            T::SolarOpen => tagged::SOLAR_OPEN.render(p, messages, gen),
+            T::Monarch => tagged::monarch(p, messages, gen),
+            T::Granite => tagged::granite(p, messages, gen, G::V3),
+            T::Granite40 | T::Granite41 => tagged::granite(p, messages, gen, G::V4),
+            T::GptOss => tagged::gpt_oss(p, messages, gen),
+            T::Llama2 => inst::llama2(p, messages, llama2(false, false, false)),
+            T::Llama2Sys => inst::llama2(p, messages, llama2(true, false, false)),
+            T::Llama2SysBos => inst::llama2(p, messages, llama2(true, true, false)),
+            T::Llama2SysStrip => inst::llama2(p, messages, llama2(true, false, true)),
+            T::MistralV1 => inst::mistral_old(p, messages, MistralOld::V1),
+            T::MistralV3 => inst::mistral_old(p, messages, MistralOld::V3),
+            T::MistralV3Tekken => inst::mistral_old(p, messages, MistralOld::V3Tekken),
+            T::MistralV7 => inst::mistral_v7(p, messages, false),
+            T::MistralV7Tekken => inst::mistral_v7(p, messages, true),
+            _ => self.render_other(p, messages, gen),
+        }
+    }
+
+    /// The marked and special families.
+    fn render_other(self, p: &mut Prompt, messages: &[Message], gen: bool) {
+        use NamedTemplate as T;
+        let marked = match self {
+            T::Vicuna => marked::VICUNA,
+            T::VicunaOrca => marked::VICUNA_ORCA,
+            T::Deepseek => marked::DEEPSEEK,
+            T::Deepseek2 => marked::DEEPSEEK2,
+            T::Deepseek3 => marked::DEEPSEEK3,
+            T::DeepseekOcr => marked::DEEPSEEK_OCR,
+            T::CommandR => marked::COMMAND_R,
+            T::Exaone3 => marked::EXAONE3,
+            T::Exaone4 => marked::EXAONE4,
+            T::ExaoneMoe => marked::EXAONE_MOE,
+            T::Yandex => marked::YANDEX,
+            T::Smolvlm => marked::SMOLVLM,
+            T::KimiK2 => marked::KIMI_K2,
+            T::Grok2 => marked::GROK2,
+            T::HunyuanMoe => marked::HUNYUAN_MOE,
+            _ => return self.render_special(p, messages, gen),
+        };
+        marked.render(p, messages, gen);
+    }
+
+    /// Templates with a rule of their own.
+    fn render_special(self, p: &mut Prompt, messages: &[Message], gen: bool) {
+        use NamedTemplate as T;
+        match self {
+            T::Gemma => special::gemma(p, messages, gen),
+            T::Orion => special::orion(p, messages),
+            T::Openchat => special::openchat(p, messages, gen),
+            T::Minicpm => special::minicpm(p, messages),
+            T::RwkvWorld => special::rwkv_world(p, messages),
+            T::Gigachat => special::gigachat(p, messages, gen),
+            T::Bailing => special::bailing(p, messages, gen, false),
+            T::BailingThink => special::bailing(p, messages, gen, true),
+            T::Bailing2 => special::bailing2(p, messages, gen),
+            T::HunyuanDense => special::hunyuan_dense(p, messages),
+            T::HunyuanVl => special::hunyuan_vl(p, messages),
+            T::PanguEmbedded => special::pangu_embedded(p, messages, gen),
+            _ => unreachable!("every template is rendered by exactly one family: {self}"),
+        }
+    }
+
+    /// The texts that end a model turn in this template: the marker it writes after an
+    /// assistant message, or, where it writes none, the marker that opens the next turn.
+    /// Empty for `deepseek-ocr`, which has no markup at all.
     #[must_use]
     pub fn stops(self) -> &'static [&'static str] {
-        &[]
+        stops::stops(self)
     }
 }
 
