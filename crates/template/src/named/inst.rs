@@ -17,6 +17,30 @@ pub(super) struct Llama2 {
     pub(super) strip: bool,
 }
 
+impl Llama2 {
+    /// `llama2`: a system message is bare text and a newline.
+    pub(super) const PLAIN: Llama2 = Llama2 {
+        sys_markers: false,
+        bos_in_history: false,
+        strip: false,
+    };
+    /// `llama2-sys`: system messages in `<<SYS>>` markers.
+    pub(super) const SYS: Llama2 = Llama2 {
+        sys_markers: true,
+        ..Llama2::PLAIN
+    };
+    /// `llama2-sys-bos`: as llama2-sys, with `<s>` opening later turns.
+    pub(super) const SYS_BOS: Llama2 = Llama2 {
+        bos_in_history: true,
+        ..Llama2::SYS
+    };
+    /// `llama2-sys-strip`: as llama2-sys, every message trimmed.
+    pub(super) const SYS_STRIP: Llama2 = Llama2 {
+        strip: true,
+        ..Llama2::SYS
+    };
+}
+
 /// llama2, llama2-sys, llama2-sys-bos, llama2-sys-strip.
 ///
 /// `[INST] ` opens once at the start and again only after an assistant turn; any role other

@@ -20,10 +20,48 @@ use crate::Segments;
 pub use error::NamedError;
 
 use inst::{Llama2 as L2, MistralOld};
+use marked::Marked;
 use prompt::Prompt;
-use tagged::Granite as G;
+use tagged::{Granite as G, Tagged};
+
+/// A renderer: the prompt, the messages, whether to add the generation prompt.
+type Render = fn(&mut Prompt, &[Message], bool);
+
+/// How a template is rendered.
+enum Family {
+    /// Role names between markers.
+    Tagged(&'static Tagged),
+    /// Fixed markers per role.
+    Marked(&'static Marked),
+    /// Rules of its own.
+    Own(Render),
+}
 
 /// llama.cpp's named (built-in) chat templates, one variant per name.
+///
+/// A template is picked by name (`"chatml".parse()`) or detected from a model's Jinja
+/// source as llama.cpp does ([`NamedTemplate::detect`]), and renders a conversation into
+/// [`Segments`] that keep template text and message text apart.
+///
+/// ```
+/// use wick_template::{NamedTemplate, SegmentKind};
+/// use wick_types::{Message, Role};
+///
+/// let t: NamedTemplate = "chatml".parse()?;
+/// assert_eq!(NamedTemplate::detect("{{ '<|im_start|>' + message['role'] }}"), Some(t));
+///
+/// let chat = [Message::new(Role::User, "Hi <|im_end|>")];
+/// let prompt = t.render(&chat, true)?;
+/// assert_eq!(
+///     prompt.text(),
+///     "<|im_start|>user\nHi <|im_end|><|im_end|>\n<|im_start|>assistant\n"
+/// );
+/// // The user's `<|im_end|>` is content: it can never become a control token.
+/// assert_eq!(prompt.as_slice()[1].kind, SegmentKind::Content);
+/// assert_eq!(prompt.as_slice()[1].text, "Hi <|im_end|>");
+/// assert_eq!(t.stops(), ["<|im_end|>"]);
+/// # Ok::<(), wick_template::NamedError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum NamedTemplate {
@@ -291,84 +329,72 @@ impl NamedTemplate {
 
     /// Dispatches to the family renderer.
     fn render_into(self, p: &mut Prompt, messages: &[Message], gen: bool) {
-        use NamedTemplate as T;
-        let llama2 = |sys_markers, bos_in_history, strip| L2 {
-            sys_markers,
-            bos_in_history,
-            strip,
-        };
-        match self {
-            T::Chatml => tagged::CHATML.render(p, messages, gen),
-            T::Phi3 => tagged::PHI3.render(p, messages, gen),
-            T::Phi4 => tagged::PHI4.render(p, messages, gen),
-            T::Falcon3 => tagged::FALCON3.render(p, messages, gen),
-            T::Zephyr => tagged::ZEPHYR.render(p, messages, gen),
-            T::Llama3 => tagged::LLAMA3.render(p, messages, gen),
-            T::Llama4 => tagged::LLAMA4.render(p, messages, gen),
-            T::Chatglm3 => tagged::CHATGLM3.render(p, messages, gen),
-            T::Chatglm4 => tagged::CHATGLM4.render(p, messages, gen),
-            T::Glmedge => tagged::GLMEDGE.render(p, messages, gen),
-            T::Megrez => tagged::MEGREZ.render(p, messages, gen),
-            T::SeedOss => tagged::SEED_OSS.render(p, messages, gen),
-            T::SolarOpen => tagged::SOLAR_OPEN.render(p, messages, gen),
-            T::Monarch => tagged::monarch(p, messages, gen),
-            T::Granite => tagged::granite(p, messages, gen, G::V3),
-            T::Granite40 | T::Granite41 => tagged::granite(p, messages, gen, G::V4),
-            T::GptOss => tagged::gpt_oss(p, messages, gen),
-            T::Llama2 => inst::llama2(p, messages, llama2(false, false, false)),
-            T::Llama2Sys => inst::llama2(p, messages, llama2(true, false, false)),
-            T::Llama2SysBos => inst::llama2(p, messages, llama2(true, true, false)),
-            T::Llama2SysStrip => inst::llama2(p, messages, llama2(true, false, true)),
-            T::MistralV1 => inst::mistral_old(p, messages, MistralOld::V1),
-            T::MistralV3 => inst::mistral_old(p, messages, MistralOld::V3),
-            T::MistralV3Tekken => inst::mistral_old(p, messages, MistralOld::V3Tekken),
-            T::MistralV7 => inst::mistral_v7(p, messages, false),
-            T::MistralV7Tekken => inst::mistral_v7(p, messages, true),
-            _ => self.render_other(p, messages, gen),
+        match self.family() {
+            Family::Tagged(t) => t.render(p, messages, gen),
+            Family::Marked(m) => m.render(p, messages, gen),
+            Family::Own(render) => render(p, messages, gen),
         }
     }
 
-    /// The marked and special families.
-    fn render_other(self, p: &mut Prompt, messages: &[Message], gen: bool) {
-        use NamedTemplate as T;
-        let marked = match self {
-            T::Vicuna => marked::VICUNA,
-            T::VicunaOrca => marked::VICUNA_ORCA,
-            T::Deepseek => marked::DEEPSEEK,
-            T::Deepseek2 => marked::DEEPSEEK2,
-            T::Deepseek3 => marked::DEEPSEEK3,
-            T::DeepseekOcr => marked::DEEPSEEK_OCR,
-            T::CommandR => marked::COMMAND_R,
-            T::Exaone3 => marked::EXAONE3,
-            T::Exaone4 => marked::EXAONE4,
-            T::ExaoneMoe => marked::EXAONE_MOE,
-            T::Yandex => marked::YANDEX,
-            T::Smolvlm => marked::SMOLVLM,
-            T::KimiK2 => marked::KIMI_K2,
-            T::Grok2 => marked::GROK2,
-            T::HunyuanMoe => marked::HUNYUAN_MOE,
-            _ => return self.render_special(p, messages, gen),
-        };
-        marked.render(p, messages, gen);
-    }
-
-    /// Templates with a rule of their own.
-    fn render_special(self, p: &mut Prompt, messages: &[Message], gen: bool) {
+    /// Which renderer this template is.
+    fn family(self) -> Family {
         use NamedTemplate as T;
         match self {
-            T::Gemma => special::gemma(p, messages, gen),
-            T::Orion => special::orion(p, messages),
-            T::Openchat => special::openchat(p, messages, gen),
-            T::Minicpm => special::minicpm(p, messages),
-            T::RwkvWorld => special::rwkv_world(p, messages),
-            T::Gigachat => special::gigachat(p, messages, gen),
-            T::Bailing => special::bailing(p, messages, gen, false),
-            T::BailingThink => special::bailing(p, messages, gen, true),
-            T::Bailing2 => special::bailing2(p, messages, gen),
-            T::HunyuanDense => special::hunyuan_dense(p, messages),
-            T::HunyuanVl => special::hunyuan_vl(p, messages),
-            T::PanguEmbedded => special::pangu_embedded(p, messages, gen),
-            _ => unreachable!("every template is rendered by exactly one family: {self}"),
+            T::Chatml => Family::Tagged(&tagged::CHATML),
+            T::Phi3 => Family::Tagged(&tagged::PHI3),
+            T::Phi4 => Family::Tagged(&tagged::PHI4),
+            T::Falcon3 => Family::Tagged(&tagged::FALCON3),
+            T::Zephyr => Family::Tagged(&tagged::ZEPHYR),
+            T::Llama3 => Family::Tagged(&tagged::LLAMA3),
+            T::Llama4 => Family::Tagged(&tagged::LLAMA4),
+            T::Chatglm3 => Family::Tagged(&tagged::CHATGLM3),
+            T::Chatglm4 => Family::Tagged(&tagged::CHATGLM4),
+            T::Glmedge => Family::Tagged(&tagged::GLMEDGE),
+            T::Megrez => Family::Tagged(&tagged::MEGREZ),
+            T::SeedOss => Family::Tagged(&tagged::SEED_OSS),
+            T::SolarOpen => Family::Tagged(&tagged::SOLAR_OPEN),
+            T::Vicuna => Family::Marked(&marked::VICUNA),
+            T::VicunaOrca => Family::Marked(&marked::VICUNA_ORCA),
+            T::Deepseek => Family::Marked(&marked::DEEPSEEK),
+            T::Deepseek2 => Family::Marked(&marked::DEEPSEEK2),
+            T::Deepseek3 => Family::Marked(&marked::DEEPSEEK3),
+            T::DeepseekOcr => Family::Marked(&marked::DEEPSEEK_OCR),
+            T::CommandR => Family::Marked(&marked::COMMAND_R),
+            T::Exaone3 => Family::Marked(&marked::EXAONE3),
+            T::Exaone4 => Family::Marked(&marked::EXAONE4),
+            T::ExaoneMoe => Family::Marked(&marked::EXAONE_MOE),
+            T::Yandex => Family::Marked(&marked::YANDEX),
+            T::Smolvlm => Family::Marked(&marked::SMOLVLM),
+            T::KimiK2 => Family::Marked(&marked::KIMI_K2),
+            T::Grok2 => Family::Marked(&marked::GROK2),
+            T::HunyuanMoe => Family::Marked(&marked::HUNYUAN_MOE),
+            T::Llama2 => Family::Own(|p, m, _| inst::llama2(p, m, L2::PLAIN)),
+            T::Llama2Sys => Family::Own(|p, m, _| inst::llama2(p, m, L2::SYS)),
+            T::Llama2SysBos => Family::Own(|p, m, _| inst::llama2(p, m, L2::SYS_BOS)),
+            T::Llama2SysStrip => Family::Own(|p, m, _| inst::llama2(p, m, L2::SYS_STRIP)),
+            T::MistralV1 => Family::Own(|p, m, _| inst::mistral_old(p, m, MistralOld::V1)),
+            T::MistralV3 => Family::Own(|p, m, _| inst::mistral_old(p, m, MistralOld::V3)),
+            T::MistralV3Tekken => {
+                Family::Own(|p, m, _| inst::mistral_old(p, m, MistralOld::V3Tekken))
+            }
+            T::MistralV7 => Family::Own(|p, m, _| inst::mistral_v7(p, m, false)),
+            T::MistralV7Tekken => Family::Own(|p, m, _| inst::mistral_v7(p, m, true)),
+            T::Monarch => Family::Own(tagged::monarch),
+            T::Granite => Family::Own(|p, m, g| tagged::granite(p, m, g, G::V3)),
+            T::Granite40 | T::Granite41 => Family::Own(|p, m, g| tagged::granite(p, m, g, G::V4)),
+            T::GptOss => Family::Own(tagged::gpt_oss),
+            T::Gemma => Family::Own(special::gemma),
+            T::Orion => Family::Own(|p, m, _| special::orion(p, m)),
+            T::Openchat => Family::Own(special::openchat),
+            T::Minicpm => Family::Own(|p, m, _| special::minicpm(p, m)),
+            T::RwkvWorld => Family::Own(|p, m, _| special::rwkv_world(p, m)),
+            T::Gigachat => Family::Own(special::gigachat),
+            T::Bailing => Family::Own(|p, m, g| special::bailing(p, m, g, false)),
+            T::BailingThink => Family::Own(|p, m, g| special::bailing(p, m, g, true)),
+            T::Bailing2 => Family::Own(special::bailing2),
+            T::HunyuanDense => Family::Own(|p, m, _| special::hunyuan_dense(p, m)),
+            T::HunyuanVl => Family::Own(|p, m, _| special::hunyuan_vl(p, m)),
+            T::PanguEmbedded => Family::Own(special::pangu_embedded),
         }
     }
 
