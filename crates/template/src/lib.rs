@@ -16,10 +16,12 @@
 
 mod error;
 mod jinja;
+mod named;
 mod request;
 mod segment;
 
 pub use error::{RenderErrorKind, TemplateError};
 pub use jinja::{DateTime, JinjaTemplate, DEFAULT_FUEL};
+pub use named::{NamedError, NamedTemplate};
 pub use request::RenderRequest;
 pub use segment::{Segment, SegmentKind, Segments};
