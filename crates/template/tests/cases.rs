@@ -69,3 +69,34 @@ fn excerpt(s: &str, at: usize) -> String {
     }
     s[from..to].to_owned()
 }
+
+#[test]
+fn all_sixty_templates_render_the_tool_less_conversations() {
+    let cases = common::cases();
+    let mut conversations: Vec<&serde_json::Value> = Vec::new();
+    for case in &cases {
+        let fresh = !conversations.iter().any(|c| c["case"] == case["case"]);
+        if case["tools"].is_null() && fresh {
+            conversations.push(case);
+        }
+    }
+    assert!(conversations.len() >= 10);
+    let names = common::all_template_names();
+    assert_eq!(names.len(), 60);
+    let mut rendered = 0;
+    for name in &names {
+        let t = common::template(name);
+        for conv in &conversations {
+            let mut req = common::request(conv);
+            // Tokens as most templates expect them; undefined ones stay undefined elsewhere.
+            req.bos_token = Some("<s>".into());
+            req.eos_token = Some("</s>".into());
+            if let Ok(prompt) = t.render(&req) {
+                let segs = t.render_segments(&req).unwrap();
+                assert_eq!(segs.text(), prompt, "{name}/{}", conv["case"]);
+                rendered += 1;
+            }
+        }
+    }
+    assert!(rendered > 500, "only {rendered} renderings succeeded");
+}

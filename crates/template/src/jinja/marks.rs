@@ -331,24 +331,31 @@ fn floor_boundary(s: &str, mut n: usize) -> usize {
     n
 }
 
-/// Wraps every content string of the messages in marks, numbering them from 0.
+/// Numbers content strings: equal strings get the same number, so that a template comparing
+/// two content values (a tool call's id with a tool result's `tool_call_id`) sees them equal in
+/// the marked render as in the real one.
+#[derive(Debug, Default)]
+struct Numbering(std::collections::HashMap<String, u32>);
+
+/// Wraps every content string of the messages in marks.
 pub(crate) fn mark_messages(marks: Marks, messages: &[Json]) -> Vec<Json> {
-    let mut next = 0u32;
+    let mut next = Numbering::default();
     messages
         .iter()
         .map(|m| mark_message(marks, m, &mut next))
         .collect()
 }
 
-fn mark_string(marks: Marks, s: &str, next: &mut u32) -> Json {
+fn mark_string(marks: Marks, s: &str, next: &mut Numbering) -> Json {
     if s.is_empty() {
         return Json::String(String::new());
     }
-    *next += 1;
-    Json::String(marks.wrap(*next, s))
+    let n = u32::try_from(next.0.len()).unwrap_or(u32::MAX);
+    let id = *next.0.entry(s.to_owned()).or_insert(n);
+    Json::String(marks.wrap(id, s))
 }
 
-fn mark_message(marks: Marks, m: &Json, next: &mut u32) -> Json {
+fn mark_message(marks: Marks, m: &Json, next: &mut Numbering) -> Json {
     let Json::Object(obj) = m else {
         return m.clone();
     };
@@ -372,7 +379,7 @@ fn mark_message(marks: Marks, m: &Json, next: &mut u32) -> Json {
     Json::Object(out)
 }
 
-fn mark_part(marks: Marks, part: &Json, next: &mut u32) -> Json {
+fn mark_part(marks: Marks, part: &Json, next: &mut Numbering) -> Json {
     match part {
         Json::String(s) => mark_string(marks, s, next),
         Json::Object(obj) => {
@@ -388,7 +395,7 @@ fn mark_part(marks: Marks, part: &Json, next: &mut u32) -> Json {
     }
 }
 
-fn mark_call(marks: Marks, call: &Json, next: &mut u32) -> Json {
+fn mark_call(marks: Marks, call: &Json, next: &mut Numbering) -> Json {
     let Json::Object(obj) = call else {
         return call.clone();
     };
@@ -414,7 +421,7 @@ fn mark_call(marks: Marks, call: &Json, next: &mut u32) -> Json {
 }
 
 /// Marks every string leaf and every key of a JSON tree (tool-call arguments).
-fn mark_tree(marks: Marks, v: &Json, next: &mut u32) -> Json {
+fn mark_tree(marks: Marks, v: &Json, next: &mut Numbering) -> Json {
     match v {
         Json::String(s) => mark_string(marks, s, next),
         Json::Array(items) => {
