@@ -14,14 +14,18 @@
 //! ```
 #![deny(missing_docs)]
 
+mod chat;
 mod error;
 mod jinja;
 mod named;
 mod request;
+mod role;
 mod segment;
 
+pub use chat::{jinja_stops, ChatTemplate};
 pub use error::{RenderErrorKind, TemplateError};
 pub use jinja::{DateTime, JinjaTemplate, DEFAULT_FUEL};
 pub use named::{NamedError, NamedTemplate};
 pub use request::RenderRequest;
+pub use role::{RoleTemplate, Strip};
 pub use segment::{Segment, SegmentKind, Segments};
