@@ -2,6 +2,8 @@
 
 mod paths;
 mod run;
+mod template;
+mod tokenize;
 mod utf8;
 
 use anyhow::Result;
@@ -23,12 +25,18 @@ struct Cli {
 enum Command {
     /// Answer one prompt: format it with the model's chat template and stream the answer.
     Run(run::RunArgs),
+    /// Render chat templates (Jinja, llama.cpp's named ones, role templates) and detect them.
+    Template(template::TemplateArgs),
+    /// Print a request's prompt as tokens (JSON): id, piece, kind (control/content), control.
+    Tokenize(tokenize::TokenizeArgs),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result: Result<()> = match cli.command {
         Command::Run(args) => run::run(&args),
+        Command::Template(args) => template::run(&args),
+        Command::Tokenize(args) => tokenize::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
