@@ -64,8 +64,8 @@ struct RenderArgs {
     /// Use the chat template (and BOS/EOS texts) of this GGUF model.
     #[arg(long, value_name = "PATH", group = "template_source")]
     model: Option<PathBuf>,
-    /// The request: messages, tools, bos_token, eos_token, add_generation_prompt,
-    /// extra_context.
+    /// The request (JSON): messages, tools, BOS and EOS token texts, whether to add the
+    /// generation prompt, and extra template variables.
     #[arg(long, value_name = "FILE.json")]
     request: PathBuf,
     /// Print the prompt as a JSON array of {"kind": "control"|"content", "text"}.

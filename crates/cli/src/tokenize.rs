@@ -17,8 +17,8 @@ pub(crate) struct TokenizeArgs {
     /// The GGUF model whose vocabulary tokenizes (and whose chat template is the default).
     #[arg(long, short, value_name = "PATH")]
     model: PathBuf,
-    /// The request: messages, tools, bos_token, eos_token, add_generation_prompt,
-    /// extra_context.
+    /// The request (JSON): messages, tools, BOS and EOS token texts, whether to add the
+    /// generation prompt, and extra template variables.
     #[arg(long, value_name = "FILE.json")]
     request: PathBuf,
     #[command(flatten)]

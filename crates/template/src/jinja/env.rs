@@ -74,6 +74,8 @@ fn format_value(
         .map_err(|e| Error::new(ErrorKind::WriteFailure, e.to_string()))
 }
 
+// minijinja passes function arguments by value.
+#[allow(clippy::needless_pass_by_value)]
 fn raise_exception(message: Rest<Value>) -> Result<Value, Error> {
     let text = message
         .0

@@ -402,13 +402,8 @@ fn mark_call(marks: Marks, call: &Json, next: &mut Numbering) -> Json {
     let mut out = obj.clone();
     for (key, value) in &mut out {
         match key.as_str() {
-            "id" => {
-                if let Json::String(s) = &*value {
-                    *value = mark_string(marks, s, next);
-                }
-            }
             "function" => *value = mark_call(marks, value, next),
-            "name" => {
+            "id" | "name" => {
                 if let Json::String(s) = &*value {
                     *value = mark_string(marks, s, next);
                 }

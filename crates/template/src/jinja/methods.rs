@@ -135,21 +135,17 @@ fn split_whitespace(marks: Marks, s: &str, max: Option<usize>) -> Vec<&str> {
 }
 
 /// `trim(value, chars=None)`.
-pub(crate) fn trim_filter(
-    state: &State<'_, '_>,
-    value: &Value,
-    chars: Option<String>,
-) -> Result<Value, Error> {
+pub(crate) fn trim_filter(state: &State<'_, '_>, value: &Value, chars: Option<String>) -> Value {
     let s = value
         .as_str()
         .map_or_else(|| value.to_string(), ToOwned::to_owned);
-    Ok(Value::from(match marks_of(state) {
+    Value::from(match marks_of(state) {
         Some(marks) => strip(marks, &s, chars.as_deref(), true, true),
         None => match chars {
             Some(set) => s.trim_matches(|c| set.contains(c)).to_owned(),
             None => s.trim().to_owned(),
         },
-    }))
+    })
 }
 
 /// `length(value)` / `count(value)`: Python's `len`, not counting marks.
@@ -192,6 +188,8 @@ pub(crate) fn string_filter(state: &State<'_, '_>, value: &Value) -> Result<Valu
     Ok(Value::from(out))
 }
 
+// minijinja passes keyword arguments by value.
+#[allow(clippy::needless_pass_by_value)]
 /// `tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False)`.
 pub(crate) fn tojson_filter(
     state: &State<'_, '_>,

@@ -26,7 +26,7 @@ pub const DEFAULT_FUEL: u64 = 50_000_000;
 
 /// A compiled Jinja chat template.
 ///
-/// The environment matches transformers' (trim_blocks, lstrip_blocks, loop controls,
+/// The environment matches transformers' (`trim_blocks`, `lstrip_blocks`, loop controls,
 /// `raise_exception`, `strftime_now`, `tojson` with Python's `json.dumps` arguments, the
 /// `generation` tag, Python's printing of `None`, booleans, dicts and lists, Python string
 /// methods, lenient undefined values), and every render is bounded by fuel.

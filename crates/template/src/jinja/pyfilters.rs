@@ -131,6 +131,8 @@ fn splitlines(s: &str) -> Vec<&str> {
     out
 }
 
+// minijinja passes keyword arguments by value.
+#[allow(clippy::needless_pass_by_value)]
 /// Jinja's `indent(width=4, first=False, blank=False)`, including its quirk of appending a
 /// newline before splitting (so a trailing newline survives).
 pub(crate) fn indent(

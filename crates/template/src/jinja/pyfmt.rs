@@ -355,9 +355,10 @@ impl JsonWriter<'_> {
 
 /// Sort keys the way Python compares strings (by code point), ignoring pass-through marks.
 fn sort_key(key: &Value, raw: Raw<'_>) -> String {
-    key.as_str()
-        .map(|s| s.chars().filter(|&c| !raw(c)).collect())
-        .unwrap_or_else(|| key.to_string())
+    key.as_str().map_or_else(
+        || key.to_string(),
+        |s| s.chars().filter(|&c| !raw(c)).collect(),
+    )
 }
 
 #[cfg(test)]
@@ -368,15 +369,15 @@ mod tests {
         false
     }
 
-    fn dumps(v: serde_json::Value, opts: &JsonOpts) -> String {
-        json_dumps(&Value::from_serialize(&v), opts, &none).unwrap()
+    fn dumps(v: &serde_json::Value, opts: &JsonOpts) -> String {
+        json_dumps(&Value::from_serialize(v), opts, &none).unwrap()
     }
 
     #[test]
     fn json_matches_python_defaults() {
         let v = serde_json::json!({"b": [1, 2.5, true, null], "a": "é\"\n<"});
         assert_eq!(
-            dumps(v.clone(), &JsonOpts::default()),
+            dumps(&v, &JsonOpts::default()),
             r#"{"b": [1, 2.5, true, null], "a": "é\"\n<"}"#
         );
         let opts = JsonOpts {
@@ -386,10 +387,10 @@ mod tests {
             ..JsonOpts::default()
         };
         assert_eq!(
-            dumps(v, &opts),
+            dumps(&v, &opts),
             "{\n  \"a\": \"\\u00e9\\\"\\n<\",\n  \"b\": [\n    1,\n    2.5,\n    true,\n    null\n  ]\n}"
         );
-        assert_eq!(dumps(serde_json::json!({}), &JsonOpts::default()), "{}");
+        assert_eq!(dumps(&serde_json::json!({}), &JsonOpts::default()), "{}");
     }
 
     #[test]
