@@ -36,13 +36,13 @@ fn bench(c: &mut Criterion) {
     role.generation_prompt = "<|im_start|>assistant\n".into();
     let req = conversation();
     c.bench_function("jinja render (20 turns, tools)", |b| {
-        b.iter(|| jinja.render(&req).unwrap())
+        b.iter(|| jinja.render(&req).unwrap());
     });
     c.bench_function("jinja segments (20 turns, tools)", |b| {
         b.iter(|| jinja.render_segments(&req).unwrap());
     });
     c.bench_function("role template (20 turns)", |b| {
-        b.iter(|| role.render(&req).unwrap())
+        b.iter(|| role.render(&req).unwrap());
     });
 }
 
