@@ -2,6 +2,8 @@
 
 mod models;
 mod run;
+mod template;
+mod tokenize;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -30,6 +32,10 @@ enum Command {
     Ls,
     /// Remove a model from the store (its file too, unless another name or tool uses it).
     Rm(models::RmArgs),
+    /// Render chat templates (Jinja, llama.cpp's named ones, role templates) and detect them.
+    Template(template::TemplateArgs),
+    /// Print a request's prompt as tokens (JSON): id, piece, kind (control/content), control.
+    Tokenize(tokenize::TokenizeArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -39,6 +45,8 @@ fn main() -> std::process::ExitCode {
         Command::Pull(args) => models::pull(&args),
         Command::Ls => models::ls(),
         Command::Rm(args) => models::rm(&args),
+        Command::Template(args) => template::run(&args),
+        Command::Tokenize(args) => tokenize::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

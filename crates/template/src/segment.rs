@@ -84,6 +84,24 @@ impl Segments {
         &self.0
     }
 
+    /// Tokenizes each segment with `tokenize(text, special)`: template text with special-token
+    /// parsing on (`special == true`), content with it off. Each token comes with the kind of
+    /// the segment it came from.
+    ///
+    /// # Errors
+    /// The first error of `tokenize`.
+    pub fn tokenize<T, E>(
+        &self,
+        mut tokenize: impl FnMut(&str, bool) -> Result<Vec<T>, E>,
+    ) -> Result<Vec<(T, SegmentKind)>, E> {
+        let mut out = Vec::new();
+        for s in &self.0 {
+            let special = s.kind == SegmentKind::Control;
+            out.extend(tokenize(&s.text, special)?.into_iter().map(|t| (t, s.kind)));
+        }
+        Ok(out)
+    }
+
     /// Whether there is no text at all.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

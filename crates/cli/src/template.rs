@@ -1,0 +1,150 @@
+//! `wick template render` and `wick template detect`: chat templates without generating.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use wick_backend::{Backend, BackendConfig};
+use wick_llama::LlamaBackend;
+use wick_template::{ChatTemplate, JinjaTemplate, NamedTemplate, RenderRequest, Segments};
+
+/// `wick template …`.
+#[derive(Debug, Args)]
+pub(crate) struct TemplateArgs {
+    #[command(subcommand)]
+    command: TemplateCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum TemplateCommand {
+    /// Render a request file's conversation to the prompt text (stdout, byte for byte).
+    Render(RenderArgs),
+    /// Print the llama.cpp named template a Jinja template matches.
+    Detect {
+        /// The Jinja template file.
+        file: PathBuf,
+    },
+}
+
+/// Which chat template to use (one of them).
+#[derive(Debug, Args, Clone)]
+pub(crate) struct TemplateChoice {
+    /// A Jinja chat template file.
+    #[arg(long, value_name = "FILE.jinja", group = "template_source")]
+    pub(crate) template: Option<PathBuf>,
+    /// One of llama.cpp's named templates (chatml, llama3, …).
+    #[arg(long, value_name = "NAME", group = "template_source")]
+    pub(crate) named: Option<String>,
+    /// A role template (JSON).
+    #[arg(long, value_name = "FILE", group = "template_source")]
+    pub(crate) role_template: Option<PathBuf>,
+}
+
+impl TemplateChoice {
+    /// The chosen template, if one was chosen.
+    pub(crate) fn load(&self) -> Result<Option<ChatTemplate>> {
+        let t = if let Some(path) = &self.template {
+            ChatTemplate::jinja_file(path)?
+        } else if let Some(name) = &self.named {
+            ChatTemplate::named(name)?
+        } else if let Some(path) = &self.role_template {
+            ChatTemplate::role_file(path)?
+        } else {
+            return Ok(None);
+        };
+        Ok(Some(t))
+    }
+}
+
+#[derive(Debug, Args)]
+struct RenderArgs {
+    #[command(flatten)]
+    choice: TemplateChoice,
+    /// Use the chat template (and BOS/EOS texts) of this GGUF model.
+    #[arg(long, value_name = "PATH", group = "template_source")]
+    model: Option<PathBuf>,
+    /// The request (JSON): messages, tools, BOS and EOS token texts, whether to add the
+    /// generation prompt, and extra template variables.
+    #[arg(long, value_name = "FILE.json")]
+    request: PathBuf,
+    /// Print the prompt as a JSON array of {"kind": "control"|"content", "text"}.
+    #[arg(long)]
+    segments: bool,
+}
+
+pub(crate) fn run(args: &TemplateArgs) -> Result<()> {
+    match &args.command {
+        TemplateCommand::Render(r) => render(r),
+        TemplateCommand::Detect { file } => detect(file),
+    }
+}
+
+pub(crate) fn read_request(path: &PathBuf) -> Result<RenderRequest> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the request {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing the request {}", path.display()))
+}
+
+/// The model's Jinja template, with BOS/EOS texts filled into the request where it has none.
+pub(crate) fn model_template(
+    backend: &LlamaBackend,
+    request: &mut RenderRequest,
+) -> Result<ChatTemplate> {
+    let info = backend.info();
+    let source = info
+        .chat_template
+        .clone()
+        .context("the model has no chat template in its metadata; choose one with --template, --named or --role-template")?;
+    let text = |t: Option<wick_types::TokenId>| -> Result<Option<String>> {
+        Ok(match t {
+            Some(t) => Some(String::from_utf8_lossy(&backend.detokenize(&[t])?).into_owned()),
+            None => None,
+        })
+    };
+    if request.bos_token.is_none() {
+        request.bos_token = text(info.special.bos)?;
+    }
+    if request.eos_token.is_none() {
+        request.eos_token = text(info.special.eos)?;
+    }
+    Ok(ChatTemplate::Jinja(JinjaTemplate::new(&source)?))
+}
+
+pub(crate) fn load_model(path: &PathBuf) -> Result<LlamaBackend> {
+    let config = BackendConfig::new(path).with_n_ctx(512).with_n_seq_max(1);
+    LlamaBackend::load(&config).with_context(|| format!("loading {}", path.display()))
+}
+
+fn render(args: &RenderArgs) -> Result<()> {
+    let mut request = read_request(&args.request)?;
+    let template = match (&args.model, args.choice.load()?) {
+        (_, Some(t)) => t,
+        (Some(model), None) => model_template(&load_model(model)?, &mut request)?,
+        (None, None) => bail!("choose a template: --template, --named, --role-template or --model"),
+    };
+    let mut out = std::io::stdout().lock();
+    if args.segments {
+        let segs: Segments = template.render_segments(&request)?;
+        serde_json::to_writer(&mut out, &segs)?;
+    } else {
+        out.write_all(template.render(&request)?.as_bytes())?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn detect(file: &PathBuf) -> Result<()> {
+    let source =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    match NamedTemplate::detect(&source) {
+        Some(t) => {
+            println!("{t}");
+            Ok(())
+        }
+        None => bail!(
+            "{} matches none of llama.cpp's named templates",
+            file.display()
+        ),
+    }
+}

@@ -1,0 +1,69 @@
+//! `wick tokenize`: a request's prompt as tokens, each with the kind of text it came from.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde_json::json;
+use wick_backend::Backend;
+use wick_template::{ChatTemplate, RenderRequest, SegmentKind};
+use wick_types::TokenId;
+
+use crate::template::{load_model, model_template, read_request, TemplateChoice};
+
+/// Arguments of `wick tokenize`.
+#[derive(Debug, Args)]
+pub(crate) struct TokenizeArgs {
+    /// The GGUF model whose vocabulary tokenizes (and whose chat template is the default).
+    #[arg(long, short, value_name = "PATH")]
+    model: PathBuf,
+    /// The request (JSON): messages, tools, BOS and EOS token texts, whether to add the
+    /// generation prompt, and extra template variables.
+    #[arg(long, value_name = "FILE.json")]
+    request: PathBuf,
+    #[command(flatten)]
+    choice: TemplateChoice,
+}
+
+/// The prompt's tokens: template text tokenized with special-token parsing on, content with it
+/// off, and BOS first when the model adds one and the prompt does not start with it.
+pub(crate) fn prompt_tokens(
+    backend: &dyn Backend,
+    template: &ChatTemplate,
+    request: &RenderRequest,
+) -> Result<Vec<(TokenId, SegmentKind)>> {
+    let segs = template.render_segments(request)?;
+    let mut tokens = segs.tokenize(|text, special| backend.tokenize(text, special))?;
+    let special = &backend.info().special;
+    if let (true, Some(bos)) = (special.add_bos, special.bos) {
+        if tokens.first().map(|t| t.0) != Some(bos) {
+            tokens.insert(0, (bos, SegmentKind::Control));
+        }
+    }
+    Ok(tokens)
+}
+
+pub(crate) fn run(args: &TokenizeArgs) -> Result<()> {
+    let mut request = read_request(&args.request)?;
+    let backend = load_model(&args.model)?;
+    let template = match args.choice.load()? {
+        Some(t) => t,
+        None => model_template(&backend, &mut request)?,
+    };
+    let tokens = prompt_tokens(&backend, &template, &request)?;
+    let special = &backend.info().special;
+    let mut rows = Vec::with_capacity(tokens.len());
+    for (id, kind) in tokens {
+        let piece = backend
+            .detokenize(&[id])
+            .with_context(|| format!("detokenizing {}", id.0))?;
+        rows.push(json!({
+            "id": id.0,
+            "piece": String::from_utf8_lossy(&piece),
+            "kind": kind,
+            "control": special.is_control(id),
+        }));
+    }
+    println!("{}", serde_json::Value::Array(rows));
+    Ok(())
+}
