@@ -35,6 +35,9 @@ pub enum EngineError {
         /// What is allowed.
         allowed: &'static str,
     },
+    /// The chat template failed (its own error, e.g. `raise_exception`).
+    #[error(transparent)]
+    Template(#[from] wick_template::TemplateError),
     /// The backend failed.
     #[error(transparent)]
     Backend(#[from] BackendError),

@@ -25,6 +25,7 @@
 
 mod config;
 mod error;
+mod prompt;
 mod request;
 mod scheduler;
 mod stop;
@@ -33,6 +34,7 @@ mod worker;
 
 pub use config::EngineConfig;
 pub use error::EngineError;
+pub use prompt::{segment_tokens, ChatFormat};
 pub use request::{Finished, GenEvent, GenerateRequest};
 pub use stop::{StopMatcher, StopScan};
 pub use utf8::Utf8Stream;

@@ -25,9 +25,6 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
-    /// The prompt could not be formatted.
-    #[error("chat template: {0}")]
-    Template(String),
     /// The backend failed (loading, tokenizing, decoding).
     #[error(transparent)]
     Backend(#[from] BackendError),

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use wick_backend::{Backend, BackendConfig};
-use wick_engine::{EngineConfig, GenEvent, GenerateRequest, Generation};
+use wick_engine::{ChatFormat, EngineConfig, GenEvent, GenerateRequest, Generation};
+use wick_template::{ChatTemplate, NamedTemplate, RenderRequest};
 use wick_types::{ChatRequest, Message, Role, SamplerOpts, TokenId};
 
 use crate::registry::{self, Loaded, ModelKey};
@@ -91,11 +92,13 @@ impl Llm {
     /// As [`Llm::complete`].
     pub fn stream_complete(&self, prompt: &str, formatted: bool) -> Result<CompletionStream> {
         let prompt = self.completion_prompt(prompt, formatted);
+        let chat = Arc::clone(&self.loaded.chat);
+        let templated = matches!(prompt, Prompt::Chat(_));
         let tokens = self
             .loaded
             .engine
-            .with_backend(move |b| tokenize(b, &prompt))??;
-        self.start(tokens)
+            .with_backend(move |b| tokenize(b, &chat, &prompt))??;
+        self.start(tokens, templated)
     }
 
     /// [`Llm::chat`], token by token as they are generated.
@@ -105,11 +108,13 @@ impl Llm {
     /// As [`Llm::chat`].
     pub fn stream_chat(&self, messages: &[Message]) -> Result<CompletionStream> {
         let prompt = self.chat_prompt(messages);
+        let chat = Arc::clone(&self.loaded.chat);
+        let templated = matches!(prompt, Prompt::Chat(_));
         let tokens = self
             .loaded
             .engine
-            .with_backend(move |b| tokenize(b, &prompt))??;
-        self.start(tokens)
+            .with_backend(move |b| tokenize(b, &chat, &prompt))??;
+        self.start(tokens, templated)
     }
 
     /// [`Llm::complete`] as a future.
@@ -144,12 +149,14 @@ impl Llm {
         formatted: bool,
     ) -> Result<AsyncCompletionStream> {
         let prompt = self.completion_prompt(prompt, formatted);
+        let chat = Arc::clone(&self.loaded.chat);
+        let templated = matches!(prompt, Prompt::Chat(_));
         let tokens = self
             .loaded
             .engine
-            .with_backend_async(move |b| tokenize(b, &prompt))
+            .with_backend_async(move |b| tokenize(b, &chat, &prompt))
             .await??;
-        Ok(AsyncCompletionStream(self.start(tokens)?))
+        Ok(AsyncCompletionStream(self.start(tokens, templated)?))
     }
 
     /// [`Llm::stream_chat`] as a `Stream` that yields each token as it is produced.
@@ -159,12 +166,14 @@ impl Llm {
     /// As [`Llm::chat`].
     pub async fn astream_chat(&self, messages: &[Message]) -> Result<AsyncCompletionStream> {
         let prompt = self.chat_prompt(messages);
+        let chat = Arc::clone(&self.loaded.chat);
+        let templated = matches!(prompt, Prompt::Chat(_));
         let tokens = self
             .loaded
             .engine
-            .with_backend_async(move |b| tokenize(b, &prompt))
+            .with_backend_async(move |b| tokenize(b, &chat, &prompt))
             .await??;
-        Ok(AsyncCompletionStream(self.start(tokens)?))
+        Ok(AsyncCompletionStream(self.start(tokens, templated)?))
     }
 
     fn completion_prompt(&self, prompt: &str, formatted: bool) -> Prompt {
@@ -182,8 +191,13 @@ impl Llm {
         }
     }
 
-    fn start(&self, prompt: Vec<TokenId>) -> Result<CompletionStream> {
+    /// Submits `prompt`; a `templated` prompt also stops at the template's end-of-turn texts.
+    fn start(&self, prompt: Vec<TokenId>, templated: bool) -> Result<CompletionStream> {
         let settings = &self.settings;
+        let mut stop = settings.stop.clone();
+        if templated {
+            stop.extend(self.loaded.chat.stops().iter().cloned());
+        }
         let request = GenerateRequest {
             prompt,
             max_tokens: Some(settings.max_new_tokens),
@@ -191,7 +205,7 @@ impl Llm {
                 temperature: settings.temperature,
                 ..settings.sampling.clone()
             },
-            stop: settings.stop.clone(),
+            stop,
         };
         let generation = self.loaded.engine.submit(request)?;
         Ok(CompletionStream {
@@ -202,12 +216,13 @@ impl Llm {
     }
 }
 
-fn tokenize(backend: &mut dyn Backend, prompt: &Prompt) -> Result<Vec<TokenId>> {
+fn tokenize(backend: &mut dyn Backend, chat: &ChatFormat, prompt: &Prompt) -> Result<Vec<TokenId>> {
     Ok(match prompt {
         Prompt::Formatted(text) => backend.tokenize_prompt(text, true)?,
-        Prompt::Chat(messages) => backend
-            .apply_chat_template(&ChatRequest::new(messages.clone()))
-            .map_err(|e| Error::Template(e.to_string()))?,
+        Prompt::Chat(messages) => {
+            let request = RenderRequest::from(&ChatRequest::new(messages.clone()));
+            chat.prompt_tokens(backend, request)?
+        }
     })
 }
 
@@ -221,7 +236,20 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
         .with_n_gpu_layers(key.kwargs.n_gpu_layers);
     let backend = wick_llama::LlamaBackend::load(&config)?;
     let engine = wick_engine::Engine::start(Box::new(backend), EngineConfig::default())?;
-    Ok(Loaded { engine })
+    let chat = engine.with_backend(|b| -> Result<ChatFormat> {
+        match ChatFormat::from_model(b)? {
+            Some(format) => Ok(format),
+            // llama.cpp's default when a model has no template.
+            None => Ok(ChatFormat::new(
+                ChatTemplate::Named(NamedTemplate::Chatml),
+                b,
+            )?),
+        }
+    })??;
+    Ok(Loaded {
+        engine,
+        chat: Arc::new(chat),
+    })
 }
 
 #[cfg(not(feature = "llama"))]

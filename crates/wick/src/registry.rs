@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use wick_engine::Engine;
+use wick_engine::{ChatFormat, Engine};
 
 use crate::{ModelKwargs, Result};
 
@@ -21,6 +21,8 @@ pub(crate) struct ModelKey {
 #[derive(Debug)]
 pub(crate) struct Loaded {
     pub(crate) engine: Engine,
+    /// The model's chat template bound to its tokenizer (`ChatML` when it has none).
+    pub(crate) chat: Arc<ChatFormat>,
 }
 
 type Cache = Mutex<HashMap<ModelKey, Weak<Loaded>>>;

@@ -1,0 +1,108 @@
+//! Prompts as tokens: a chat template bound to a model's tokenizer, where template text is
+//! tokenized with special-token parsing on and message content with it off.
+
+use wick_backend::Backend;
+use wick_template::{ChatTemplate, JinjaTemplate, RenderRequest, SegmentKind, Segments};
+use wick_types::TokenId;
+
+use crate::EngineError;
+
+/// A chat template with the model's BOS/EOS texts and stop strings.
+#[derive(Debug)]
+pub struct ChatFormat {
+    template: ChatTemplate,
+    bos_token: Option<String>,
+    eos_token: Option<String>,
+    stops: Vec<String>,
+}
+
+impl ChatFormat {
+    /// `template` for the model `backend` holds (its BOS/EOS texts fill the template's
+    /// `bos_token` / `eos_token`).
+    ///
+    /// # Errors
+    ///
+    /// The backend cannot detokenize its own special tokens.
+    pub fn new(template: ChatTemplate, backend: &dyn Backend) -> Result<Self, EngineError> {
+        let special = &backend.info().special;
+        let text = |t: Option<TokenId>| -> Result<Option<String>, EngineError> {
+            Ok(match t {
+                Some(t) => Some(String::from_utf8_lossy(&backend.detokenize(&[t])?).into_owned()),
+                None => None,
+            })
+        };
+        let stops = template.stops();
+        Ok(ChatFormat {
+            bos_token: text(special.bos)?,
+            eos_token: text(special.eos)?,
+            template,
+            stops,
+        })
+    }
+
+    /// The model's own Jinja chat template, if its metadata has one.
+    ///
+    /// # Errors
+    ///
+    /// The template does not compile.
+    pub fn from_model(backend: &dyn Backend) -> Result<Option<Self>, EngineError> {
+        let Some(source) = backend.info().chat_template.clone() else {
+            return Ok(None);
+        };
+        let template = ChatTemplate::Jinja(JinjaTemplate::new(&source)?);
+        ChatFormat::new(template, backend).map(Some)
+    }
+
+    /// The template.
+    pub fn template(&self) -> &ChatTemplate {
+        &self.template
+    }
+
+    /// End-of-turn strings of the template: generation stops before them.
+    pub fn stops(&self) -> &[String] {
+        &self.stops
+    }
+
+    /// Renders `request` (its BOS/EOS texts default to the model's) and tokenizes it.
+    ///
+    /// # Errors
+    ///
+    /// The template's own error, or a tokenizer failure.
+    pub fn prompt_tokens(
+        &self,
+        backend: &dyn Backend,
+        mut request: RenderRequest,
+    ) -> Result<Vec<TokenId>, EngineError> {
+        if request.bos_token.is_none() {
+            request.bos_token.clone_from(&self.bos_token);
+        }
+        if request.eos_token.is_none() {
+            request.eos_token.clone_from(&self.eos_token);
+        }
+        let segments = self.template.render_segments(&request)?;
+        Ok(segment_tokens(backend, &segments)?
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect())
+    }
+}
+
+/// Tokenizes `segments` (control text with special-token parsing on, content with it off) and
+/// adds the model's BOS token when the model wants one and the template did not write it.
+///
+/// # Errors
+///
+/// A tokenizer failure.
+pub fn segment_tokens(
+    backend: &dyn Backend,
+    segments: &Segments,
+) -> Result<Vec<(TokenId, SegmentKind)>, EngineError> {
+    let mut tokens = segments.tokenize(|text, special| backend.tokenize(text, special))?;
+    let special = &backend.info().special;
+    if let (true, Some(bos)) = (special.add_bos, special.bos) {
+        if tokens.first().map(|t| t.0) != Some(bos) {
+            tokens.insert(0, (bos, SegmentKind::Control));
+        }
+    }
+    Ok(tokens)
+}
