@@ -115,8 +115,17 @@ const VARIANTS: [Variant; 6] = [
 
 impl RoleTemplate {
     /// Derives the role template that renders every plain conversation exactly as `template`
-    /// does, or says why there is none. See the module docs of `derive` for the method; the
-    /// result's `stop` holds the template's end-of-turn markers and the EOS text.
+    /// does, or says why there is none.
+    ///
+    /// The template is rendered with sentinel contents on probe conversations (with and
+    /// without a system message, one to six messages, with and without a generation prompt);
+    /// the texts between the sentinels are decomposed into `begin`, per-role prefixes and
+    /// suffixes, the generation prompt, `end` and the extensions (implicit system message,
+    /// no-system preamble, final assistant wrapping, trimming per role). The result is
+    /// returned only if it reproduces every probe byte for byte with plain, whitespace-padded
+    /// and multi-line contents. Its `stop` holds the template's end-of-turn markers and the
+    /// EOS text. A template that raises on a system message yields a role template without a
+    /// system role.
     ///
     /// ```
     /// use wick_template::{DeriveOptions, JinjaTemplate, RoleTemplate};
