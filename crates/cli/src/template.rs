@@ -1,13 +1,17 @@
 //! `wick template render` and `wick template detect`: chat templates without generating.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use wick_backend::{Backend, BackendConfig};
 use wick_llama::LlamaBackend;
-use wick_template::{ChatTemplate, JinjaTemplate, NamedTemplate, RenderRequest, Segments};
+use wick_models::GgufHeader;
+use wick_template::{
+    ChatTemplate, DeriveOptions, JinjaTemplate, NamedTemplate, RenderRequest, RoleTemplate,
+    Segments,
+};
 
 /// `wick template …`.
 #[derive(Debug, Args)]
@@ -25,6 +29,21 @@ enum TemplateCommand {
         /// The Jinja template file.
         file: PathBuf,
     },
+    /// Derive the role template (JSON) that renders plain chats exactly as a Jinja template
+    /// does; fails with the reason when there is none.
+    Derive(DeriveArgs),
+}
+
+#[derive(Debug, Args)]
+struct DeriveArgs {
+    /// The Jinja template file.
+    file: PathBuf,
+    /// The BOS token text the template sees as `bos_token`.
+    #[arg(long, value_name = "T")]
+    bos_token: Option<String>,
+    /// The EOS token text the template sees as `eos_token`.
+    #[arg(long, value_name = "T")]
+    eos_token: Option<String>,
 }
 
 /// Which chat template to use (one of them).
@@ -61,7 +80,9 @@ impl TemplateChoice {
 struct RenderArgs {
     #[command(flatten)]
     choice: TemplateChoice,
-    /// Use the chat template (and BOS/EOS texts) of this GGUF model.
+    /// Use the chat template of this GGUF model: its role template
+    /// (`chat_template.roles.<role>.prefix|suffix|strip`, …) when it has one, else its Jinja
+    /// template with its BOS/EOS texts.
     #[arg(long, value_name = "PATH", group = "template_source")]
     model: Option<PathBuf>,
     /// The request (JSON): messages, tools, BOS and EOS token texts, whether to add the
@@ -77,6 +98,7 @@ pub(crate) fn run(args: &TemplateArgs) -> Result<()> {
     match &args.command {
         TemplateCommand::Render(r) => render(r),
         TemplateCommand::Detect { file } => detect(file),
+        TemplateCommand::Derive(d) => derive(d),
     }
 }
 
@@ -111,6 +133,37 @@ pub(crate) fn model_template(
     Ok(ChatTemplate::Jinja(JinjaTemplate::new(&source)?))
 }
 
+/// The role template in a GGUF file's metadata (`chat_template.*` keys), if it has one.
+pub(crate) fn gguf_role_template(header: &GgufHeader) -> Result<Option<ChatTemplate>> {
+    let pairs = header.strings_with_prefix("chat_template.");
+    Ok(RoleTemplate::from_metadata(pairs)?.map(ChatTemplate::Role))
+}
+
+/// A GGUF file's chat template, read from its header without loading the weights: its role
+/// template when it has one, else its Jinja template, with the BOS/EOS texts filled into the
+/// request where it has none.
+fn header_template(path: &Path, request: &mut RenderRequest) -> Result<ChatTemplate> {
+    let header = GgufHeader::read(path)
+        .with_context(|| format!("reading the header of {}", path.display()))?;
+    if let Some(t) = gguf_role_template(&header)? {
+        return Ok(t);
+    }
+    let source = header
+        .chat_template()
+        .context("the model has no chat template in its metadata; choose one with --template, --named or --role-template")?;
+    for t in header.special_tokens() {
+        let slot = match t.role {
+            "bos" => &mut request.bos_token,
+            "eos" => &mut request.eos_token,
+            _ => continue,
+        };
+        if slot.is_none() {
+            *slot = t.text;
+        }
+    }
+    Ok(ChatTemplate::Jinja(JinjaTemplate::new(source)?))
+}
+
 pub(crate) fn load_model(path: &PathBuf) -> Result<LlamaBackend> {
     let config = BackendConfig::new(path).with_n_ctx(512).with_n_seq_max(1);
     LlamaBackend::load(&config).with_context(|| format!("loading {}", path.display()))
@@ -120,7 +173,7 @@ fn render(args: &RenderArgs) -> Result<()> {
     let mut request = read_request(&args.request)?;
     let template = match (&args.model, args.choice.load()?) {
         (_, Some(t)) => t,
-        (Some(model), None) => model_template(&load_model(model)?, &mut request)?,
+        (Some(model), None) => header_template(model, &mut request)?,
         (None, None) => bail!("choose a template: --template, --named, --role-template or --model"),
     };
     let mut out = std::io::stdout().lock();
@@ -147,4 +200,16 @@ fn detect(file: &PathBuf) -> Result<()> {
             file.display()
         ),
     }
+}
+
+fn derive(args: &DeriveArgs) -> Result<()> {
+    let file = &args.file;
+    let source =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let template = JinjaTemplate::new(&source)?;
+    let options = DeriveOptions::with_tokens(args.bos_token.clone(), args.eos_token.clone());
+    let role = RoleTemplate::derive(&template, &options)
+        .with_context(|| format!("{} has no exact role template", file.display()))?;
+    println!("{}", serde_json::to_string_pretty(&role)?);
+    Ok(())
 }

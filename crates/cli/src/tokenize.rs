@@ -9,12 +9,15 @@ use wick_backend::Backend;
 use wick_template::{ChatTemplate, RenderRequest, SegmentKind};
 use wick_types::TokenId;
 
-use crate::template::{load_model, model_template, read_request, TemplateChoice};
+use crate::template::{
+    gguf_role_template, load_model, model_template, read_request, TemplateChoice,
+};
 
 /// Arguments of `wick tokenize`.
 #[derive(Debug, Args)]
 pub(crate) struct TokenizeArgs {
-    /// The GGUF model whose vocabulary tokenizes (and whose chat template is the default).
+    /// The GGUF model whose vocabulary tokenizes (and whose chat template is the default: its
+    /// role template from the `chat_template.*` keys when it has one, else its Jinja template).
     #[arg(long, short, value_name = "PATH")]
     model: PathBuf,
     /// The request (JSON): messages, tools, BOS and EOS token texts, whether to add the
@@ -46,9 +49,15 @@ pub(crate) fn prompt_tokens(
 pub(crate) fn run(args: &TokenizeArgs) -> Result<()> {
     let mut request = read_request(&args.request)?;
     let backend = load_model(&args.model)?;
-    let template = match args.choice.load()? {
-        Some(t) => t,
-        None => model_template(&backend, &mut request)?,
+    let template = if let Some(t) = args.choice.load()? {
+        t
+    } else {
+        let header = wick_models::GgufHeader::read(&args.model)
+            .with_context(|| format!("reading the header of {}", args.model.display()))?;
+        match gguf_role_template(&header)? {
+            Some(t) => t,
+            None => model_template(&backend, &mut request)?,
+        }
     };
     let tokens = prompt_tokens(&backend, &template, &request)?;
     let special = &backend.info().special;

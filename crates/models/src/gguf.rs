@@ -137,6 +137,37 @@ impl GgufHeader {
         self.metadata.get(key)
     }
 
+    /// The string values of the keys starting with `prefix`, in key order; an array of
+    /// strings gives one pair per element (its key repeated). Other values are skipped.
+    ///
+    /// ```no_run
+    /// let header = wick_models::GgufHeader::read("model.gguf".as_ref()).unwrap();
+    /// for (key, value) in header.strings_with_prefix("chat_template.") {
+    ///     println!("{key} = {value:?}");
+    /// }
+    /// ```
+    pub fn strings_with_prefix(&self, prefix: &str) -> Vec<(&str, &str)> {
+        let mut out = Vec::new();
+        for (key, value) in self.metadata.range(prefix.to_owned()..) {
+            if !key.starts_with(prefix) {
+                break;
+            }
+            match value {
+                GgufValue::String(s) => out.push((key.as_str(), s.as_str())),
+                GgufValue::Array {
+                    values: Some(values),
+                    ..
+                } => out.extend(
+                    values
+                        .iter()
+                        .filter_map(|v| Some((key.as_str(), v.as_str()?))),
+                ),
+                _ => {}
+            }
+        }
+        out
+    }
+
     /// `general.architecture`, e.g. `llama`.
     pub fn architecture(&self) -> Option<&str> {
         self.get("general.architecture")?.as_str()
@@ -491,6 +522,35 @@ mod tests {
         assert_eq!((special[0].role, special[0].id), ("bos", 1));
         assert_eq!(special[0].text.as_deref(), Some("<s>"));
         assert_eq!(special[1].text.as_deref(), Some("</s>"));
+    }
+
+    #[test]
+    fn strings_under_a_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes = wick_testutil::synthetic_gguf_with(
+            1 << 16,
+            "llama",
+            15,
+            0,
+            &[
+                ("chat_template.roles.user.prefix", "<u>"),
+                ("chat_template.begin", "<s>"),
+                ("chat_templates.other", "no"),
+            ],
+        );
+        let h = GgufHeader::read(&write(&dir, "m.gguf", &bytes)).unwrap();
+        assert_eq!(
+            h.strings_with_prefix("chat_template."),
+            [
+                ("chat_template.begin", "<s>"),
+                ("chat_template.roles.user.prefix", "<u>")
+            ]
+        );
+        assert_eq!(
+            h.strings_with_prefix("general.name"),
+            [("general.name", "synthetic")]
+        );
+        assert!(h.strings_with_prefix("general.file_type").is_empty());
     }
 
     #[test]

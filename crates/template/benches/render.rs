@@ -1,9 +1,10 @@
 //! Renders per second: a 20-turn conversation with tools through a real Jinja template (plain
-//! and as segments) and through a role template.
+//! and as segments), through a hand-written role template and through the role template derived
+//! from the Jinja template; and the derivation itself.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
-use wick_template::{JinjaTemplate, RenderRequest, RoleTemplate};
+use wick_template::{DeriveOptions, JinjaTemplate, RenderRequest, RoleTemplate};
 
 fn conversation() -> RenderRequest {
     let mut messages = vec![json!({"role": "system", "content": "You are a helpful assistant."})];
@@ -43,6 +44,13 @@ fn bench(c: &mut Criterion) {
     });
     c.bench_function("role template (20 turns)", |b| {
         b.iter(|| role.render(&req).unwrap());
+    });
+    let derived = RoleTemplate::derive(&jinja, &DeriveOptions::default()).unwrap();
+    c.bench_function("derived role template (20 turns)", |b| {
+        b.iter(|| derived.render(&req).unwrap());
+    });
+    c.bench_function("derive the role template", |b| {
+        b.iter(|| RoleTemplate::derive(&jinja, &DeriveOptions::default()).unwrap());
     });
 }
 

@@ -15,6 +15,7 @@
 #![deny(missing_docs)]
 
 mod chat;
+mod derive;
 mod error;
 mod jinja;
 mod named;
@@ -23,6 +24,7 @@ mod role;
 mod segment;
 
 pub use chat::{jinja_stops, ChatTemplate};
+pub use derive::{DeriveError, DeriveOptions};
 pub use error::{RenderErrorKind, TemplateError};
 pub use jinja::{DateTime, JinjaTemplate, DEFAULT_FUEL};
 pub use named::{NamedError, NamedTemplate};

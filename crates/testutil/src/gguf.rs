@@ -27,12 +27,24 @@ fn put_kv_str(out: &mut Vec<u8>, key: &str, v: &str) {
 /// template, tokens `<unk> <s> </s> hello world` with bos 1 and eos 2, and one F32 tensor
 /// `pad` whose data fills the rest. `seed` varies the padding bytes, so files differ.
 pub fn synthetic_gguf(size: usize, arch: &str, file_type: u32, seed: u8) -> Vec<u8> {
+    synthetic_gguf_with(size, arch, file_type, seed, &[])
+}
+
+/// [`synthetic_gguf`] with further string metadata `extra` (key, value), written after the
+/// standard keys (so a repeated key appears more than once).
+pub fn synthetic_gguf_with(
+    size: usize,
+    arch: &str,
+    file_type: u32,
+    seed: u8,
+    extra: &[(&str, &str)],
+) -> Vec<u8> {
     let tokens = ["<unk>", "<s>", "</s>", "hello", "world"];
     let mut out = Vec::with_capacity(size + 64);
     out.extend_from_slice(b"GGUF");
     out.extend_from_slice(&3u32.to_le_bytes());
     out.extend_from_slice(&1u64.to_le_bytes()); // tensors
-    out.extend_from_slice(&8u64.to_le_bytes()); // key-value pairs
+    out.extend_from_slice(&(8 + extra.len() as u64).to_le_bytes()); // key-value pairs
     put_kv_str(&mut out, "general.architecture", arch);
     put_kv_str(&mut out, "general.name", "synthetic");
     put_kv_u32(&mut out, "general.file_type", file_type);
@@ -47,6 +59,9 @@ pub fn synthetic_gguf(size: usize, arch: &str, file_type: u32, seed: u8) -> Vec<
     }
     put_kv_u32(&mut out, "tokenizer.ggml.bos_token_id", 1);
     put_kv_u32(&mut out, "tokenizer.ggml.eos_token_id", 2);
+    for (k, v) in extra {
+        put_kv_str(&mut out, k, v);
+    }
     // The tensor list: after it, 32-byte alignment, then the data.
     let info_len = 8 + 3 + 4 + 8 + 4 + 8;
     let data_start = (out.len() + info_len).div_ceil(32) * 32;

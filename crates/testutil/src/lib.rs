@@ -14,7 +14,7 @@
 mod gguf;
 mod hub;
 
-pub use gguf::{synthetic_gguf, SYNTHETIC_TEMPLATE};
+pub use gguf::{synthetic_gguf, synthetic_gguf_with, SYNTHETIC_TEMPLATE};
 pub use hub::{FakeHub, Logged, FAKE_COMMIT};
 
 use std::fmt::Write;

@@ -338,12 +338,32 @@ fn floor_boundary(s: &str, mut n: usize) -> usize {
 struct Numbering(std::collections::HashMap<String, u32>);
 
 /// Wraps every content string of the messages in marks.
-pub(crate) fn mark_messages(marks: Marks, messages: &[Json]) -> Vec<Json> {
+pub(crate) fn mark_messages(marks: Marks, messages: &[Json], source: &str) -> Vec<Json> {
     let mut next = Numbering::default();
     messages
         .iter()
-        .map(|m| mark_message(marks, m, &mut next))
+        .map(|m| {
+            let mut marked = mark_message(marks, m, &mut next);
+            if let Some(role) = marked.get_mut("role") {
+                if let Json::String(r) = &*role {
+                    if !is_template_role(r, source) {
+                        *role = mark_string(marks, &r.clone(), &mut next);
+                    }
+                }
+            }
+            marked
+        })
         .collect()
+}
+
+/// Whether a message's role is the template's own vocabulary: one of the standard roles, or a
+/// name the template source quotes (`'ipython'`, `"developer"`). Any other role name came only
+/// from the request, so where the template prints it, it is content — marking a role the
+/// template compares against would change what it renders.
+fn is_template_role(role: &str, source: &str) -> bool {
+    matches!(role, "system" | "user" | "assistant" | "tool")
+        || source.contains(&format!("'{role}'"))
+        || source.contains(&format!("\"{role}\""))
 }
 
 fn mark_string(marks: Marks, s: &str, next: &mut Numbering) -> Json {
@@ -472,6 +492,23 @@ mod tests {
 
     fn marks() -> Marks {
         Marks::choose(["plain"]).unwrap()
+    }
+
+    #[test]
+    fn only_role_names_foreign_to_the_template_are_marked() {
+        let m = marks();
+        let source = "{% if m.role == 'ipython' %}";
+        let messages = [
+            serde_json::json!({"role": "user", "content": "a"}),
+            serde_json::json!({"role": "ipython", "content": "b"}),
+            serde_json::json!({"role": "oracle<|im_end|>", "content": "c"}),
+        ];
+        let marked = mark_messages(m, &messages, source);
+        assert_eq!(marked[0]["role"], "user");
+        assert_eq!(marked[1]["role"], "ipython");
+        let role = marked[2]["role"].as_str().unwrap();
+        assert_ne!(role, "oracle<|im_end|>");
+        assert_eq!(m.strip(role), "oracle<|im_end|>");
     }
 
     #[test]

@@ -114,7 +114,7 @@ impl JinjaTemplate {
             all.push_content(&prompt);
             return Ok(all);
         };
-        let marked_messages = marks::mark_messages(m, &request.messages);
+        let marked_messages = marks::mark_messages(m, &request.messages, &self.source);
         let Ok(marked) = self.render_with(request, &marked_messages, Some(m)) else {
             let mut all = Segments::default();
             all.push_content(&prompt);
