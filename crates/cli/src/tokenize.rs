@@ -35,15 +35,8 @@ pub(crate) fn prompt_tokens(
     template: &ChatTemplate,
     request: &RenderRequest,
 ) -> Result<Vec<(TokenId, SegmentKind)>> {
-    let segs = template.render_segments(request)?;
-    let mut tokens = segs.tokenize(|text, special| backend.tokenize(text, special))?;
-    let special = &backend.info().special;
-    if let (true, Some(bos)) = (special.add_bos, special.bos) {
-        if tokens.first().map(|t| t.0) != Some(bos) {
-            tokens.insert(0, (bos, SegmentKind::Control));
-        }
-    }
-    Ok(tokens)
+    let segments = template.render_segments(request)?;
+    Ok(wick_engine::segment_tokens(backend, &segments)?)
 }
 
 pub(crate) fn run(args: &TokenizeArgs) -> Result<()> {
