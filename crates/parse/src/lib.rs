@@ -40,6 +40,7 @@ mod message;
 mod out;
 mod parser;
 mod scan;
+mod seq;
 mod tools;
 
 pub use delta::{ChoiceChunk, ChoiceDelta, DeltaBuilder, FunctionDelta, ToolCallDelta};
