@@ -42,6 +42,7 @@ mod parser;
 mod scan;
 mod seq;
 mod tools;
+mod typed_args;
 
 pub use delta::{ChoiceChunk, ChoiceDelta, DeltaBuilder, FunctionDelta, ToolCallDelta};
 pub use error::ParseError;
