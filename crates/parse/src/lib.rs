@@ -36,6 +36,7 @@ mod event;
 mod formats;
 mod ids;
 mod json_stream;
+mod literal;
 mod message;
 mod out;
 mod parser;
