@@ -1,5 +1,6 @@
 //! `wick`: a local LLM runtime over llama.cpp.
 
+mod parse;
 mod paths;
 mod run;
 mod utf8;
@@ -23,12 +24,15 @@ struct Cli {
 enum Command {
     /// Answer one prompt: format it with the model's chat template and stream the answer.
     Run(run::RunArgs),
+    /// Parse raw model output (stdin) into content, reasoning and tool calls, or OpenAI deltas.
+    Parse(parse::ParseArgs),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result: Result<()> = match cli.command {
         Command::Run(args) => run::run(&args),
+        Command::Parse(args) => parse::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
