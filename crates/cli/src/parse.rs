@@ -63,7 +63,9 @@ pub(crate) fn run(args: &ParseArgs) -> Result<()> {
         options = options.tools(read_tools(path)?);
     }
     let mut input = Vec::new();
-    std::io::stdin().read_to_end(&mut input).context("reading stdin")?;
+    std::io::stdin()
+        .read_to_end(&mut input)
+        .context("reading stdin")?;
     if let Err(e) = std::str::from_utf8(&input) {
         bail!("stdin is not valid UTF-8 (at byte {})", e.valid_up_to());
     }
@@ -86,7 +88,8 @@ pub(crate) fn run(args: &ParseArgs) -> Result<()> {
 }
 
 fn read_tools(path: &PathBuf) -> Result<ToolSchemas> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let value: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
     let tools = value.get("tools").unwrap_or(&value);
@@ -104,7 +107,9 @@ fn chunks(input: &[u8], size: Option<usize>, seed: Option<u64>) -> Vec<&[u8]> {
         let mut out = Vec::new();
         let mut rest = input;
         while !rest.is_empty() {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
             let n = usize::try_from((state >> 33) % 16).unwrap_or(0) + 1;
             let (a, b) = rest.split_at(n.min(rest.len()));
             out.push(a);

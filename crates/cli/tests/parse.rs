@@ -18,7 +18,11 @@ fn wick_parse(args: &[&str], stdin: &[u8]) -> Output {
 }
 
 fn json(out: &Output) -> serde_json::Value {
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -31,7 +35,10 @@ fn whole_parse_prints_one_message() {
     assert_eq!(v["content"], "\n");
     assert_eq!(v["tool_calls"][0]["name"], "get_weather");
     assert_eq!(v["tool_calls"][0]["arguments"], r#"{"city": "Zoë 👋"}"#);
-    assert!(v["tool_calls"][0]["id"].as_str().unwrap().starts_with("call_"));
+    assert!(v["tool_calls"][0]["id"]
+        .as_str()
+        .unwrap()
+        .starts_with("call_"));
     assert_eq!(v["finish_reason"], "tool_calls");
 }
 
@@ -41,17 +48,31 @@ fn chunked_parses_equal_the_whole_parse() {
         v["tool_calls"][0]["id"] = serde_json::Value::Null;
         v
     };
-    let whole = strip_ids(json(&wick_parse(&["--format", "hermes"], HERMES.as_bytes())));
-    for args in [["--chunk-size", "1"], ["--chunk-size", "3"], ["--chunk-seed", "7"]] {
+    let whole = strip_ids(json(&wick_parse(
+        &["--format", "hermes"],
+        HERMES.as_bytes(),
+    )));
+    for args in [
+        ["--chunk-size", "1"],
+        ["--chunk-size", "3"],
+        ["--chunk-seed", "7"],
+    ] {
         let mut a = vec!["--format", "hermes"];
         a.extend(args);
-        assert_eq!(strip_ids(json(&wick_parse(&a, HERMES.as_bytes()))), whole, "{args:?}");
+        assert_eq!(
+            strip_ids(json(&wick_parse(&a, HERMES.as_bytes()))),
+            whole,
+            "{args:?}"
+        );
     }
 }
 
 #[test]
 fn deltas_follow_the_openai_shape() {
-    let out = wick_parse(&["--format", "hermes", "--deltas", "--chunk-size", "5"], HERMES.as_bytes());
+    let out = wick_parse(
+        &["--format", "hermes", "--deltas", "--chunk-size", "5"],
+        HERMES.as_bytes(),
+    );
     assert!(out.status.success());
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
@@ -109,14 +130,21 @@ fn unknown_format_lists_the_known_ones() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unknown format `nope`"), "{err}");
-    assert!(err.contains("hermes") && err.contains("qwen3_coder_xml"), "{err}");
+    assert!(
+        err.contains("hermes") && err.contains("qwen3_coder_xml"),
+        "{err}"
+    );
 }
 
 #[test]
 fn list_formats_names_all_29() {
     let out = wick_parse(&["--list-formats"], b"");
     assert!(out.status.success());
-    let names: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect();
+    let names: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
     assert_eq!(names.len(), 29);
     assert_eq!(names[0], "content_only");
     assert!(names.contains(&"gpt_oss".to_owned()));

@@ -168,7 +168,7 @@ impl CallObject {
                         return CoStep::Need(i);
                     };
                     match (self.st, c) {
-                        (Co::Open, '{') => self.st = Co::KeyStart,
+                        (Co::Open, '{') | (Co::After, ',') => self.st = Co::KeyStart,
                         (Co::KeyStart, '"') => {
                             self.text.clear();
                             self.dec = StrDecoder::default();
@@ -188,7 +188,6 @@ impl CallObject {
                                 None => return CoStep::Diverged,
                             }
                         }
-                        (Co::After, ',') => self.st = Co::KeyStart,
                         (Co::After | Co::KeyStart, '}') => {
                             if !self.committed {
                                 if self.name.is_none() {
@@ -201,7 +200,9 @@ impl CallObject {
                             return CoStep::Done(i + 1);
                         }
                         (Co::Value(Role::Name | Role::Id), '"') => {
-                            let Co::Value(r) = self.st else { unreachable!() };
+                            let Co::Value(r) = self.st else {
+                                unreachable!()
+                            };
                             self.text.clear();
                             self.dec = StrDecoder::default();
                             self.st = Co::Text(r);

@@ -64,8 +64,14 @@ mod tests {
     fn picks_by_markers() {
         assert_eq!(Format::detect("{{ '<tool_call>' }}"), Format::Hermes);
         assert_eq!(Format::detect("<tool_calls>[...]"), Format::Apriel15);
-        assert_eq!(Format::detect("<function={{n}}><parameter=x>"), Format::Qwen3CoderXml);
-        assert_eq!(Format::detect("[TOOL_CALLS]{{n}}[ARGS]"), Format::MistralArgs);
+        assert_eq!(
+            Format::detect("<function={{n}}><parameter=x>"),
+            Format::Qwen3CoderXml
+        );
+        assert_eq!(
+            Format::detect("[TOOL_CALLS]{{n}}[ARGS]"),
+            Format::MistralArgs
+        );
         assert_eq!(Format::detect("{% if tools %}"), Format::Generic);
         assert_eq!(Format::detect("{{ messages }}"), Format::ContentOnly);
     }

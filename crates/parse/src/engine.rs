@@ -156,7 +156,10 @@ impl Engine {
                 reason_markers.push((*m, Some(i)));
             }
         }
-        let mode = match (forced_open && syn.reasoning.is_some(), syn.reasoning.is_some() || syn.start) {
+        let mode = match (
+            forced_open && syn.reasoning.is_some(),
+            syn.reasoning.is_some() || syn.start,
+        ) {
             (true, _) => Mode::ForcedStart,
             (false, true) => Mode::Start,
             (false, false) => Mode::Text,
@@ -235,7 +238,11 @@ impl Engine {
         let ws = ws_len(rest);
         let after = &rest[ws..];
         if after.is_empty() && !eof {
-            self.mode = if forced { Mode::ForcedStart } else { Mode::Start };
+            self.mode = if forced {
+                Mode::ForcedStart
+            } else {
+                Mode::Start
+            };
             return false;
         }
         if let Some(r) = self.syn.reasoning {
@@ -246,7 +253,11 @@ impl Engine {
                     return true;
                 }
                 Lit::Partial if !r.open.is_empty() => {
-                    self.mode = if forced { Mode::ForcedStart } else { Mode::Start };
+                    self.mode = if forced {
+                        Mode::ForcedStart
+                    } else {
+                        Mode::Start
+                    };
                     return false;
                 }
                 _ => {}
@@ -344,12 +355,11 @@ impl Engine {
                 let (m, opener) = self.reason_markers[idx];
                 self.out.reasoning(&rest[..at]);
                 self.pos += at;
-                match opener {
-                    None => {
-                        self.pos += m.len();
-                        self.mode = Mode::Text;
-                    }
-                    Some(_) => {
+                if opener.is_none() {
+                    self.pos += m.len();
+                    self.mode = Mode::Text;
+                } else {
+                    {
                         let sub = Box::new(self.sub_engine());
                         let pending = sub.out.fork();
                         self.mode = Mode::Spec(Box::new(SpecRun {

@@ -83,6 +83,9 @@ mod tests {
         let mut m = IdGen::new(IdStyle::Mistral, 7);
         let id = m.generate();
         assert!(id.len() == 9 && id.chars().all(|c| c.is_ascii_alphanumeric()));
-        assert_eq!(IdGen::new(IdStyle::Call, 1).generate(), IdGen::new(IdStyle::Call, 1).generate());
+        assert_eq!(
+            IdGen::new(IdStyle::Call, 1).generate(),
+            IdGen::new(IdStyle::Call, 1).generate()
+        );
     }
 }

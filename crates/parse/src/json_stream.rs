@@ -96,12 +96,6 @@ impl JsonStream {
         self.emitted
     }
 
-    /// Whether the streamer sits at nesting depth zero outside any string (used by callers
-    /// that embed JSON values in other syntax).
-    pub(crate) fn depth(&self) -> usize {
-        self.stack.len()
-    }
-
     /// Feeds `s`, appending safe JSON text to `out`.
     pub(crate) fn feed(&mut self, s: &str, out: &mut String) -> JsonStep {
         let before = out.len();
@@ -331,7 +325,8 @@ impl JsonStream {
                     return Push::Ok;
                 }
                 self.st = St::Str;
-                let code = u32::from_str_radix(&self.esc[2..], 16).expect("invariant: 4 hex digits");
+                let code =
+                    u32::from_str_radix(&self.esc[2..], 16).expect("invariant: 4 hex digits");
                 let esc = std::mem::take(&mut self.esc);
                 if (0xDC00..0xE000).contains(&code) {
                     if let Some(high) = self.high.take() {
@@ -386,7 +381,7 @@ impl JsonStream {
                     '\n' => out.push_str("\\n"),
                     '\r' => out.push_str("\\r"),
                     '\t' => out.push_str("\\t"),
-                    _ => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    _ => push_u_escape(c, out),
                 }
                 Push::Ok
             }
@@ -570,6 +565,11 @@ impl StrDecoder {
     }
 }
 
+fn push_u_escape(c: char, out: &mut String) {
+    use std::fmt::Write;
+    let _ = write!(out, "\\u{:04x}", c as u32);
+}
+
 /// Appends `s` to `out` as the body of a JSON string (escaped, without quotes).
 pub(crate) fn escape_into(s: &str, out: &mut String) {
     for c in s.chars() {
@@ -579,7 +579,7 @@ pub(crate) fn escape_into(s: &str, out: &mut String) {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c if (c as u32) < 0x20 => push_u_escape(c, out),
             c => out.push(c),
         }
     }

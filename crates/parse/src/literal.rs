@@ -101,19 +101,15 @@ impl LitConv {
             let rest = &s[i..];
             if let Dialect::Gemma(delim) = self.dialect {
                 if matches!(self.st, St::Str(_)) {
-                    match rest.find(delim) {
-                        Some(at) => {
-                            escape_into(&rest[..at], out);
-                            out.push('"');
-                            self.st = St::Value;
-                            i += at + delim.len();
-                        }
-                        None => {
-                            let keep = partial_suffix(rest, delim);
-                            escape_into(&rest[..rest.len() - keep], out);
-                            return ConvStep::Need(s.len() - keep);
-                        }
-                    }
+                    let Some(at) = rest.find(delim) else {
+                        let keep = partial_suffix(rest, delim);
+                        escape_into(&rest[..rest.len() - keep], out);
+                        return ConvStep::Need(s.len() - keep);
+                    };
+                    escape_into(&rest[..at], out);
+                    out.push('"');
+                    self.st = St::Value;
+                    i += at + delim.len();
                     continue;
                 }
                 if matches!(self.st, St::Key | St::Value) && delim.starts_with(rest) {
@@ -197,7 +193,11 @@ impl LitConv {
                         }
                         '}' | ']' | ')' => {
                             let top = self.stack.pop();
-                            out.push(if matches!(top, Some(Ctx::Arr)) { ']' } else { '}' });
+                            out.push(if matches!(top, Some(Ctx::Arr)) {
+                                ']'
+                            } else {
+                                '}'
+                            });
                             if self.stack.is_empty() {
                                 self.st = St::Done;
                                 return ConvStep::Done(i);
@@ -251,14 +251,26 @@ mod tests {
 
     #[test]
     fn python_kwargs() {
-        let out = conv(LitConv::kwargs(), r#"a="x\n", b={"t": True, 'n': None}, c=(1, 2.5))"#);
-        assert_eq!(out, r#"{"a": "x\n", "b": {"t": true, "n": null}, "c": [1, 2.5]}"#[1..]);
+        let out = conv(
+            LitConv::kwargs(),
+            r#"a="x\n", b={"t": True, 'n': None}, c=(1, 2.5))"#,
+        );
+        assert_eq!(
+            out,
+            r#"{"a": "x\n", "b": {"t": true, "n": null}, "c": [1, 2.5]}"#[1..]
+        );
     }
 
     #[test]
     fn gemma_object() {
-        let out = conv(LitConv::gemma("<|\"|>"), "a:<|\"|>x \"q\"<|\"|>,n:-1,l:[1,<|\"|>z<|\"|>],o:{k:true}}");
-        assert_eq!(out, r#""a": "x \"q\"", "n": -1, "l": [1, "z"], "o": {"k": true}}"#);
+        let out = conv(
+            LitConv::gemma("<|\"|>"),
+            "a:<|\"|>x \"q\"<|\"|>,n:-1,l:[1,<|\"|>z<|\"|>],o:{k:true}}",
+        );
+        assert_eq!(
+            out,
+            r#""a": "x \"q\"", "n": -1, "l": [1, "z"], "o": {"k": true}}"#
+        );
     }
 }
 

@@ -64,15 +64,6 @@ impl Out {
         }
     }
 
-    /// Text for content or reasoning.
-    pub(crate) fn text(&mut self, s: &str, reasoning: bool) {
-        if reasoning {
-            self.reasoning(s);
-        } else {
-            self.content(s);
-        }
-    }
-
     /// Starts a call; `id` is the model's when the format carries one.
     pub(crate) fn start_call(&mut self, name: &str, id: Option<String>) -> usize {
         let id = match id {

@@ -108,20 +108,13 @@ impl Parser {
                 }
                 Err(e) => {
                     let valid = e.valid_up_to();
-                    text.push_str(
-                        std::str::from_utf8(&self.utf8[start..start + valid])
-                            .expect("invariant: valid_up_to"),
-                    );
-                    match e.error_len() {
-                        Some(n) => {
-                            text.push('\u{FFFD}');
-                            start += valid + n;
-                        }
-                        None => {
-                            start += valid;
-                            break;
-                        }
-                    }
+                    text.push_str(&String::from_utf8_lossy(&self.utf8[start..start + valid]));
+                    let Some(n) = e.error_len() else {
+                        start += valid;
+                        break;
+                    };
+                    text.push('\u{FFFD}');
+                    start += valid + n;
                 }
             }
         }

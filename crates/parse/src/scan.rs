@@ -60,7 +60,11 @@ pub(crate) enum Lit {
 
 /// Matches one of `alts` at the start of `s`, after whitespace when `ws` is set.
 pub(crate) fn lit(s: &str, alts: &[&str], ws: bool, eof: bool) -> Lit {
-    let skip = if ws { s.len() - s.trim_start().len() } else { 0 };
+    let skip = if ws {
+        s.len() - s.trim_start().len()
+    } else {
+        0
+    };
     let rest = &s[skip..];
     let mut best: Option<(usize, usize)> = None;
     let mut partial = false;
@@ -77,7 +81,10 @@ pub(crate) fn lit(s: &str, alts: &[&str], ws: bool, eof: bool) -> Lit {
         return Lit::Partial;
     }
     match best {
-        Some((idx, len)) => Lit::Match { idx, len: skip + len },
+        Some((idx, len)) => Lit::Match {
+            idx,
+            len: skip + len,
+        },
         None if rest.is_empty() && !eof => Lit::Partial,
         None => Lit::No,
     }
@@ -98,12 +105,18 @@ mod tests {
         assert_eq!(scan("ab<x", &["<x>"], false), Hit::Partial { at: 2 });
         assert_eq!(scan("ab<x", &["<x>"], true), Hit::None);
         assert_eq!(scan("a<y<x>", &["<x>"], false), Hit::Full { at: 3, idx: 0 });
-        assert_eq!(scan("<ab>", &["<a", "<ab>"], false), Hit::Full { at: 0, idx: 1 });
+        assert_eq!(
+            scan("<ab>", &["<a", "<ab>"], false),
+            Hit::Full { at: 0, idx: 1 }
+        );
     }
 
     #[test]
     fn lit_matches_after_whitespace() {
-        assert_eq!(lit(" \n</a>x", &["</a>"], true, false), Lit::Match { idx: 0, len: 6 });
+        assert_eq!(
+            lit(" \n</a>x", &["</a>"], true, false),
+            Lit::Match { idx: 0, len: 6 }
+        );
         assert_eq!(lit(" </", &["</a>"], true, false), Lit::Partial);
         assert_eq!(lit(" x", &["</a>"], true, false), Lit::No);
         assert_eq!(lit("  ", &["</a>"], true, false), Lit::Partial);

@@ -52,9 +52,17 @@ pub(crate) fn line_char(c: char) -> bool {
 
 /// Skips to before (or after, with `consume`) the first of `markers`; without one, skips
 /// everything.
-pub(crate) fn skip_until(rest: &str, markers: &[&str], eof: bool, base: usize, consume: bool) -> Step {
+pub(crate) fn skip_until(
+    rest: &str,
+    markers: &[&str],
+    eof: bool,
+    base: usize,
+    consume: bool,
+) -> Step {
     match scan(rest, markers, eof) {
-        Hit::Full { at, idx } => Step::Done(base + at + if consume { markers[idx].len() } else { 0 }),
+        Hit::Full { at, idx } => {
+            Step::Done(base + at + if consume { markers[idx].len() } else { 0 })
+        }
         Hit::Partial { at } => Step::Need(base + at),
         Hit::None => Step::Need(base + rest.len()),
     }

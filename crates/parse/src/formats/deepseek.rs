@@ -101,7 +101,7 @@ impl Block for CallsBlock {
                 St::Head => match until(rest, &[SEP], line_char, eof) {
                     Until::Found { len, end, .. } if len > 0 || self.fenced => {
                         if !self.fenced {
-                            self.name = rest[..len].trim().to_owned();
+                            rest[..len].trim().clone_into(&mut self.name);
                         }
                         i += end;
                         self.st = if self.fenced { St::Name } else { St::ArgsStart };
@@ -111,7 +111,7 @@ impl Block for CallsBlock {
                 },
                 St::Name => match until(rest, &["\n", "```"], line_char, eof) {
                     Until::Found { len, .. } if len > 0 => {
-                        self.name = rest[..len].trim().to_owned();
+                        rest[..len].trim().clone_into(&mut self.name);
                         i += len;
                         self.st = St::Fence;
                     }
@@ -142,7 +142,11 @@ impl Block for CallsBlock {
                         self.calls += 1;
                         self.args = JsonArgs::default();
                         i += n;
-                        self.st = if self.fenced { St::CloseFence } else { St::CallEnd };
+                        self.st = if self.fenced {
+                            St::CloseFence
+                        } else {
+                            St::CallEnd
+                        };
                     }
                     JsonStep::Invalid(n) => {
                         self.open = false;

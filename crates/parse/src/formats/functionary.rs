@@ -101,7 +101,7 @@ impl Block for CallBlock {
             match self.st {
                 St::Name => match until(rest, self.name_end, name_char, eof) {
                     Until::Found { len, end, .. } if len > 0 => {
-                        self.name = rest[..len].to_owned();
+                        rest[..len].clone_into(&mut self.name);
                         i += end;
                         if self.name == "all" && self.close.is_empty() {
                             return Step::Done(i);

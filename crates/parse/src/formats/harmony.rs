@@ -8,13 +8,19 @@ use crate::call_json::JsonArgs;
 use crate::engine::{Block, Cx, Open, Step, Syntax};
 use crate::ids::IdStyle;
 use crate::json_stream::JsonStep;
-use crate::scan::{scan, Hit};
 use crate::scan::{lit, Lit};
+use crate::scan::{scan, Hit};
 use crate::seq::{peek, until, Until};
 use crate::Format;
 
 const MESSAGE: &str = "<|message|>";
-const ENDS: &[&str] = &["<|end|>", "<|call|>", "<|return|>", "<|start|>", "<|channel|>"];
+const ENDS: &[&str] = &[
+    "<|end|>",
+    "<|call|>",
+    "<|return|>",
+    "<|start|>",
+    "<|channel|>",
+];
 
 pub(super) fn syntax(_f: Format) -> Syntax {
     Syntax {
@@ -87,7 +93,10 @@ impl Message {
             ("final" | "commentary", None) => Body::Content,
             _ => return None,
         };
-        Some((body, recipient.map(|r| r["functions.".len().min(r.len())..].to_owned())))
+        Some((
+            body,
+            recipient.map(|r| r["functions.".len().min(r.len())..].to_owned()),
+        ))
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::THINK;
 use crate::call_json::{skip_to, CallArray, CallKeys, CallObject, CoStep, NAME_ARGS};
-use crate::engine::{Block, Cx, Open, Reasoning, Step, Syntax};
+use crate::engine::{Block, Cx, Reasoning, Step, Syntax};
 use crate::ids::IdStyle;
 use crate::json_stream::{StrDecoder, StrStep};
 use crate::scan::{lit, ws_len, Lit};
@@ -23,6 +23,7 @@ fn base(openers: &'static [&'static str], make: crate::engine::MakeBlock) -> Syn
     }
 }
 
+#[allow(clippy::too_many_lines)] // one arm per format, a flat table
 pub(super) fn syntax(f: Format) -> Syntax {
     match f {
         Format::ContentOnly => base(&[], |_| unreachable!("content_only has no openers")),
@@ -32,7 +33,10 @@ pub(super) fn syntax(f: Format) -> Syntax {
         Format::GigachatV3 => Syntax {
             reasoning: NO_REASONING,
             ..base(
-                &["<|message_sep|>\n\nfunction call<|role_sep|>", "<|function_call|>"],
+                &[
+                    "<|message_sep|>\n\nfunction call<|role_sep|>",
+                    "<|function_call|>",
+                ],
                 |_| Box::new(ObjBlock::new(NAME_ARGS, &[], false)),
             )
         },
@@ -49,7 +53,9 @@ pub(super) fn syntax(f: Format) -> Syntax {
         Format::MistralNemo => Syntax {
             reasoning: NO_REASONING,
             ids: IdStyle::Mistral,
-            ..base(&["[TOOL_CALLS]"], |_| Box::new(ArrBlock(CallArray::new(NAME_ARGS, &[], false))))
+            ..base(&["[TOOL_CALLS]"], |_| {
+                Box::new(ArrBlock(CallArray::new(NAME_ARGS, &[], false)))
+            })
         },
         Format::Magistral => Syntax {
             reasoning: Some(Reasoning {
@@ -58,15 +64,21 @@ pub(super) fn syntax(f: Format) -> Syntax {
                 interleaved: false,
             }),
             ids: IdStyle::Mistral,
-            ..base(&["[TOOL_CALLS]"], |_| Box::new(ArrBlock(CallArray::new(NAME_ARGS, &[], false))))
+            ..base(&["[TOOL_CALLS]"], |_| {
+                Box::new(ArrBlock(CallArray::new(NAME_ARGS, &[], false)))
+            })
         },
         Format::FirefunctionV2 => Syntax {
             reasoning: NO_REASONING,
-            ..base(&[" functools["], |_| Box::new(ArrBlock(CallArray::new(NAME_ARGS, &[], true))))
+            ..base(&[" functools["], |_| {
+                Box::new(ArrBlock(CallArray::new(NAME_ARGS, &[], true)))
+            })
         },
         Format::Granite => Syntax {
             drop: &["<response>", "</response>"],
-            ..base(&["<|tool_call|>"], |_| Box::new(ArrBlock(CallArray::new(NAME_ARGS, &[], false))))
+            ..base(&["<|tool_call|>"], |_| {
+                Box::new(ArrBlock(CallArray::new(NAME_ARGS, &[], false)))
+            })
         },
         Format::NemotronV2 => base(&["<TOOLCALL>"], |_| {
             Box::new(ArrBlock(CallArray::new(NAME_ARGS, &["</TOOLCALL>"], false)))
@@ -78,7 +90,11 @@ pub(super) fn syntax(f: Format) -> Syntax {
                 interleaved: false,
             }),
             ..base(&["<tool_calls>"], |_| {
-                Box::new(ArrBlock(CallArray::new(NAME_ARGS, &["</tool_calls>"], false)))
+                Box::new(ArrBlock(CallArray::new(
+                    NAME_ARGS,
+                    &["</tool_calls>"],
+                    false,
+                )))
             })
         },
         Format::Apertus => Syntax {
@@ -88,7 +104,11 @@ pub(super) fn syntax(f: Format) -> Syntax {
                 interleaved: false,
             }),
             ..base(&["<|tools_prefix|>"], |_| {
-                Box::new(ArrBlock(CallArray::new(SHORT, &["<|tools_suffix|>"], false)))
+                Box::new(ArrBlock(CallArray::new(
+                    SHORT,
+                    &["<|tools_suffix|>"],
+                    false,
+                )))
             })
         },
         Format::CommandR7b => Syntax {

@@ -94,7 +94,7 @@ impl Block for KimiBlock {
                 },
                 St::Id => match until(rest, &[ARG], name_char, eof) {
                     Until::Found { len, end, .. } if !name_of(rest[..len].trim()).is_empty() => {
-                        self.id = rest[..len].trim().to_owned();
+                        rest[..len].trim().clone_into(&mut self.id);
                         i += end;
                         self.st = St::ArgsStart;
                     }

@@ -57,7 +57,7 @@ impl Block for ArgsBlock {
                     match until(rest, terms, name_char, eof) {
                         Until::Found { len, idx, end } if len > 0 => {
                             if self.st == St::Name {
-                                self.name = rest[..len].to_owned();
+                                rest[..len].clone_into(&mut self.name);
                                 self.st = if idx == 0 { St::Id } else { St::ArgsStart };
                             } else {
                                 self.id = Some(rest[..len].to_owned());

@@ -209,7 +209,11 @@ impl std::str::FromStr for Format {
             .find(|f| f.as_str() == s)
             .ok_or_else(|| ParseError::UnknownFormat {
                 name: s.to_owned(),
-                known: Format::ALL.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", "),
+                known: Format::ALL
+                    .iter()
+                    .map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
     }
 }

@@ -32,7 +32,11 @@ pub(super) fn syntax(f: Format) -> Syntax {
             openers: &["<|python_tag|>"],
             start: true,
             make: |open| {
-                let st = if open == Open::Start { St::Prefix } else { St::Head };
+                let st = if open == Open::Start {
+                    St::Prefix
+                } else {
+                    St::Head
+                };
                 Box::new(PyBlock::new(st, &[".call("]))
             },
             ids: IdStyle::Call,
@@ -179,9 +183,8 @@ impl Block for PyBlock {
                         i += ws + 1;
                         self.st = St::Close;
                     }
-                    Some(_) => return Step::Done(i),
                     None if !eof => return Step::Need(i),
-                    None => return Step::Done(i),
+                    _ => return Step::Done(i),
                 },
                 St::Close => {
                     return match lit(rest, LFM_CLOSE, true, eof) {

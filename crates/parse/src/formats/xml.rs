@@ -86,7 +86,11 @@ const GLM: Dialect = Dialect {
     strip_nl: false,
 };
 
-fn syn(reasoning: Reasoning, openers: &'static [&'static str], make: crate::engine::MakeBlock) -> Syntax {
+fn syn(
+    reasoning: Reasoning,
+    openers: &'static [&'static str],
+    make: crate::engine::MakeBlock,
+) -> Syntax {
     Syntax {
         reasoning: Some(reasoning),
         drop: &[],
@@ -115,9 +119,11 @@ pub(super) fn syntax(f: Format) -> Syntax {
         Format::MinimaxM2 => syn(THINK, &["<minimax:tool_call>"], |_| {
             Box::new(XmlBlock::new(MINIMAX, false))
         }),
-        Format::DeepseekDsml => syn(THINK, &["<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"], |_| {
-            Box::new(XmlBlock::new(DSML, false))
-        }),
+        Format::DeepseekDsml => syn(
+            THINK,
+            &["<｜DSML｜function_calls>", "<｜DSML｜tool_calls>"],
+            |_| Box::new(XmlBlock::new(DSML, false)),
+        ),
         Format::Glm45 => syn(
             Reasoning {
                 interleaved: true,
@@ -197,7 +203,9 @@ impl XmlBlock {
         let d = self.d;
         match self.st {
             St::CallOpen => {
-                let alts: Vec<&str> = std::iter::once(d.call_open).chain(d.block_close.iter().copied()).collect();
+                let alts: Vec<&str> = std::iter::once(d.call_open)
+                    .chain(d.block_close.iter().copied())
+                    .collect();
                 match lit(rest, &alts, true, eof) {
                     Lit::Match { idx: 0, len } => {
                         self.st = St::Name;
@@ -210,38 +218,40 @@ impl XmlBlock {
             }
             St::Name => match until(rest, d.name_end, name_char, eof) {
                 Until::Found { len, idx, end } if !rest[..len].trim().is_empty() => {
-                    self.name = rest[..len].trim().to_owned();
+                    rest[..len].trim().clone_into(&mut self.name);
                     self.st = St::AfterName;
                     Ok(if d.name_end[idx] == "<" { len } else { end })
                 }
                 Until::Need => Err(Step::Need(0)),
                 _ => Err(self.stop(0)),
             },
-            St::AfterName | St::AfterParam => match lit(rest, &[d.param_open, d.call_close], true, eof) {
-                Lit::Match { idx, len } => {
-                    if self.st == St::AfterName {
-                        cx.out.start_call(&self.name, None);
-                        self.args = Some(TypedArgs::open(&self.name, cx));
+            St::AfterName | St::AfterParam => {
+                match lit(rest, &[d.param_open, d.call_close], true, eof) {
+                    Lit::Match { idx, len } => {
+                        if self.st == St::AfterName {
+                            cx.out.start_call(&self.name, None);
+                            self.args = Some(TypedArgs::open(&self.name, cx));
+                        }
+                        if idx == 0 {
+                            self.st = St::Key;
+                        } else {
+                            self.end_call(cx);
+                            self.st = St::AfterCall;
+                        }
+                        Ok(len)
                     }
-                    if idx == 0 {
-                        self.st = St::Key;
-                    } else {
+                    Lit::Partial => Err(Step::Need(0)),
+                    Lit::No if self.st == St::AfterName => Err(self.stop(0)),
+                    Lit::No => {
                         self.end_call(cx);
-                        self.st = St::AfterCall;
+                        self.st = St::Skip;
+                        Ok(0)
                     }
-                    Ok(len)
                 }
-                Lit::Partial => Err(Step::Need(0)),
-                Lit::No if self.st == St::AfterName => Err(self.stop(0)),
-                Lit::No => {
-                    self.end_call(cx);
-                    self.st = St::Skip;
-                    Ok(0)
-                }
-            },
+            }
             St::Key => match until(rest, &[d.key_end], key_char, eof) {
                 Until::Found { len, end, .. } => {
-                    self.key = rest[..len].trim().to_owned();
+                    rest[..len].trim().clone_into(&mut self.key);
                     self.string = None;
                     self.st = if d.attrs {
                         St::Attrs
@@ -340,6 +350,8 @@ impl XmlBlock {
         }
     }
 
+    /// Invalid markup after commit: close the call, skip to its end (L10).
+    #[allow(clippy::unnecessary_wraps)] // keeps the call sites uniform with `step_once`
     fn invalid(&mut self, cx: &mut Cx<'_>) -> Result<usize, Step> {
         self.end_call(cx);
         self.st = St::Skip;

@@ -1,6 +1,6 @@
 //! The corpus harness shared by the fixture and property tests: loading cases, parsing them
 //! under a chunking, comparing with `expected` (README C1–C4) and checking S1–S5.
-#![allow(dead_code)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::path::PathBuf;
 
@@ -38,9 +38,17 @@ pub fn load_cases() -> Vec<Case> {
             let v: Value = serde_json::from_str(l).expect("case JSON");
             Case {
                 id: v["id"].as_str().expect("id").to_owned(),
-                format: v["format"].as_str().expect("format").parse().expect("known format"),
+                format: v["format"]
+                    .as_str()
+                    .expect("format")
+                    .parse()
+                    .expect("known format"),
                 forced_open: v["thinking_forced_open"].as_bool().unwrap_or(false),
-                ended_by: v["ended_by"].as_str().unwrap_or("stop").parse().expect("ended_by"),
+                ended_by: v["ended_by"]
+                    .as_str()
+                    .unwrap_or("stop")
+                    .parse()
+                    .expect("ended_by"),
                 tools: ToolSchemas::from_openai(&v["tools"]),
                 output: v["output"].as_str().expect("output").to_owned(),
                 expected: v["expected"].clone(),
@@ -100,12 +108,25 @@ pub fn compare(case: &Case, m: &ParsedMessage) -> Vec<String> {
     let e = &case.expected;
     let want_content = e["content"].as_str().unwrap_or("").trim();
     if m.content.trim() != want_content {
-        errs.push(format!("content: got {:?}, want {:?}", m.content.trim(), want_content));
+        errs.push(format!(
+            "content: got {:?}, want {:?}",
+            m.content.trim(),
+            want_content
+        ));
     }
-    let want_r = e["reasoning_content"].as_str().map(str::trim).filter(|s| !s.is_empty());
-    let got_r = m.reasoning_content.as_deref().map(str::trim).filter(|s| !s.is_empty());
-    if got_r != want_r {
-        errs.push(format!("reasoning: got {got_r:?}, want {want_r:?}"));
+    let want_reasoning = e["reasoning_content"]
+        .as_str()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let got_reasoning = m
+        .reasoning_content
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    if got_reasoning != want_reasoning {
+        errs.push(format!(
+            "reasoning: got {got_reasoning:?}, want {want_reasoning:?}"
+        ));
     }
     let want_calls = e["tool_calls"].as_array().cloned().unwrap_or_default();
     if want_calls.len() != m.tool_calls.len() {
@@ -134,12 +155,18 @@ pub fn compare(case: &Case, m: &ParsedMessage) -> Vec<String> {
             errs.push(format!("id empty or repeated: {:?}", got.id));
         }
     }
-    let want_fr = e["finish_reason"].as_str().unwrap_or("");
-    let got_fr = m
-        .finish_reason
-        .map(|f| serde_json::to_value(f).expect("serialize").as_str().unwrap_or("").to_owned());
-    if got_fr.as_deref() != Some(want_fr) {
-        errs.push(format!("finish_reason: got {got_fr:?}, want {want_fr:?}"));
+    let want_finish = e["finish_reason"].as_str().unwrap_or("");
+    let got_finish = m.finish_reason.map(|f| {
+        serde_json::to_value(f)
+            .expect("serialize")
+            .as_str()
+            .unwrap_or("")
+            .to_owned()
+    });
+    if got_finish.as_deref() != Some(want_finish) {
+        errs.push(format!(
+            "finish_reason: got {got_finish:?}, want {want_finish:?}"
+        ));
     }
     errs
 }
@@ -152,7 +179,9 @@ pub fn json_eq(a: &Value, b: &Value) -> bool {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b))
         }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
         }
         _ => a == b,
     }
@@ -178,10 +207,10 @@ pub fn check_stream(events: &[Event]) -> Vec<String> {
                 current = Some(*index);
                 next_index += 1;
             }
-            Event::ToolCallArgs { index, text } => {
-                if Some(*index) != current || text.is_empty() {
-                    errs.push(format!("bad args event {index} {text:?} (current {current:?})"));
-                }
+            Event::ToolCallArgs { index, text } if Some(*index) != current || text.is_empty() => {
+                errs.push(format!(
+                    "bad args event {index} {text:?} (current {current:?})"
+                ));
             }
             Event::End { .. } if i + 1 != events.len() => errs.push("End not last".into()),
             _ => {}
