@@ -7,10 +7,19 @@ use crate::json_stream::{JsonStep, JsonStream, StrDecoder, StrStep};
 use crate::scan::{lit, scan, ws_len, Hit, Lit};
 
 /// Streams one JSON argument object into the current call's fragments.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(crate) struct JsonArgs {
     js: JsonStream,
     buf: String,
+}
+
+impl Default for JsonArgs {
+    fn default() -> Self {
+        JsonArgs {
+            js: JsonStream::object(),
+            buf: String::new(),
+        }
+    }
 }
 
 impl JsonArgs {

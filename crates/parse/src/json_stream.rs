@@ -23,6 +23,8 @@ enum St {
     Key,
     /// After `\` inside a key.
     KeyEsc,
+    /// Inside `\uXXXX` in a key, with this many hex digits seen.
+    KeyU(u8),
     /// After a key: `:`.
     Colon,
     /// After `:` or `,` in an array: a value.
@@ -64,6 +66,7 @@ pub(crate) struct JsonStream {
     esc: String,
     high: Option<String>,
     emitted: bool,
+    object_only: bool,
 }
 
 impl Default for JsonStream {
@@ -83,6 +86,15 @@ impl JsonStream {
             esc: String::new(),
             high: None,
             emitted: false,
+            object_only: false,
+        }
+    }
+
+    /// A streamer that accepts only a JSON object (anything else is invalid).
+    pub(crate) fn object() -> Self {
+        JsonStream {
+            object_only: true,
+            ..Self::new()
         }
     }
 
@@ -219,6 +231,9 @@ impl JsonStream {
                 if ws {
                     return Push::Ok;
                 }
+                if self.object_only && c != '{' {
+                    return Push::Invalid;
+                }
                 let r = self.value_start(c, out);
                 if self.st == St::Scalar {
                     self.scalar_start = 0;
@@ -252,7 +267,28 @@ impl JsonStream {
                 Push::Ok
             }
             St::KeyEsc => {
+                if !matches!(c, '"' | '\\' | '/' | 'b' | 'f' | 'n' | 'r' | 't' | 'u') {
+                    return Push::Invalid;
+                }
                 self.hold.push(c);
+                self.st = if c == 'u' { St::KeyU(0) } else { St::Key };
+                Push::Ok
+            }
+            St::KeyU(n) => {
+                if !c.is_ascii_hexdigit() {
+                    return Push::Invalid;
+                }
+                self.hold.push(c);
+                if n < 3 {
+                    self.st = St::KeyU(n + 1);
+                    return Push::Ok;
+                }
+                let code = u32::from_str_radix(&self.hold[self.hold.len() - 4..], 16)
+                    .expect("invariant: 4 hex digits");
+                if (0xD800..0xE000).contains(&code) {
+                    // Surrogate escapes in keys are not supported: invalid.
+                    return Push::Invalid;
+                }
                 self.st = St::Key;
                 Push::Ok
             }

@@ -311,6 +311,12 @@ impl LitArgs {
         let step = self.conv.feed(s, &mut self.json);
         let json = std::mem::take(&mut self.json);
         self.push(&json, cx);
+        if matches!(step, ConvStep::Done(_)) && !self.js.is_done() {
+            // The literal closed where its JSON did not (e.g. a stray quote): heal.
+            self.out.clear();
+            self.js.heal(&mut self.out);
+            cx.out.args(&self.out);
+        }
         step
     }
 

@@ -251,6 +251,8 @@ enum Ge {
     Call,
     Calls,
     After,
+    /// Invalid arguments without a terminator: the rest of the output is dropped (L10).
+    Drop,
 }
 
 /// `generic`: `{"response": "…"}`, `{"tool_call": {…}}` or `{"tool_calls": […]}`.
@@ -334,9 +336,10 @@ impl Block for GenericBlock {
                             self.st = Ge::After;
                         }
                         CoStep::Diverged => return Step::Diverged,
-                        CoStep::Invalid(_) => return Step::Need(input.len()),
+                        CoStep::Invalid(_) => self.st = Ge::Drop,
                     }
                 }
+                Ge::Drop => return Step::Need(input.len()),
                 Ge::Calls => {
                     let arr = self.arr.as_mut().expect("invariant: set in Value");
                     match arr.step(rest, eof, cx) {

@@ -56,6 +56,8 @@ enum St {
     Arr,
     AfterCall,
     Close,
+    /// Invalid arguments without a terminator: the rest of the output is dropped (L10).
+    Drop,
 }
 
 #[derive(Debug)]
@@ -159,13 +161,14 @@ impl Block for PyBlock {
                 }
                 St::Obj => {
                     let obj = self.obj.as_mut().expect("invariant: set in Head");
-                    return match obj.feed(rest, eof, cx) {
-                        CoStep::Need(n) => Step::Need(i + n),
-                        CoStep::Done(n) => Step::Done(i + n),
-                        CoStep::Diverged => Step::Diverged,
-                        CoStep::Invalid(_) => Step::Need(input.len()),
-                    };
+                    match obj.feed(rest, eof, cx) {
+                        CoStep::Need(n) => return Step::Need(i + n),
+                        CoStep::Done(n) => return Step::Done(i + n),
+                        CoStep::Diverged => return Step::Diverged,
+                        CoStep::Invalid(_) => self.st = St::Drop,
+                    }
                 }
+                St::Drop => return Step::Need(input.len()),
                 St::Arr => {
                     let arr = self.arr.as_mut().expect("invariant: set in ListItem");
                     return match arr.step(rest, eof, cx) {
