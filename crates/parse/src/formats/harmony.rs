@@ -93,10 +93,8 @@ impl Message {
             ("final" | "commentary", None) => Body::Content,
             _ => return None,
         };
-        Some((
-            body,
-            recipient.map(|r| r["functions.".len().min(r.len())..].to_owned()),
-        ))
+        let name = recipient.map(|r| r.strip_prefix("functions.").unwrap_or(&r).to_owned());
+        Some((body, name))
     }
 }
 
