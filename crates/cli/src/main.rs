@@ -1,6 +1,7 @@
 //! `wick`: a local LLM runtime over llama.cpp.
 
 mod models;
+mod parse;
 mod run;
 mod template;
 mod tokenize;
@@ -36,6 +37,8 @@ enum Command {
     Template(template::TemplateArgs),
     /// Print a request's prompt as tokens (JSON): id, piece, kind (control/content), control.
     Tokenize(tokenize::TokenizeArgs),
+    /// Parse raw model output (stdin) into content, reasoning and tool calls, or OpenAI deltas.
+    Parse(parse::ParseArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -47,6 +50,7 @@ fn main() -> std::process::ExitCode {
         Command::Rm(args) => models::rm(&args),
         Command::Template(args) => template::run(&args),
         Command::Tokenize(args) => tokenize::run(&args),
+        Command::Parse(args) => parse::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

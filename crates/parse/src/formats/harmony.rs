@@ -1,0 +1,196 @@
+//! gpt-oss harmony: messages `<|channel|>CHANNEL[ to=RECIPIENT][ <|constrain|>json]<|message|>BODY`
+//! ending at `<|end|>` (or `<|call|>`/`<|return|>`, usually the stop token, so absent); later
+//! messages start `<|start|>assistant[ to=RECIPIENT]`. `analysis` is reasoning; `final` and
+//! recipient-less `commentary` are content; `functions.NAME` recipients are calls; other
+//! recipients (built-in tools) are dropped.
+
+use crate::call_json::JsonArgs;
+use crate::engine::{Block, Cx, Open, Step, Syntax};
+use crate::ids::IdStyle;
+use crate::json_stream::JsonStep;
+use crate::scan::{lit, Lit};
+use crate::scan::{scan, Hit};
+use crate::seq::{peek, until, Until};
+use crate::Format;
+
+const MESSAGE: &str = "<|message|>";
+const ENDS: &[&str] = &[
+    "<|end|>",
+    "<|call|>",
+    "<|return|>",
+    "<|start|>",
+    "<|channel|>",
+];
+
+pub(super) fn syntax(_f: Format) -> Syntax {
+    Syntax {
+        reasoning: None,
+        drop: &[],
+        verbatim: &[],
+        openers: &["<|channel|>", "<|start|>"],
+        start: false,
+        make: |open| Box::new(Message::new(open == Open::Marker(1))),
+        ids: IdStyle::Call,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Body {
+    Reasoning,
+    Content,
+    Call,
+    Drop,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum St {
+    Header,
+    Body(Body),
+    ArgsStart,
+    Args,
+    End,
+}
+
+#[derive(Debug)]
+struct Message {
+    st: St,
+    role_header: bool,
+    args: JsonArgs,
+    committed: bool,
+    open: bool,
+}
+
+impl Message {
+    fn new(role_header: bool) -> Self {
+        Message {
+            st: St::Header,
+            role_header,
+            args: JsonArgs::default(),
+            committed: false,
+            open: false,
+        }
+    }
+
+    /// Reads `[assistant[ to=R]]<|channel|>CHANNEL[ to=R][ <|constrain|>json]`.
+    fn header(&self, h: &str) -> Option<(Body, Option<String>)> {
+        let (role, channel) = if self.role_header {
+            let (role, ch) = h.split_once("<|channel|>")?;
+            (role, ch)
+        } else {
+            ("", h)
+        };
+        let mut recipient = None;
+        for word in role.split_whitespace().chain(channel.split_whitespace()) {
+            if let Some(r) = word.strip_prefix("to=") {
+                recipient = Some(r.to_owned());
+            }
+        }
+        let channel = channel.split_whitespace().next().unwrap_or("");
+        let body = match (channel, &recipient) {
+            (_, Some(r)) if r.starts_with("functions.") => Body::Call,
+            (_, Some(_)) => Body::Drop,
+            ("analysis", None) => Body::Reasoning,
+            ("final" | "commentary", None) => Body::Content,
+            _ => return None,
+        };
+        let name = recipient.map(|r| r.strip_prefix("functions.").unwrap_or(&r).to_owned());
+        Some((body, name))
+    }
+}
+
+fn any(_: char) -> bool {
+    true
+}
+
+impl Block for Message {
+    fn step(&mut self, input: &str, eof: bool, cx: &mut Cx<'_>) -> Step {
+        let mut i = 0;
+        loop {
+            let rest = &input[i..];
+            match self.st {
+                St::Header => match until(rest, &[MESSAGE], any, eof) {
+                    Until::Found { len, end, .. } => {
+                        let Some((body, name)) = self.header(&rest[..len]) else {
+                            return Step::Diverged;
+                        };
+                        i += end;
+                        if body == Body::Call {
+                            self.st = St::ArgsStart;
+                            let name = name.unwrap_or_default();
+                            if name.is_empty() {
+                                return Step::Diverged;
+                            }
+                            cx.out.start_call(&name, None);
+                            self.open = true;
+                        } else {
+                            self.st = St::Body(body);
+                        }
+                        self.committed = true;
+                    }
+                    Until::Need => return Step::Need(i),
+                    Until::Bad => return Step::Diverged,
+                },
+                St::Body(kind) => {
+                    let (text, next) = match scan(rest, ENDS, eof) {
+                        Hit::Full { at, idx } => {
+                            let end = if idx < 3 { ENDS[idx].len() } else { 0 };
+                            (&rest[..at], Some(i + at + end))
+                        }
+                        Hit::Partial { at } => (&rest[..at], None),
+                        Hit::None => (rest, None),
+                    };
+                    match kind {
+                        Body::Reasoning => cx.out.reasoning(text),
+                        Body::Content => cx.out.content(text),
+                        Body::Call | Body::Drop => {}
+                    }
+                    return match next {
+                        Some(n) => Step::Done(n),
+                        None => Step::Need(i + text.len()),
+                    };
+                }
+                St::ArgsStart => match peek(rest) {
+                    Some((_, '{')) => self.st = St::Args,
+                    None if !eof => return Step::Need(i),
+                    _ => {
+                        self.args.finish(cx);
+                        self.open = false;
+                        self.st = St::Body(Body::Drop);
+                    }
+                },
+                St::Args => match self.args.feed(rest, cx) {
+                    JsonStep::Need => return Step::Need(input.len()),
+                    JsonStep::Done(n) => {
+                        self.open = false;
+                        i += n;
+                        self.st = St::End;
+                    }
+                    JsonStep::Invalid(n) => {
+                        self.open = false;
+                        i += n;
+                        self.st = St::Body(Body::Drop);
+                    }
+                },
+                St::End => {
+                    return match lit(rest, &["<|call|>", "<|end|>"], true, eof) {
+                        Lit::Match { len, .. } => Step::Done(i + len),
+                        Lit::Partial => Step::Need(i),
+                        Lit::No => Step::Done(i),
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, cx: &mut Cx<'_>) -> bool {
+        if self.open {
+            self.args.finish(cx);
+            self.open = false;
+        }
+        self.committed
+    }
+
+    fn committed(&self) -> bool {
+        self.committed
+    }
+}

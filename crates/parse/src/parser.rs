@@ -1,0 +1,146 @@
+//! The public push parser.
+
+use std::sync::Arc;
+
+use wick_types::FinishReason;
+
+use crate::engine::Engine;
+use crate::event::{EndedBy, Event};
+use crate::ids::{random_seed, IdGen};
+use crate::out::Out;
+use crate::tools::ToolSchemas;
+use crate::Format;
+
+/// What a [`Parser`] needs to know about the request.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ParseOptions {
+    /// The request's tools (for schema typing of untyped argument encodings).
+    pub tools: ToolSchemas,
+    /// The prompt ended inside a reasoning block (e.g. with `<think>\n`).
+    pub thinking_forced_open: bool,
+    /// Seed for generated call ids (tests); `None` seeds randomly.
+    pub id_seed: Option<u64>,
+}
+
+impl ParseOptions {
+    /// Default options: no tools, not forced open, random ids.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the tools.
+    #[must_use]
+    pub fn tools(mut self, tools: ToolSchemas) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Sets whether the output starts inside reasoning.
+    #[must_use]
+    pub fn thinking_forced_open(mut self, forced: bool) -> Self {
+        self.thinking_forced_open = forced;
+        self
+    }
+
+    /// Makes generated ids deterministic.
+    #[must_use]
+    pub fn id_seed(mut self, seed: u64) -> Self {
+        self.id_seed = Some(seed);
+        self
+    }
+}
+
+/// An incremental parser for one model answer; see the crate docs.
+#[derive(Debug)]
+pub struct Parser {
+    format: Format,
+    engine: Engine,
+    utf8: Vec<u8>,
+    finished: bool,
+}
+
+impl Parser {
+    /// A parser for `format`.
+    pub fn new(format: Format, options: ParseOptions) -> Self {
+        let syn = format.syntax();
+        let ids = IdGen::new(syn.ids, options.id_seed.unwrap_or_else(random_seed));
+        let engine = Engine::new(
+            syn,
+            Arc::new(options.tools),
+            Out::new(ids),
+            options.thinking_forced_open,
+        );
+        Parser {
+            format,
+            engine,
+            utf8: Vec::new(),
+            finished: false,
+        }
+    }
+
+    /// The format this parser reads.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Feeds the next piece of output text; returns the events it settles.
+    pub fn feed(&mut self, text: &str) -> Vec<Event> {
+        if self.finished || text.is_empty() {
+            return Vec::new();
+        }
+        self.engine.feed(text);
+        std::mem::take(&mut self.engine.out.events)
+    }
+
+    /// Feeds raw bytes (token pieces may split UTF-8 characters): an incomplete trailing
+    /// sequence is held until its remaining bytes arrive; invalid bytes become U+FFFD.
+    pub fn feed_bytes(&mut self, bytes: &[u8]) -> Vec<Event> {
+        self.utf8.extend_from_slice(bytes);
+        let mut text = String::new();
+        let mut start = 0;
+        loop {
+            match std::str::from_utf8(&self.utf8[start..]) {
+                Ok(s) => {
+                    text.push_str(s);
+                    start = self.utf8.len();
+                    break;
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    text.push_str(&String::from_utf8_lossy(&self.utf8[start..start + valid]));
+                    let Some(n) = e.error_len() else {
+                        start += valid;
+                        break;
+                    };
+                    text.push('\u{FFFD}');
+                    start += valid + n;
+                }
+            }
+        }
+        self.utf8.drain(..start);
+        self.feed(&text)
+    }
+
+    /// Ends the output: resolves every hold, closes an open call, and ends with
+    /// [`Event::End`]. Later calls return nothing.
+    pub fn finish(&mut self, ended_by: EndedBy) -> Vec<Event> {
+        if self.finished {
+            return Vec::new();
+        }
+        if !self.utf8.is_empty() {
+            let rest = String::from_utf8_lossy(&std::mem::take(&mut self.utf8)).into_owned();
+            self.engine.feed(&rest);
+        }
+        self.finished = true;
+        self.engine.finish();
+        let mut events = std::mem::take(&mut self.engine.out.events);
+        let finish_reason = match ended_by {
+            EndedBy::Length => FinishReason::Length,
+            EndedBy::Stop if self.engine.out.calls() > 0 => FinishReason::ToolCalls,
+            EndedBy::Stop => FinishReason::Stop,
+        };
+        events.push(Event::End { finish_reason });
+        events
+    }
+}
