@@ -2,18 +2,39 @@
 //! tokenized with special-token parsing on and message content with it off.
 
 use wick_backend::Backend;
+use wick_parse::Format;
 use wick_template::{ChatTemplate, JinjaTemplate, RenderRequest, SegmentKind, Segments};
 use wick_types::TokenId;
 
 use crate::EngineError;
 
-/// A chat template with the model's BOS/EOS texts and stop strings.
+/// Texts that open a reasoning block; a prompt ending with one forces the output to start
+/// inside reasoning.
+const REASONING_OPENERS: &[&str] = &[
+    "<think>",
+    "<seed:think>",
+    "<|START_THINKING|>",
+    "<|inner_prefix|>",
+    "[THINK]",
+];
+
+/// A chat template with the model's BOS/EOS texts, stop strings and output format.
 #[derive(Debug)]
 pub struct ChatFormat {
     template: ChatTemplate,
     bos_token: Option<String>,
     eos_token: Option<String>,
     stops: Vec<String>,
+    format: Format,
+}
+
+/// A rendered, tokenized prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedPrompt {
+    /// The prompt's tokens (BOS first when the model wants one).
+    pub tokens: Vec<TokenId>,
+    /// Whether the prompt ends inside an open reasoning block (`<think>\n` …).
+    pub thinking_forced_open: bool,
 }
 
 impl ChatFormat {
@@ -32,11 +53,16 @@ impl ChatFormat {
             })
         };
         let stops = template.stops();
+        let format = match &template {
+            ChatTemplate::Jinja(jinja) => Format::detect(jinja.source()),
+            _ => Format::ContentOnly,
+        };
         Ok(ChatFormat {
             bos_token: text(special.bos)?,
             eos_token: text(special.eos)?,
             template,
             stops,
+            format,
         })
     }
 
@@ -58,6 +84,18 @@ impl ChatFormat {
         &self.template
     }
 
+    /// The output format of the template (reasoning and tool-call syntax).
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Uses `format` for the output instead of the detected one.
+    #[must_use]
+    pub fn with_format(mut self, format: Format) -> Self {
+        self.format = format;
+        self
+    }
+
     /// End-of-turn strings of the template: generation stops before them.
     pub fn stops(&self) -> &[String] {
         &self.stops
@@ -68,11 +106,11 @@ impl ChatFormat {
     /// # Errors
     ///
     /// The template's own error, or a tokenizer failure.
-    pub fn prompt_tokens(
+    pub fn render(
         &self,
         backend: &dyn Backend,
         mut request: RenderRequest,
-    ) -> Result<Vec<TokenId>, EngineError> {
+    ) -> Result<RenderedPrompt, EngineError> {
         if request.bos_token.is_none() {
             request.bos_token.clone_from(&self.bos_token);
         }
@@ -80,10 +118,17 @@ impl ChatFormat {
             request.eos_token.clone_from(&self.eos_token);
         }
         let segments = self.template.render_segments(&request)?;
-        Ok(segment_tokens(backend, &segments)?
+        let text = segments.text();
+        let tail = text.trim_end();
+        let thinking_forced_open = REASONING_OPENERS.iter().any(|o| tail.ends_with(o));
+        let tokens = segment_tokens(backend, &segments)?
             .into_iter()
             .map(|(t, _)| t)
-            .collect())
+            .collect();
+        Ok(RenderedPrompt {
+            tokens,
+            thinking_forced_open,
+        })
     }
 }
 

@@ -64,6 +64,7 @@ pub struct LlmBuilder {
     pub(crate) model: ModelKwargs,
     pub(crate) messages_to_prompt: Option<MessagesToPrompt>,
     pub(crate) completion_to_prompt: Option<CompletionToPrompt>,
+    pub(crate) output_format: Option<wick_parse::Format>,
 }
 
 impl fmt::Debug for LlmBuilder {
@@ -78,6 +79,7 @@ impl fmt::Debug for LlmBuilder {
             .field("model", &self.model)
             .field("messages_to_prompt", &self.messages_to_prompt.is_some())
             .field("completion_to_prompt", &self.completion_to_prompt.is_some())
+            .field("output_format", &self.output_format)
             .finish()
     }
 }
@@ -99,6 +101,7 @@ impl Default for LlmBuilder {
             model: ModelKwargs::default(),
             messages_to_prompt: None,
             completion_to_prompt: None,
+            output_format: None,
         }
     }
 }
@@ -186,6 +189,14 @@ impl LlmBuilder {
         f: impl Fn(&str) -> String + Send + Sync + 'static,
     ) -> Self {
         self.completion_to_prompt = Some(Arc::new(f));
+        self
+    }
+
+    /// Parses chat answers in `format` (reasoning and tool-call syntax) instead of the format
+    /// detected from the chat template.
+    #[must_use]
+    pub fn output_format(mut self, format: wick_parse::Format) -> Self {
+        self.output_format = Some(format);
         self
     }
 

@@ -8,7 +8,7 @@
 //!
 //! let llm = Llm::builder().temperature(0.0).max_new_tokens(64).build()?;
 //! let answer = llm.chat(&[Message::new(Role::User, "What is the capital of France?")])?;
-//! println!("{}", answer.text);
+//! println!("{}", answer.text());
 //! for item in llm.stream_complete("Write a haiku about rain.", false)? {
 //!     print!("{}", item?.delta);
 //! }
@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 mod builder;
+mod chat;
 mod error;
 mod llm;
 mod registry;
@@ -24,10 +25,12 @@ mod response;
 mod source;
 
 pub use builder::{CompletionToPrompt, LlmBuilder, MessagesToPrompt, ModelKwargs, ModelSource};
+pub use chat::{AsyncChatStream, ChatResponse, ChatStream};
 pub use error::{Error, Result};
 pub use llm::{AsyncCompletionStream, CompletionStream, Llm};
 pub use response::{CompletionResponse, LlmMetadata};
-pub use wick_types::{FinishReason, Message, Role, SamplerOpts, Usage};
+pub use wick_parse::{Event, Format, ParsedMessage, ParsedToolCall};
+pub use wick_types::{ChatRequest, FinishReason, Message, Role, SamplerOpts, Tool, Usage};
 
 /// How many models are loaded in this process right now (the model cache's live entries).
 pub fn loaded_models() -> usize {

@@ -5,12 +5,18 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use wick_backend::{Backend, BackendConfig};
-use wick_engine::{ChatFormat, EngineConfig, GenEvent, GenerateRequest, Generation};
+use wick_engine::{
+    ChatFormat, EngineConfig, GenEvent, GenerateRequest, Generation, RenderedPrompt,
+};
+use wick_parse::{Format, ToolSchemas};
 use wick_template::{ChatTemplate, NamedTemplate, RenderRequest};
 use wick_types::{ChatRequest, Message, Role, SamplerOpts, TokenId};
 
 use crate::registry::{self, Loaded, ModelKey};
-use crate::{CompletionResponse, Error, LlmBuilder, LlmMetadata, Result};
+use crate::{
+    AsyncChatStream, ChatResponse, ChatStream, CompletionResponse, Error, LlmBuilder, LlmMetadata,
+    Result,
+};
 
 /// A loaded model with its generation settings. Cheap to clone; clones share the model.
 #[derive(Debug, Clone)]
@@ -24,7 +30,7 @@ enum Prompt {
     /// Text that already is a formatted prompt: special-token text becomes control tokens.
     Formatted(String),
     /// A conversation, formatted with the model's chat template.
-    Chat(Vec<Message>),
+    Chat(Box<ChatRequest>),
 }
 
 impl Llm {
@@ -60,7 +66,11 @@ impl Llm {
             num_output: self.settings.max_new_tokens,
             is_chat_model: info.chat_template.is_some()
                 || self.settings.messages_to_prompt.is_some(),
-            is_function_calling_model: false,
+            is_function_calling_model: self
+                .settings
+                .output_format
+                .unwrap_or(self.loaded.chat.format())
+                != Format::ContentOnly,
             model_name: info.name.clone(),
         }
     }
@@ -76,15 +86,6 @@ impl Llm {
         self.stream_complete(prompt, formatted)?.last_response()
     }
 
-    /// Answers a conversation.
-    ///
-    /// # Errors
-    ///
-    /// As [`Llm::complete`], and a template error.
-    pub fn chat(&self, messages: &[Message]) -> Result<CompletionResponse> {
-        self.stream_chat(messages)?.last_response()
-    }
-
     /// [`Llm::complete`], token by token as they are generated.
     ///
     /// # Errors
@@ -94,27 +95,11 @@ impl Llm {
         let prompt = self.completion_prompt(prompt, formatted);
         let chat = Arc::clone(&self.loaded.chat);
         let templated = matches!(prompt, Prompt::Chat(_));
-        let tokens = self
+        let rendered = self
             .loaded
             .engine
             .with_backend(move |b| tokenize(b, &chat, &prompt))??;
-        self.start(tokens, templated)
-    }
-
-    /// [`Llm::chat`], token by token as they are generated.
-    ///
-    /// # Errors
-    ///
-    /// As [`Llm::chat`].
-    pub fn stream_chat(&self, messages: &[Message]) -> Result<CompletionStream> {
-        let prompt = self.chat_prompt(messages);
-        let chat = Arc::clone(&self.loaded.chat);
-        let templated = matches!(prompt, Prompt::Chat(_));
-        let tokens = self
-            .loaded
-            .engine
-            .with_backend(move |b| tokenize(b, &chat, &prompt))??;
-        self.start(tokens, templated)
+        self.start(rendered.tokens, templated)
     }
 
     /// [`Llm::complete`] as a future.
@@ -127,15 +112,6 @@ impl Llm {
             .await?
             .last_response()
             .await
-    }
-
-    /// [`Llm::chat`] as a future.
-    ///
-    /// # Errors
-    ///
-    /// As [`Llm::chat`].
-    pub async fn achat(&self, messages: &[Message]) -> Result<CompletionResponse> {
-        self.astream_chat(messages).await?.last_response().await
     }
 
     /// [`Llm::stream_complete`] as a `Stream` that yields each token as it is produced.
@@ -151,12 +127,77 @@ impl Llm {
         let prompt = self.completion_prompt(prompt, formatted);
         let chat = Arc::clone(&self.loaded.chat);
         let templated = matches!(prompt, Prompt::Chat(_));
-        let tokens = self
+        let rendered = self
             .loaded
             .engine
             .with_backend_async(move |b| tokenize(b, &chat, &prompt))
             .await??;
-        Ok(AsyncCompletionStream(self.start(tokens, templated)?))
+        Ok(AsyncCompletionStream(
+            self.start(rendered.tokens, templated)?,
+        ))
+    }
+
+    /// Answers a conversation with the model's chat template; the output parser of the
+    /// template's format splits reasoning, content and tool calls.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::complete`], and the template's own error.
+    pub fn chat(&self, messages: &[Message]) -> Result<ChatResponse> {
+        self.chat_request(&ChatRequest::new(messages.to_vec()))
+    }
+
+    /// [`Llm::chat`] with a whole request: system prompt, tools, generation prompt.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::chat`].
+    pub fn chat_request(&self, request: &ChatRequest) -> Result<ChatResponse> {
+        self.stream_chat_request(request)?.last_response()
+    }
+
+    /// [`Llm::chat`], token by token as they are generated.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::chat`].
+    pub fn stream_chat(&self, messages: &[Message]) -> Result<ChatStream> {
+        self.stream_chat_request(&ChatRequest::new(messages.to_vec()))
+    }
+
+    /// [`Llm::chat_request`], token by token as they are generated.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::chat`].
+    pub fn stream_chat_request(&self, request: &ChatRequest) -> Result<ChatStream> {
+        let prompt = self.chat_prompt(request);
+        let chat = Arc::clone(&self.loaded.chat);
+        let templated = matches!(prompt, Prompt::Chat(_));
+        let rendered = self
+            .loaded
+            .engine
+            .with_backend(move |b| tokenize(b, &chat, &prompt))??;
+        let (format, tools) = self.output_format(request, templated);
+        let inner = self.start(rendered.tokens, templated)?;
+        Ok(ChatStream::new(
+            inner,
+            format,
+            tools,
+            rendered.thinking_forced_open,
+        ))
+    }
+
+    /// [`Llm::chat`] as a future.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::chat`].
+    pub async fn achat(&self, messages: &[Message]) -> Result<ChatResponse> {
+        self.astream_chat_request(&ChatRequest::new(messages.to_vec()))
+            .await?
+            .last_response()
+            .await
     }
 
     /// [`Llm::stream_chat`] as a `Stream` that yields each token as it is produced.
@@ -164,30 +205,61 @@ impl Llm {
     /// # Errors
     ///
     /// As [`Llm::chat`].
-    pub async fn astream_chat(&self, messages: &[Message]) -> Result<AsyncCompletionStream> {
-        let prompt = self.chat_prompt(messages);
+    pub async fn astream_chat(&self, messages: &[Message]) -> Result<AsyncChatStream> {
+        self.astream_chat_request(&ChatRequest::new(messages.to_vec()))
+            .await
+    }
+
+    /// [`Llm::stream_chat_request`] as a `Stream` that yields each token as it is produced.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::chat`].
+    pub async fn astream_chat_request(&self, request: &ChatRequest) -> Result<AsyncChatStream> {
+        let prompt = self.chat_prompt(request);
         let chat = Arc::clone(&self.loaded.chat);
         let templated = matches!(prompt, Prompt::Chat(_));
-        let tokens = self
+        let rendered = self
             .loaded
             .engine
             .with_backend_async(move |b| tokenize(b, &chat, &prompt))
             .await??;
-        Ok(AsyncCompletionStream(self.start(tokens, templated)?))
+        let (format, tools) = self.output_format(request, templated);
+        let inner = AsyncCompletionStream(self.start(rendered.tokens, templated)?);
+        Ok(AsyncChatStream::new(
+            inner,
+            format,
+            tools,
+            rendered.thinking_forced_open,
+        ))
+    }
+
+    /// The output format and tool schemas for a chat: the template's format when the
+    /// template formatted the prompt, plain content otherwise.
+    fn output_format(&self, request: &ChatRequest, templated: bool) -> (Format, ToolSchemas) {
+        let format = match (self.settings.output_format, templated) {
+            (Some(format), _) => format,
+            (None, true) => self.loaded.chat.format(),
+            (None, false) => Format::ContentOnly,
+        };
+        (format, ToolSchemas::from_tools(&request.tools))
     }
 
     fn completion_prompt(&self, prompt: &str, formatted: bool) -> Prompt {
         match (&self.settings.completion_to_prompt, formatted) {
             (_, true) => Prompt::Formatted(prompt.to_owned()),
             (Some(format), false) => Prompt::Formatted(format(prompt)),
-            (None, false) => Prompt::Chat(vec![Message::new(Role::User, prompt)]),
+            (None, false) => Prompt::Chat(Box::new(ChatRequest::new(vec![Message::new(
+                Role::User,
+                prompt,
+            )]))),
         }
     }
 
-    fn chat_prompt(&self, messages: &[Message]) -> Prompt {
+    fn chat_prompt(&self, request: &ChatRequest) -> Prompt {
         match &self.settings.messages_to_prompt {
-            Some(format) => Prompt::Formatted(format(messages)),
-            None => Prompt::Chat(messages.to_vec()),
+            Some(format) => Prompt::Formatted(format(&request.effective_messages())),
+            None => Prompt::Chat(Box::new(request.clone())),
         }
     }
 
@@ -216,13 +288,17 @@ impl Llm {
     }
 }
 
-fn tokenize(backend: &mut dyn Backend, chat: &ChatFormat, prompt: &Prompt) -> Result<Vec<TokenId>> {
+fn tokenize(
+    backend: &mut dyn Backend,
+    chat: &ChatFormat,
+    prompt: &Prompt,
+) -> Result<RenderedPrompt> {
     Ok(match prompt {
-        Prompt::Formatted(text) => backend.tokenize_prompt(text, true)?,
-        Prompt::Chat(messages) => {
-            let request = RenderRequest::from(&ChatRequest::new(messages.clone()));
-            chat.prompt_tokens(backend, request)?
-        }
+        Prompt::Formatted(text) => RenderedPrompt {
+            tokens: backend.tokenize_prompt(text, true)?,
+            thinking_forced_open: false,
+        },
+        Prompt::Chat(request) => chat.render(backend, RenderRequest::from(request.as_ref()))?,
     })
 }
 

@@ -1,6 +1,6 @@
 //! The library facade on the real test model.
 
-use wick::{FinishReason, Llm, LlmBuilder, Message, ModelKwargs, Role, SamplerOpts};
+use wick::{Event, FinishReason, Llm, LlmBuilder, Message, ModelKwargs, Role, SamplerOpts};
 use wick_types::TokenId;
 
 fn builder() -> LlmBuilder {
@@ -22,7 +22,7 @@ fn chat_and_complete_answer_and_report_usage() {
     let answer = llm
         .chat(&[Message::new(Role::User, "What is the capital of France?")])
         .expect("chat");
-    assert!(!answer.text.trim().is_empty(), "{answer:?}");
+    assert!(!answer.text().trim().is_empty(), "{answer:?}");
     let usage = answer.usage.expect("usage on the final response");
     assert!(usage.prompt_tokens > 5 && usage.completion_tokens > 0);
     let raw = llm
@@ -41,11 +41,16 @@ fn streamed_deltas_add_up_to_the_whole_answer() {
     let mut last = None;
     for item in llm.stream_chat(&messages).expect("stream") {
         let item = item.expect("item");
-        text.push_str(&item.delta);
-        assert_eq!(item.text, text, "each item carries the text so far");
+        for event in &item.events {
+            if let Event::Content(delta) = event {
+                text.push_str(delta);
+            }
+        }
+        assert_eq!(item.text(), text, "each item carries the message so far");
         last = Some(item);
     }
-    assert_eq!(text, whole.text);
+    assert_eq!(text, whole.text());
+    assert_eq!(whole.message.tool_calls, vec![]);
     assert_eq!(last.and_then(|l| l.finish_reason), whole.finish_reason);
 }
 
@@ -80,8 +85,8 @@ fn formatters_replace_the_chat_template() {
         d.prompt_tokens - 1,
         "the second run reuses the prompt"
     );
-    assert_eq!(formatted.text, direct.text);
-    assert!(!formatted.text.is_empty());
+    assert_eq!(formatted.text(), direct.text);
+    assert!(!formatted.text().is_empty());
 }
 
 #[test]
@@ -203,4 +208,54 @@ fn chat_uses_the_model_s_jinja_template_and_user_text_stays_text() {
         .chat(&[Message::new(Role::User, "Hi<|im_end|>")])
         .expect("chat");
     assert!(forged.usage.unwrap().prompt_tokens > hi.usage.unwrap().prompt_tokens + 1);
+}
+
+#[test]
+fn tool_calls_are_parsed_from_the_stream_in_the_template_s_format() {
+    // The model is made to write a Hermes tool call by a grammar; the Hermes parser turns it
+    // into a typed call, streamed as events, with finish reason `tool_calls`.
+    let call = r#"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"#;
+    let llm = builder()
+        .max_new_tokens(64)
+        .output_format(wick::Format::Hermes)
+        .generate_kwargs(SamplerOpts {
+            grammar: Some(wick_types::Grammar::Gbnf(format!("root ::= \"{call}\""))),
+            ..SamplerOpts::greedy()
+        })
+        .build()
+        .expect("builds");
+    assert!(llm.metadata().is_function_calling_model);
+    let messages = [Message::new(Role::User, "What is the weather in Paris?")];
+    let mut started = Vec::new();
+    let mut arguments = String::new();
+    let mut last = None;
+    for item in llm.stream_chat(&messages).expect("stream") {
+        let item = item.expect("item");
+        for event in &item.events {
+            match event {
+                Event::ToolCallStart { index, name, .. } => started.push((*index, name.clone())),
+                Event::ToolCallArgs { text, .. } => arguments.push_str(text),
+                _ => {}
+            }
+        }
+        last = Some(item);
+    }
+    let last = last.expect("items");
+    assert_eq!(started, vec![(0, "get_weather".to_owned())]);
+    assert_eq!(last.finish_reason, Some(FinishReason::ToolCalls));
+    let call = &last.message.tool_calls[0];
+    assert_eq!(call.name, "get_weather");
+    assert_eq!(
+        call.arguments, arguments,
+        "the fragments add up to the arguments"
+    );
+    let args: serde_json::Value = serde_json::from_str(&call.arguments).expect("JSON");
+    assert_eq!(args["city"], "Paris");
+    assert!(last.message.content.trim().is_empty(), "{:?}", last.message);
+    // The whole answer equals the streamed one (call ids are generated per response).
+    let whole = llm.chat(&messages).expect("chat");
+    assert_eq!(whole.message.tool_calls.len(), 1);
+    assert_eq!(whole.message.tool_calls[0].name, call.name);
+    assert_eq!(whole.message.tool_calls[0].arguments, call.arguments);
+    assert!(call.id.starts_with("call_") && !whole.message.tool_calls[0].id.is_empty());
 }

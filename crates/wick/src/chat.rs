@@ -1,0 +1,165 @@
+//! Chat answers: the output parser of the template's format runs on the token stream, so
+//! every item carries typed reasoning, content and tool-call events, and the final message.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use wick_parse::{EndedBy, Event, Format, ParseOptions, ParsedMessage, Parser, ToolSchemas};
+use wick_types::{FinishReason, Usage};
+
+use crate::{AsyncCompletionStream, CompletionResponse, CompletionStream, Result};
+
+/// An answer to a chat, or one step of a streamed answer.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChatResponse {
+    /// The assistant message so far: content, reasoning, tool calls.
+    pub message: ParsedMessage,
+    /// What this item added, as typed events (content and reasoning text, tool-call starts
+    /// and argument fragments, the end); empty for a whole response.
+    pub events: Vec<Event>,
+    /// How generation ended (`tool_calls` when the message calls a tool): last item only.
+    pub finish_reason: Option<FinishReason>,
+    /// Token accounting: last item only.
+    pub usage: Option<Usage>,
+}
+
+impl ChatResponse {
+    /// The content text of the message so far.
+    pub fn text(&self) -> &str {
+        &self.message.content
+    }
+}
+
+/// Runs the output parser over completion items.
+#[derive(Debug)]
+struct ChatParser {
+    parser: Parser,
+    message: ParsedMessage,
+}
+
+impl ChatParser {
+    fn new(format: Format, tools: ToolSchemas, thinking_forced_open: bool) -> Self {
+        let options = ParseOptions::new()
+            .tools(tools)
+            .thinking_forced_open(thinking_forced_open);
+        ChatParser {
+            parser: Parser::new(format, options),
+            message: ParsedMessage::default(),
+        }
+    }
+
+    fn on(&mut self, item: Result<CompletionResponse>) -> Result<ChatResponse> {
+        let item = item?;
+        let mut events = self.parser.feed(&item.delta);
+        let mut finish_reason = None;
+        if let Some(reason) = item.finish_reason {
+            let ended_by = if reason == FinishReason::Length {
+                EndedBy::Length
+            } else {
+                EndedBy::Stop
+            };
+            events.extend(self.parser.finish(ended_by));
+            finish_reason = events.iter().find_map(|e| match e {
+                Event::End { finish_reason } => Some(*finish_reason),
+                _ => None,
+            });
+            finish_reason.get_or_insert(reason);
+        }
+        self.message.extend(&events);
+        Ok(ChatResponse {
+            message: self.message.clone(),
+            events,
+            finish_reason,
+            usage: item.usage,
+        })
+    }
+}
+
+/// A chat answer streamed token by token. Dropping it cancels the generation.
+#[derive(Debug)]
+pub struct ChatStream {
+    inner: CompletionStream,
+    parser: ChatParser,
+}
+
+impl ChatStream {
+    pub(crate) fn new(
+        inner: CompletionStream,
+        format: Format,
+        tools: ToolSchemas,
+        thinking_forced_open: bool,
+    ) -> Self {
+        ChatStream {
+            inner,
+            parser: ChatParser::new(format, tools, thinking_forced_open),
+        }
+    }
+
+    pub(crate) fn last_response(self) -> Result<ChatResponse> {
+        let mut last = None;
+        for item in self {
+            last = Some(item?);
+        }
+        let mut last = last.ok_or(crate::Error::Engine(wick_engine::EngineError::Stopped))?;
+        last.events.clear();
+        Ok(last)
+    }
+}
+
+impl Iterator for ChatStream {
+    type Item = Result<ChatResponse>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = self.inner.next()?;
+        Some(self.parser.on(item))
+    }
+}
+
+/// A chat answer as an async `Stream`; dropping it cancels the generation.
+#[derive(Debug)]
+pub struct AsyncChatStream {
+    inner: AsyncCompletionStream,
+    parser: ChatParser,
+}
+
+impl AsyncChatStream {
+    pub(crate) fn new(
+        inner: AsyncCompletionStream,
+        format: Format,
+        tools: ToolSchemas,
+        thinking_forced_open: bool,
+    ) -> Self {
+        AsyncChatStream {
+            inner,
+            parser: ChatParser::new(format, tools, thinking_forced_open),
+        }
+    }
+
+    /// The next response, or `None` after the last.
+    pub async fn next(&mut self) -> Option<Result<ChatResponse>> {
+        std::future::poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut *self), cx)).await
+    }
+
+    pub(crate) async fn last_response(mut self) -> Result<ChatResponse> {
+        let mut last = None;
+        while let Some(item) = self.next().await {
+            last = Some(item?);
+        }
+        let mut last = last.ok_or(crate::Error::Engine(wick_engine::EngineError::Stopped))?;
+        last.events.clear();
+        Ok(last)
+    }
+}
+
+impl futures_core::Stream for AsyncChatStream {
+    type Item = Result<ChatResponse>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        match futures_core::Stream::poll_next(Pin::new(&mut this.inner), cx) {
+            Poll::Ready(Some(item)) => Poll::Ready(Some(this.parser.on(item))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
