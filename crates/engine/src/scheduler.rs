@@ -438,3 +438,66 @@ fn needs_sampler(request: &GenerateRequest) -> bool {
     let s = &request.sampler;
     !s.is_greedy() || s.grammar.is_some() || !s.logit_bias.is_empty() || s.has_penalties()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::sync::mpsc::unbounded_channel;
+    use wick_backend::{BackendConfig, StubBackend};
+    use wick_types::SamplerOpts;
+
+    fn no_eog() -> SamplerOpts {
+        SamplerOpts {
+            logit_bias: vec![(TokenId(0), -1e9), (TokenId(2), -1e9)],
+            ..SamplerOpts::greedy()
+        }
+    }
+
+    #[test]
+    fn a_long_prompt_is_prefilled_in_chunks_between_the_decodes_of_running_streams() {
+        let config = BackendConfig::new("stub")
+            .with_n_seq_max(2)
+            .with_n_ctx(1024);
+        let mut backend = StubBackend::new(&config).expect("stub");
+        let engine_config = EngineConfig {
+            prefill_chunk: 32,
+            prefill_budget: 32,
+            ..EngineConfig::default()
+        };
+        let inflight = Arc::new(AtomicUsize::new(2));
+        let mut state = State::new(&backend, engine_config, inflight);
+        let (a_events, _a_rx) = unbounded_channel();
+        state.enqueue(Pending {
+            request: GenerateRequest {
+                prompt: vec![TokenId(100); 8],
+                sampler: no_eog(),
+                ..GenerateRequest::default()
+            },
+            events: a_events,
+        });
+        // A prefills, then decodes.
+        state.tick(&mut backend);
+        state.tick(&mut backend);
+        let generated = |s: &State, i: usize| s.slots[i].job.as_ref().map_or(0, |j| j.generated);
+        assert_eq!(generated(&state, 0), 1);
+
+        let (b_events, _b_rx) = unbounded_channel();
+        state.enqueue(Pending {
+            request: GenerateRequest {
+                prompt: (0..300).map(|i| TokenId(50 + i % 200)).collect(),
+                sampler: no_eog(),
+                ..GenerateRequest::default()
+            },
+            events: b_events,
+        });
+        // 300 prompt tokens in chunks of 32: ten steps, and A decodes in every one of them.
+        for step in 1..=10 {
+            state.tick(&mut backend);
+            assert_eq!(generated(&state, 0), 1 + step, "A decoded in step {step}");
+            let fed = state.slots[1].job.as_ref().expect("B is live").fed;
+            assert_eq!(fed, (32 * step as usize).min(300));
+        }
+        state.tick(&mut backend);
+        assert_eq!(generated(&state, 1), 1, "B decodes once its prompt is in");
+    }
+}
