@@ -305,3 +305,35 @@ fn with_backend_runs_on_the_engine_thread() {
         .expect("tokenize");
     assert_eq!(tokens, prompt("hello"));
 }
+
+#[test]
+fn multibyte_characters_split_across_tokens_are_never_split_in_the_text() {
+    // The stub spells text it has no word piece for byte by byte: "東京 ✓" is 9 byte tokens
+    // for the three multi-byte characters. A grammar makes the stub write exactly that.
+    let engine = engine(1, EngineConfig::default());
+    let answer = "東京 ✓ é";
+    let request = GenerateRequest {
+        sampler: SamplerOpts {
+            grammar: Some(wick_types::Grammar::Gbnf(format!("root ::= \"{answer}\""))),
+            ..SamplerOpts::greedy()
+        },
+        ..request("Where?", 40)
+    };
+    let generation = engine.submit(request).expect("submit");
+    let mut pieces = Vec::new();
+    let mut done = None;
+    for event in generation {
+        match event {
+            GenEvent::Text(t) => pieces.push(t),
+            GenEvent::Done(d) => done = Some(d),
+            GenEvent::Error(e) => panic!("{e}"),
+        }
+    }
+    let done = done.expect("done");
+    assert!(
+        done.usage.completion_tokens as usize >= answer.chars().count() + 1,
+        "the answer took more tokens than characters: {done:?}"
+    );
+    assert_eq!(pieces.concat(), answer);
+    assert!(pieces.iter().all(|p| !p.contains('\u{fffd}')), "{pieces:?}");
+}
