@@ -18,19 +18,25 @@
 
 mod builder;
 mod chat;
+mod completion;
 mod error;
 mod llm;
+mod options;
 mod registry;
 mod response;
 mod source;
 
 pub use builder::{CompletionToPrompt, LlmBuilder, MessagesToPrompt, ModelKwargs, ModelSource};
 pub use chat::{AsyncChatStream, ChatResponse, ChatStream};
+pub use completion::{AsyncCompletionStream, CompletionStream};
 pub use error::{Error, Result};
-pub use llm::{AsyncCompletionStream, CompletionStream, Llm};
+pub use llm::Llm;
+pub use options::{GenerateOptions, PromptInput};
 pub use response::{CompletionResponse, LlmMetadata};
 pub use wick_parse::{Event, Format, ParsedMessage, ParsedToolCall};
-pub use wick_types::{ChatRequest, FinishReason, Message, Role, SamplerOpts, Tool, Usage};
+pub use wick_types::{
+    ChatRequest, FinishReason, Grammar, Message, Role, SamplerOpts, TokenId, Tool, Usage,
+};
 
 /// How many models are loaded in this process right now (the model cache's live entries).
 pub fn loaded_models() -> usize {

@@ -1,21 +1,17 @@
 //! [`Llm`]: complete, chat and stream, sync and async, over a shared engine.
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use wick_backend::{Backend, BackendConfig};
-use wick_engine::{
-    ChatFormat, EngineConfig, GenEvent, GenerateRequest, Generation, RenderedPrompt,
-};
+use wick_engine::{ChatFormat, EngineConfig, GenerateRequest, RenderedPrompt};
 use wick_parse::{Format, ToolSchemas};
 use wick_template::{ChatTemplate, NamedTemplate, RenderRequest};
 use wick_types::{ChatRequest, Message, Role, SamplerOpts, TokenId};
 
 use crate::registry::{self, Loaded, ModelKey};
 use crate::{
-    AsyncChatStream, ChatResponse, ChatStream, CompletionResponse, Error, LlmBuilder, LlmMetadata,
-    Result,
+    AsyncChatStream, AsyncCompletionStream, ChatResponse, ChatStream, CompletionResponse,
+    CompletionStream, GenerateOptions, LlmBuilder, LlmMetadata, PromptInput, Result,
 };
 
 /// A loaded model with its generation settings. Cheap to clone; clones share the model.
@@ -31,6 +27,8 @@ enum Prompt {
     Formatted(String),
     /// A conversation, formatted with the model's chat template.
     Chat(Box<ChatRequest>),
+    /// Prompt tokens as they are.
+    Tokens(Vec<TokenId>),
 }
 
 impl Llm {
@@ -92,14 +90,27 @@ impl Llm {
     ///
     /// As [`Llm::complete`].
     pub fn stream_complete(&self, prompt: &str, formatted: bool) -> Result<CompletionStream> {
-        let prompt = self.completion_prompt(prompt, formatted);
-        let chat = Arc::clone(&self.loaded.chat);
+        let input = PromptInput::Text {
+            text: prompt.to_owned(),
+            formatted,
+        };
+        self.stream_complete_with(input, &GenerateOptions::default())
+    }
+
+    /// [`Llm::stream_complete`] with a text or token prompt and per-request options.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::complete`].
+    pub fn stream_complete_with(
+        &self,
+        input: PromptInput,
+        options: &GenerateOptions,
+    ) -> Result<CompletionStream> {
+        let prompt = self.completion_prompt(input);
         let templated = matches!(prompt, Prompt::Chat(_));
-        let rendered = self
-            .loaded
-            .engine
-            .with_backend(move |b| tokenize(b, &chat, &prompt))??;
-        self.start(rendered.tokens, templated)
+        let rendered = self.render(prompt)?;
+        self.start(rendered.tokens, templated, options)
     }
 
     /// [`Llm::complete`] as a future.
@@ -124,17 +135,32 @@ impl Llm {
         prompt: &str,
         formatted: bool,
     ) -> Result<AsyncCompletionStream> {
-        let prompt = self.completion_prompt(prompt, formatted);
-        let chat = Arc::clone(&self.loaded.chat);
+        let input = PromptInput::Text {
+            text: prompt.to_owned(),
+            formatted,
+        };
+        self.astream_complete_with(input, &GenerateOptions::default())
+            .await
+    }
+
+    /// [`Llm::stream_complete_with`] as a `Stream`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::complete`].
+    pub async fn astream_complete_with(
+        &self,
+        input: PromptInput,
+        options: &GenerateOptions,
+    ) -> Result<AsyncCompletionStream> {
+        let prompt = self.completion_prompt(input);
         let templated = matches!(prompt, Prompt::Chat(_));
-        let rendered = self
-            .loaded
-            .engine
-            .with_backend_async(move |b| tokenize(b, &chat, &prompt))
-            .await??;
-        Ok(AsyncCompletionStream(
-            self.start(rendered.tokens, templated)?,
-        ))
+        let rendered = self.arender(prompt).await?;
+        Ok(AsyncCompletionStream(self.start(
+            rendered.tokens,
+            templated,
+            options,
+        )?))
     }
 
     /// Answers a conversation with the model's chat template; the output parser of the
@@ -153,7 +179,8 @@ impl Llm {
     ///
     /// As [`Llm::chat`].
     pub fn chat_request(&self, request: &ChatRequest) -> Result<ChatResponse> {
-        self.stream_chat_request(request)?.last_response()
+        self.stream_chat_with(request, &GenerateOptions::default())?
+            .last_response()
     }
 
     /// [`Llm::chat`], token by token as they are generated.
@@ -162,24 +189,27 @@ impl Llm {
     ///
     /// As [`Llm::chat`].
     pub fn stream_chat(&self, messages: &[Message]) -> Result<ChatStream> {
-        self.stream_chat_request(&ChatRequest::new(messages.to_vec()))
+        self.stream_chat_with(
+            &ChatRequest::new(messages.to_vec()),
+            &GenerateOptions::default(),
+        )
     }
 
-    /// [`Llm::chat_request`], token by token as they are generated.
+    /// [`Llm::chat_request`], token by token, with per-request options.
     ///
     /// # Errors
     ///
     /// As [`Llm::chat`].
-    pub fn stream_chat_request(&self, request: &ChatRequest) -> Result<ChatStream> {
+    pub fn stream_chat_with(
+        &self,
+        request: &ChatRequest,
+        options: &GenerateOptions,
+    ) -> Result<ChatStream> {
         let prompt = self.chat_prompt(request);
-        let chat = Arc::clone(&self.loaded.chat);
         let templated = matches!(prompt, Prompt::Chat(_));
-        let rendered = self
-            .loaded
-            .engine
-            .with_backend(move |b| tokenize(b, &chat, &prompt))??;
+        let rendered = self.render(prompt)?;
         let (format, tools) = self.output_format(request, templated);
-        let inner = self.start(rendered.tokens, templated)?;
+        let inner = self.start(rendered.tokens, templated, options)?;
         Ok(ChatStream::new(
             inner,
             format,
@@ -194,10 +224,7 @@ impl Llm {
     ///
     /// As [`Llm::chat`].
     pub async fn achat(&self, messages: &[Message]) -> Result<ChatResponse> {
-        self.astream_chat_request(&ChatRequest::new(messages.to_vec()))
-            .await?
-            .last_response()
-            .await
+        self.astream_chat(messages).await?.last_response().await
     }
 
     /// [`Llm::stream_chat`] as a `Stream` that yields each token as it is produced.
@@ -206,32 +233,78 @@ impl Llm {
     ///
     /// As [`Llm::chat`].
     pub async fn astream_chat(&self, messages: &[Message]) -> Result<AsyncChatStream> {
-        self.astream_chat_request(&ChatRequest::new(messages.to_vec()))
+        let request = ChatRequest::new(messages.to_vec());
+        self.astream_chat_with(&request, &GenerateOptions::default())
             .await
     }
 
-    /// [`Llm::stream_chat_request`] as a `Stream` that yields each token as it is produced.
+    /// [`Llm::stream_chat_with`] as a `Stream` that yields each token as it is produced.
     ///
     /// # Errors
     ///
     /// As [`Llm::chat`].
-    pub async fn astream_chat_request(&self, request: &ChatRequest) -> Result<AsyncChatStream> {
+    pub async fn astream_chat_with(
+        &self,
+        request: &ChatRequest,
+        options: &GenerateOptions,
+    ) -> Result<AsyncChatStream> {
         let prompt = self.chat_prompt(request);
-        let chat = Arc::clone(&self.loaded.chat);
         let templated = matches!(prompt, Prompt::Chat(_));
-        let rendered = self
-            .loaded
-            .engine
-            .with_backend_async(move |b| tokenize(b, &chat, &prompt))
-            .await??;
+        let rendered = self.arender(prompt).await?;
         let (format, tools) = self.output_format(request, templated);
-        let inner = AsyncCompletionStream(self.start(rendered.tokens, templated)?);
+        let inner = AsyncCompletionStream(self.start(rendered.tokens, templated, options)?);
         Ok(AsyncChatStream::new(
             inner,
             format,
             tools,
             rendered.thinking_forced_open,
         ))
+    }
+
+    /// Tokenizes `text`; with `special`, special-token text becomes control tokens.
+    ///
+    /// # Errors
+    ///
+    /// A tokenizer failure.
+    pub async fn atokenize(&self, text: &str, special: bool) -> Result<Vec<TokenId>> {
+        let text = text.to_owned();
+        Ok(self
+            .loaded
+            .engine
+            .with_backend_async(move |b| b.tokenize(&text, special))
+            .await??)
+    }
+
+    /// The text of `tokens` (invalid UTF-8 becomes U+FFFD).
+    ///
+    /// # Errors
+    ///
+    /// An out-of-range token.
+    pub async fn adetokenize(&self, tokens: &[TokenId]) -> Result<String> {
+        let tokens = tokens.to_vec();
+        let bytes = self
+            .loaded
+            .engine
+            .with_backend_async(move |b| b.detokenize(&tokens))
+            .await??;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// The embedding of `text` (mean-pooled, as the backend computes it).
+    ///
+    /// # Errors
+    ///
+    /// The backend cannot embed, or the text does not fit the context.
+    pub async fn aembed(&self, text: &str) -> Result<Vec<f32>> {
+        let text = text.to_owned();
+        Ok(self
+            .loaded
+            .engine
+            .with_backend_async(move |b| {
+                let tokens = b.tokenize_prompt(&text, false)?;
+                b.embed(&tokens)
+            })
+            .await??)
     }
 
     /// The output format and tool schemas for a chat: the template's format when the
@@ -245,14 +318,35 @@ impl Llm {
         (format, ToolSchemas::from_tools(&request.tools))
     }
 
-    fn completion_prompt(&self, prompt: &str, formatted: bool) -> Prompt {
-        match (&self.settings.completion_to_prompt, formatted) {
-            (_, true) => Prompt::Formatted(prompt.to_owned()),
-            (Some(format), false) => Prompt::Formatted(format(prompt)),
-            (None, false) => Prompt::Chat(Box::new(ChatRequest::new(vec![Message::new(
-                Role::User,
-                prompt,
-            )]))),
+    fn render(&self, prompt: Prompt) -> Result<RenderedPrompt> {
+        let chat = Arc::clone(&self.loaded.chat);
+        self.loaded
+            .engine
+            .with_backend(move |b| tokenize(b, &chat, &prompt))?
+    }
+
+    async fn arender(&self, prompt: Prompt) -> Result<RenderedPrompt> {
+        let chat = Arc::clone(&self.loaded.chat);
+        self.loaded
+            .engine
+            .with_backend_async(move |b| tokenize(b, &chat, &prompt))
+            .await?
+    }
+
+    fn completion_prompt(&self, input: PromptInput) -> Prompt {
+        match (input, &self.settings.completion_to_prompt) {
+            (PromptInput::Tokens(tokens), _) => Prompt::Tokens(tokens),
+            (
+                PromptInput::Text {
+                    text,
+                    formatted: true,
+                },
+                _,
+            ) => Prompt::Formatted(text),
+            (PromptInput::Text { text, .. }, Some(format)) => Prompt::Formatted(format(&text)),
+            (PromptInput::Text { text, .. }, None) => Prompt::Chat(Box::new(ChatRequest::new(
+                vec![Message::new(Role::User, text)],
+            ))),
         }
     }
 
@@ -264,19 +358,26 @@ impl Llm {
     }
 
     /// Submits `prompt`; a `templated` prompt also stops at the template's end-of-turn texts.
-    fn start(&self, prompt: Vec<TokenId>, templated: bool) -> Result<CompletionStream> {
+    fn start(
+        &self,
+        prompt: Vec<TokenId>,
+        templated: bool,
+        options: &GenerateOptions,
+    ) -> Result<CompletionStream> {
         let settings = &self.settings;
         let mut stop = settings.stop.clone();
+        stop.extend(options.stop.iter().cloned());
         if templated {
             stop.extend(self.loaded.chat.stops().iter().cloned());
         }
+        let sampler = options.sampling.clone().unwrap_or_else(|| SamplerOpts {
+            temperature: settings.temperature,
+            ..settings.sampling.clone()
+        });
         let request = GenerateRequest {
             prompt,
-            max_tokens: Some(settings.max_new_tokens),
-            sampler: SamplerOpts {
-                temperature: settings.temperature,
-                ..settings.sampling.clone()
-            },
+            max_tokens: Some(options.max_tokens.unwrap_or(settings.max_new_tokens)),
+            sampler,
             stop,
         };
         let generation = self.loaded.engine.submit(request)?;
@@ -299,6 +400,10 @@ fn tokenize(
             thinking_forced_open: false,
         },
         Prompt::Chat(request) => chat.render(backend, RenderRequest::from(request.as_ref()))?,
+        Prompt::Tokens(tokens) => RenderedPrompt {
+            tokens: tokens.clone(),
+            thinking_forced_open: false,
+        },
     })
 }
 
@@ -330,107 +435,8 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
 
 #[cfg(not(feature = "llama"))]
 fn load_model(key: &ModelKey) -> Result<Loaded> {
-    Err(Error::Model {
+    Err(crate::Error::Model {
         reference: key.path.display().to_string(),
         reason: "wick was built without a backend (enable the `llama` feature)".into(),
     })
-}
-
-/// A completion streamed token by token; each item carries the new text and all text so far.
-/// Dropping it cancels the generation.
-#[derive(Debug)]
-pub struct CompletionStream {
-    generation: Generation,
-    text: String,
-    done: bool,
-}
-
-impl CompletionStream {
-    fn on(&mut self, event: Option<GenEvent>) -> Option<Result<CompletionResponse>> {
-        if self.done {
-            return None;
-        }
-        let response = match event {
-            Some(GenEvent::Text(delta)) => {
-                self.text.push_str(&delta);
-                CompletionResponse {
-                    text: self.text.clone(),
-                    delta,
-                    ..CompletionResponse::default()
-                }
-            }
-            Some(GenEvent::Done(done)) => {
-                self.done = true;
-                CompletionResponse {
-                    text: self.text.clone(),
-                    delta: String::new(),
-                    finish_reason: Some(done.finish_reason),
-                    usage: Some(done.usage),
-                }
-            }
-            Some(GenEvent::Error(e)) => {
-                self.done = true;
-                return Some(Err(e.into()));
-            }
-            None => {
-                self.done = true;
-                return Some(Err(wick_engine::EngineError::Stopped.into()));
-            }
-        };
-        Some(Ok(response))
-    }
-
-    fn last_response(self) -> Result<CompletionResponse> {
-        let mut last = None;
-        for item in self {
-            last = Some(item?);
-        }
-        last.ok_or(Error::Engine(wick_engine::EngineError::Stopped))
-    }
-}
-
-impl Iterator for CompletionStream {
-    type Item = Result<CompletionResponse>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        let event = self.generation.next();
-        self.on(event)
-    }
-}
-
-/// A completion as an async `Stream` of responses; dropping it cancels the generation.
-#[derive(Debug)]
-pub struct AsyncCompletionStream(CompletionStream);
-
-impl AsyncCompletionStream {
-    /// The next response, or `None` after the last.
-    pub async fn next(&mut self) -> Option<Result<CompletionResponse>> {
-        std::future::poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut *self), cx)).await
-    }
-
-    async fn last_response(mut self) -> Result<CompletionResponse> {
-        let mut last = None;
-        while let Some(item) = self.next().await {
-            last = Some(item?);
-        }
-        last.ok_or(Error::Engine(wick_engine::EngineError::Stopped))
-    }
-}
-
-impl futures_core::Stream for AsyncCompletionStream {
-    type Item = Result<CompletionResponse>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let inner = &mut self.0;
-        if inner.done {
-            return Poll::Ready(None);
-        }
-        match inner.generation.poll_recv(cx) {
-            Poll::Ready(event) => Poll::Ready(inner.on(event)),
-            Poll::Pending => Poll::Pending,
-        }
-    }
 }

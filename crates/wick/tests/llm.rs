@@ -259,3 +259,35 @@ fn tool_calls_are_parsed_from_the_stream_in_the_template_s_format() {
     assert_eq!(whole.message.tool_calls[0].arguments, call.arguments);
     assert!(call.id.starts_with("call_") && !whole.message.tool_calls[0].id.is_empty());
 }
+
+#[tokio::test]
+async fn per_request_options_token_prompts_tokenize_and_embed() {
+    let llm = builder().build().expect("builds");
+    let tokens = llm
+        .atokenize("The capital of France is", false)
+        .await
+        .expect("tokenize");
+    assert_eq!(
+        llm.adetokenize(&tokens).await.expect("detokenize"),
+        "The capital of France is"
+    );
+    // A token prompt with its own budget and stop.
+    let options = wick::GenerateOptions {
+        max_tokens: Some(3),
+        ..wick::GenerateOptions::default()
+    };
+    let mut stream = llm
+        .astream_complete_with(wick::PromptInput::Tokens(tokens.clone()), &options)
+        .await
+        .expect("stream");
+    let mut last = None;
+    while let Some(item) = stream.next().await {
+        last = Some(item.expect("item"));
+    }
+    let usage = last.expect("items").usage.expect("usage");
+    assert_eq!(usage.prompt_tokens as usize, tokens.len());
+    assert!(usage.completion_tokens <= 3);
+    let embedding = llm.aembed("Paris is in France").await.expect("embed");
+    assert_eq!(embedding.len(), 576, "SmolLM2-135M's embedding width");
+    assert!(embedding.iter().all(|x| x.is_finite()));
+}

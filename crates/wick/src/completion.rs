@@ -1,0 +1,107 @@
+//! Completion streams: token-by-token items with the new text and all text so far.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use wick_engine::{GenEvent, Generation};
+
+use crate::{CompletionResponse, Error, Result};
+
+/// A completion streamed token by token; each item carries the new text and all text so far.
+/// Dropping it cancels the generation.
+#[derive(Debug)]
+pub struct CompletionStream {
+    pub(crate) generation: Generation,
+    pub(crate) text: String,
+    pub(crate) done: bool,
+}
+
+impl CompletionStream {
+    fn on(&mut self, event: Option<GenEvent>) -> Option<Result<CompletionResponse>> {
+        if self.done {
+            return None;
+        }
+        let response = match event {
+            Some(GenEvent::Text(delta)) => {
+                self.text.push_str(&delta);
+                CompletionResponse {
+                    text: self.text.clone(),
+                    delta,
+                    ..CompletionResponse::default()
+                }
+            }
+            Some(GenEvent::Done(done)) => {
+                self.done = true;
+                CompletionResponse {
+                    text: self.text.clone(),
+                    delta: String::new(),
+                    finish_reason: Some(done.finish_reason),
+                    usage: Some(done.usage),
+                }
+            }
+            Some(GenEvent::Error(e)) => {
+                self.done = true;
+                return Some(Err(e.into()));
+            }
+            None => {
+                self.done = true;
+                return Some(Err(wick_engine::EngineError::Stopped.into()));
+            }
+        };
+        Some(Ok(response))
+    }
+
+    pub(crate) fn last_response(self) -> Result<CompletionResponse> {
+        let mut last = None;
+        for item in self {
+            last = Some(item?);
+        }
+        last.ok_or(Error::Engine(wick_engine::EngineError::Stopped))
+    }
+}
+
+impl Iterator for CompletionStream {
+    type Item = Result<CompletionResponse>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let event = self.generation.next();
+        self.on(event)
+    }
+}
+
+/// A completion as an async `Stream` of responses; dropping it cancels the generation.
+#[derive(Debug)]
+pub struct AsyncCompletionStream(pub(crate) CompletionStream);
+
+impl AsyncCompletionStream {
+    /// The next response, or `None` after the last.
+    pub async fn next(&mut self) -> Option<Result<CompletionResponse>> {
+        std::future::poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut *self), cx)).await
+    }
+
+    pub(crate) async fn last_response(mut self) -> Result<CompletionResponse> {
+        let mut last = None;
+        while let Some(item) = self.next().await {
+            last = Some(item?);
+        }
+        last.ok_or(Error::Engine(wick_engine::EngineError::Stopped))
+    }
+}
+
+impl futures_core::Stream for AsyncCompletionStream {
+    type Item = Result<CompletionResponse>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let inner = &mut self.0;
+        if inner.done {
+            return Poll::Ready(None);
+        }
+        match inner.generation.poll_recv(cx) {
+            Poll::Ready(event) => Poll::Ready(inner.on(event)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! Per-request settings that override the builder's.
+
+use wick_types::{SamplerOpts, TokenId};
+
+/// Settings of one request; unset fields keep the [`crate::LlmBuilder`]'s values.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenerateOptions {
+    /// Most tokens to generate; `None`: the builder's `max_new_tokens`.
+    pub max_tokens: Option<u32>,
+    /// The whole sampler (temperature included); `None`: the builder's.
+    pub sampling: Option<SamplerOpts>,
+    /// Stop strings added to the builder's (and the template's, for chats).
+    pub stop: Vec<String>,
+}
+
+/// A completion prompt: text, or tokens as they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptInput {
+    /// Text; with `formatted` it is sent as it is (special-token text becomes control tokens),
+    /// otherwise it is formatted as one user message.
+    Text {
+        /// The prompt.
+        text: String,
+        /// Whether it already is a formatted prompt.
+        formatted: bool,
+    },
+    /// Prompt tokens.
+    Tokens(Vec<TokenId>),
+}
