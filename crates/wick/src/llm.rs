@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use wick_backend::{Backend, BackendConfig};
+use wick_backend::Backend;
 use wick_engine::{ChatFormat, EngineConfig, GenerateRequest, RenderedPrompt};
 use wick_parse::{Format, ToolSchemas};
 use wick_template::{ChatTemplate, NamedTemplate, RenderRequest};
@@ -409,14 +409,15 @@ fn tokenize(
 
 #[cfg(feature = "llama")]
 fn load_model(key: &ModelKey) -> Result<Loaded> {
-    let config = BackendConfig::new(&key.path)
+    let config = wick_backend::BackendConfig::new(&key.path)
         .with_n_ctx(key.context_window)
         .with_n_seq_max(key.kwargs.n_seq_max)
         .with_n_batch(key.kwargs.n_batch)
         .with_n_threads(key.kwargs.n_threads)
         .with_n_gpu_layers(key.kwargs.n_gpu_layers);
     let backend = wick_llama::LlamaBackend::load(&config)?;
-    let engine = wick_engine::Engine::start(Box::new(backend), EngineConfig::default())?;
+    let engine =
+        wick_engine::Engine::start(Box::new(backend), wick_engine::EngineConfig::default())?;
     let chat = engine.with_backend(|b| -> Result<ChatFormat> {
         match ChatFormat::from_model(b)? {
             Some(format) => Ok(format),
