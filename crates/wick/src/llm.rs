@@ -3,9 +3,9 @@
 use std::sync::Arc;
 
 use wick_backend::Backend;
-use wick_engine::{ChatFormat, EngineConfig, GenerateRequest, RenderedPrompt};
+use wick_engine::{ChatFormat, GenerateRequest, RenderedPrompt};
 use wick_parse::{Format, ToolSchemas};
-use wick_template::{ChatTemplate, NamedTemplate, RenderRequest};
+use wick_template::RenderRequest;
 use wick_types::{ChatRequest, Message, Role, SamplerOpts, TokenId};
 
 use crate::registry::{self, Loaded, ModelKey};
@@ -423,7 +423,7 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
             Some(format) => Ok(format),
             // llama.cpp's default when a model has no template.
             None => Ok(ChatFormat::new(
-                ChatTemplate::Named(NamedTemplate::Chatml),
+                wick_template::ChatTemplate::Named(wick_template::NamedTemplate::Chatml),
                 b,
             )?),
         }
