@@ -31,7 +31,7 @@ pub use chat::{AsyncChatStream, ChatResponse, ChatStream};
 pub use completion::{AsyncCompletionStream, CompletionStream};
 pub use error::{Error, Result};
 pub use llm::Llm;
-pub use options::{GenerateOptions, PromptInput};
+pub use options::{GenerateOptions, PromptInput, ToolChoice};
 pub use response::{CompletionResponse, LlmMetadata};
 pub use wick_parse::{Event, Format, ParsedMessage, ParsedToolCall};
 pub use wick_types::{

@@ -11,6 +11,23 @@ pub struct GenerateOptions {
     pub sampling: Option<SamplerOpts>,
     /// Stop strings added to the builder's (and the template's, for chats).
     pub stop: Vec<String>,
+    /// Whether and which tool the model must call (chats with tools only).
+    pub tool_choice: ToolChoice,
+}
+
+/// OpenAI's `tool_choice`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ToolChoice {
+    /// The model decides (the default).
+    #[default]
+    Auto,
+    /// No tool call: the request's tools are not shown to the model.
+    None,
+    /// The model must call one of the tools (its output is constrained to a call).
+    Required,
+    /// The model must call this function.
+    Function(String),
 }
 
 /// A completion prompt: text, or tokens as they are.
