@@ -212,7 +212,7 @@ impl LlmBuilder {
         Llm::load(self)
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if !(0.0..=1.0).contains(&self.temperature) {
             return Err(invalid("temperature", self.temperature, "0.0 to 1.0"));
         }

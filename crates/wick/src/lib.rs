@@ -20,6 +20,7 @@ mod builder;
 mod chat;
 mod completion;
 mod error;
+mod json_chat;
 mod llm;
 mod options;
 mod registry;
@@ -30,6 +31,7 @@ pub use builder::{CompletionToPrompt, LlmBuilder, MessagesToPrompt, ModelKwargs,
 pub use chat::{AsyncChatStream, ChatResponse, ChatStream};
 pub use completion::{AsyncCompletionStream, CompletionStream};
 pub use error::{Error, Result};
+pub use json_chat::JsonChat;
 pub use llm::Llm;
 pub use options::{GenerateOptions, PromptInput, ToolChoice};
 pub use response::{CompletionResponse, LlmMetadata};

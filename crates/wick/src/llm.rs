@@ -17,8 +17,8 @@ use crate::{
 /// A loaded model with its generation settings. Cheap to clone; clones share the model.
 #[derive(Debug, Clone)]
 pub struct Llm {
-    loaded: Arc<Loaded>,
-    settings: Arc<LlmBuilder>,
+    pub(crate) loaded: Arc<Loaded>,
+    pub(crate) settings: Arc<LlmBuilder>,
 }
 
 /// What to turn into prompt tokens.
@@ -309,7 +309,11 @@ impl Llm {
 
     /// The output format and tool schemas for a chat: the template's format when the
     /// template formatted the prompt, plain content otherwise.
-    fn output_format(&self, request: &ChatRequest, templated: bool) -> (Format, ToolSchemas) {
+    pub(crate) fn output_format(
+        &self,
+        request: &ChatRequest,
+        templated: bool,
+    ) -> (Format, ToolSchemas) {
         let format = match (self.settings.output_format, templated) {
             (Some(format), _) => format,
             (None, true) => self.loaded.chat.format(),
@@ -358,7 +362,7 @@ impl Llm {
     }
 
     /// Submits `prompt`; a `templated` prompt also stops at the template's end-of-turn texts.
-    fn start(
+    pub(crate) fn start(
         &self,
         prompt: Vec<TokenId>,
         templated: bool,

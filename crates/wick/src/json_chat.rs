@@ -1,0 +1,97 @@
+//! Chats given as OpenAI-style JSON messages (assistant `tool_calls`, `tool` messages with
+//! `tool_call_id`, template variables), and `Llm`s over a backend you built yourself.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use wick_backend::Backend;
+use wick_engine::{ChatFormat, Engine, EngineConfig};
+use wick_template::RenderRequest;
+use wick_types::{ChatRequest, Tool};
+
+use crate::registry::Loaded;
+use crate::ToolChoice;
+use crate::{AsyncChatStream, AsyncCompletionStream, GenerateOptions, Llm, LlmBuilder, Result};
+
+/// A conversation as JSON messages, rendered by the chat template as they are.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JsonChat {
+    /// The messages, oldest first: objects with `role`, `content` and any other fields the
+    /// template reads (`tool_calls`, `tool_call_id`, `name`, `reasoning_content`).
+    pub messages: Vec<Value>,
+    /// Tools the model may call.
+    pub tools: Vec<Tool>,
+    /// Further template variables (`enable_thinking`, `reasoning_effort`, …).
+    pub extra_context: Map<String, Value>,
+}
+
+impl Llm {
+    /// Builds an `Llm` over `backend` (outside the model cache: it is never shared), with the
+    /// generation settings of `builder` (its model source and model settings are ignored).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Invalid`] for an out-of-range setting; the engine or the model's chat
+    /// template fails to start.
+    pub fn from_backend(backend: Box<dyn Backend>, builder: LlmBuilder) -> Result<Llm> {
+        builder.validate()?;
+        let engine = Engine::start(backend, EngineConfig::default())?;
+        let chat = engine.with_backend(|b| -> Result<ChatFormat> {
+            match ChatFormat::from_model(b)? {
+                Some(format) => Ok(format),
+                None => Ok(ChatFormat::new(
+                    wick_template::ChatTemplate::Named(wick_template::NamedTemplate::Chatml),
+                    b,
+                )?),
+            }
+        })??;
+        Ok(Llm {
+            loaded: Arc::new(Loaded {
+                engine,
+                chat: Arc::new(chat),
+            }),
+            settings: Arc::new(builder),
+        })
+    }
+
+    /// Answers `chat` with the model's chat template, streamed; like
+    /// [`Llm::astream_chat_with`], but the messages reach the template as they are.
+    /// With [`ToolChoice::None`] the tools are not shown to the model.
+    ///
+    /// # Errors
+    ///
+    /// As [`Llm::chat`].
+    pub async fn astream_chat_json(
+        &self,
+        chat: JsonChat,
+        options: &GenerateOptions,
+    ) -> Result<AsyncChatStream> {
+        let tools = if options.tool_choice == ToolChoice::None {
+            Vec::new()
+        } else {
+            chat.tools
+        };
+        let request = ChatRequest {
+            tools,
+            ..ChatRequest::default()
+        };
+        let mut render = RenderRequest::from(&request);
+        render.messages = chat.messages;
+        render.add_generation_prompt = true;
+        render.extra_context = chat.extra_context;
+        let format = Arc::clone(&self.loaded.chat);
+        let rendered = self
+            .loaded
+            .engine
+            .with_backend_async(move |b| format.render(b, render))
+            .await??;
+        let (format, schemas) = self.output_format(&request, true);
+        let inner = AsyncCompletionStream(self.start(rendered.tokens, true, options)?);
+        Ok(AsyncChatStream::new(
+            inner,
+            format,
+            schemas,
+            rendered.thinking_forced_open,
+        ))
+    }
+}
