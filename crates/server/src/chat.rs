@@ -1,0 +1,242 @@
+//! `POST /v1/chat/completions`: one answer, or the same answer as `chat.completion.chunk`
+//! server-sent events (`openai-stream.md`).
+
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use wick::{AsyncChatStream, ChatResponse, Event, ParsedMessage};
+use wick_parse::DeltaBuilder;
+
+use crate::extract::ApiJson;
+use crate::metrics::LiveGuard;
+use crate::wire::ChatCompletionRequest;
+use crate::{sse, validate, ApiError, AppState};
+
+/// The chat-completions handler.
+pub(crate) async fn handler(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<ChatCompletionRequest>,
+) -> Result<Response, ApiError> {
+    let valid = validate::chat(req)?;
+    let served = state.model(valid.model.as_deref())?;
+    let started = Instant::now();
+    let live = state.metrics().live();
+    let mut stream = served
+        .llm
+        .astream_chat_json(valid.chat, &valid.options)
+        .await?;
+    // The first item decides between an HTTP error and a 200 (prefill errors are 4xx).
+    let first = match stream.next().await {
+        Some(item) => item?,
+        None => return Err(ApiError::Internal),
+    };
+    state.metrics().first_token(started.elapsed());
+    let head = Head::new("chatcmpl", served.id.clone());
+    if valid.stream {
+        let run = StreamRun {
+            state,
+            stream,
+            deltas: DeltaBuilder::new(),
+            head,
+            include_usage: valid.include_usage,
+            pending: Some(first),
+            last: Instant::now(),
+            done: false,
+            _live: live,
+        };
+        return Ok(sse::response(run.frames()));
+    }
+    let last = finish(&state, stream, first).await?;
+    Ok(axum::Json(whole(&head, &last)).into_response())
+}
+
+/// What every chunk of one response shares.
+#[derive(Debug, Clone)]
+pub(crate) struct Head {
+    pub(crate) id: String,
+    pub(crate) created: u64,
+    pub(crate) model: String,
+}
+
+impl Head {
+    pub(crate) fn new(prefix: &str, model: String) -> Self {
+        Head {
+            id: new_id(prefix),
+            created: crate::state::unix_now(),
+            model,
+        }
+    }
+}
+
+/// A fresh response id: `prefix-` and 24 hex digits.
+fn new_id(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{prefix}-{:016x}{n:08x}",
+        (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    )
+}
+
+/// Reads the stream to its end; the last item carries the whole message and usage.
+async fn finish(
+    state: &AppState,
+    mut stream: AsyncChatStream,
+    first: ChatResponse,
+) -> Result<ChatResponse, ApiError> {
+    let mut last = first;
+    while let Some(item) = stream.next().await {
+        last = item?;
+    }
+    if let Some(usage) = &last.usage {
+        state.metrics().usage(usage);
+    }
+    Ok(last)
+}
+
+/// The `usage` object.
+pub(crate) fn usage_json(usage: Option<&wick::Usage>) -> Value {
+    let u = usage.copied().unwrap_or_default();
+    json!({
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.prompt_tokens + u.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+    })
+}
+
+/// The assistant message object of a whole answer.
+fn message_json(m: &ParsedMessage) -> Value {
+    let mut out = json!({"role": "assistant"});
+    out["content"] = if m.content.is_empty() && !m.tool_calls.is_empty() {
+        Value::Null
+    } else {
+        Value::String(m.content.clone())
+    };
+    if let Some(r) = &m.reasoning_content {
+        out["reasoning_content"] = Value::String(r.clone());
+    }
+    if !m.tool_calls.is_empty() {
+        out["tool_calls"] = m
+            .tool_calls
+            .iter()
+            .map(|c| {
+                json!({"id": c.id, "type": "function",
+                       "function": {"name": c.name, "arguments": c.arguments}})
+            })
+            .collect();
+    }
+    out
+}
+
+/// The `chat.completion` object.
+fn whole(head: &Head, last: &ChatResponse) -> Value {
+    json!({
+        "id": head.id,
+        "object": "chat.completion",
+        "created": head.created,
+        "model": head.model,
+        "choices": [{
+            "index": 0,
+            "message": message_json(&last.message),
+            "logprobs": null,
+            "finish_reason": last.finish_reason.or(last.message.finish_reason),
+        }],
+        "usage": usage_json(last.usage.as_ref()),
+    })
+}
+
+/// A streamed answer in progress.
+struct StreamRun {
+    state: AppState,
+    stream: AsyncChatStream,
+    deltas: DeltaBuilder,
+    head: Head,
+    include_usage: bool,
+    pending: Option<ChatResponse>,
+    last: Instant,
+    done: bool,
+    _live: LiveGuard,
+}
+
+impl StreamRun {
+    fn frames(self) -> impl futures_core::Stream<Item = Bytes> + Send + 'static {
+        let steps = futures_util::stream::unfold(self, |mut run| async move {
+            let frames = run.step().await?;
+            Some((futures_util::stream::iter(frames), run))
+        });
+        futures_util::StreamExt::flatten(steps)
+    }
+
+    /// The frames of the next item; `None` after the end.
+    async fn step(&mut self) -> Option<Vec<Bytes>> {
+        if self.done {
+            return None;
+        }
+        let item = match self.pending.take() {
+            Some(item) => Some(Ok(item)),
+            None => self.stream.next().await,
+        };
+        let now = Instant::now();
+        self.state.metrics().token(now - self.last);
+        self.last = now;
+        match item {
+            Some(Ok(item)) => Some(self.chunks(item)),
+            Some(Err(e)) => {
+                self.done = true;
+                let e = ApiError::from(e);
+                self.state.metrics().error();
+                Some(vec![sse::event(&e.body())])
+            }
+            None => {
+                self.done = true;
+                Some(vec![sse::done()])
+            }
+        }
+    }
+
+    fn chunks(&mut self, item: ChatResponse) -> Vec<Bytes> {
+        let mut events = item.events;
+        if let Some(reason) = item.finish_reason {
+            if !events.iter().any(|e| matches!(e, Event::End { .. })) {
+                events.push(Event::End {
+                    finish_reason: reason,
+                });
+            }
+        }
+        let mut out: Vec<Bytes> = self
+            .deltas
+            .push(&events)
+            .into_iter()
+            .map(|choice| self.chunk(json!([choice]), None))
+            .collect();
+        if let Some(usage) = &item.usage {
+            self.state.metrics().usage(usage);
+            if self.include_usage {
+                out.push(self.chunk(json!([]), Some(usage_json(Some(usage)))));
+            }
+        }
+        out
+    }
+
+    fn chunk(&self, choices: Value, usage: Option<Value>) -> Bytes {
+        let mut chunk = json!({
+            "id": self.head.id,
+            "object": "chat.completion.chunk",
+            "created": self.head.created,
+            "model": self.head.model,
+            "choices": choices,
+        });
+        if self.include_usage {
+            chunk["usage"] = usage.unwrap_or(Value::Null);
+        }
+        sse::event(&chunk)
+    }
+}

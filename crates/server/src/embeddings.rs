@@ -1,0 +1,120 @@
+//! `POST /v1/embeddings`: one vector per input, as floats or base64 (what the `openai`
+//! package asks for by default).
+
+use axum::extract::State;
+use axum::Json;
+use serde_json::{json, Value};
+
+use crate::extract::ApiJson;
+use crate::wire::{EmbeddingRequest, Prompt};
+use crate::{ApiError, AppState};
+
+/// Most inputs in one request.
+const MAX_INPUTS: usize = 256;
+
+/// The embeddings handler.
+pub(crate) async fn handler(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<EmbeddingRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let base64 = match req.encoding_format.as_deref() {
+        None | Some("float") => false,
+        Some("base64") => true,
+        Some(other) => {
+            return Err(ApiError::bad(
+                "encoding_format",
+                format!("encoding_format `{other}` (allowed: float, base64)"),
+            ))
+        }
+    };
+    if req.dimensions.is_some() {
+        return Err(ApiError::Unsupported {
+            message: "dimensions is not supported: the model's own size is returned".into(),
+            param: "dimensions",
+        });
+    }
+    let served = state.model(req.model.as_deref())?;
+    let texts = inputs(&served.llm, req.input).await?;
+    let mut data = Vec::with_capacity(texts.len());
+    let mut prompt_tokens = 0;
+    for (index, text) in texts.iter().enumerate() {
+        prompt_tokens += served.llm.atokenize(text, false).await?.len();
+        let vector = served.llm.aembed(text).await?;
+        let embedding = if base64 {
+            Value::String(encode_base64(&vector))
+        } else {
+            json!(vector)
+        };
+        data.push(json!({"object": "embedding", "index": index, "embedding": embedding}));
+    }
+    Ok(Json(json!({
+        "object": "list",
+        "data": data,
+        "model": served.id,
+        "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
+    })))
+}
+
+/// The input texts (token inputs are detokenized).
+async fn inputs(llm: &wick::Llm, input: Option<Prompt>) -> Result<Vec<String>, ApiError> {
+    let texts = match input {
+        None => return Err(ApiError::bad("input", "`input` is required")),
+        Some(Prompt::Text(t)) => vec![t],
+        Some(Prompt::Texts(v)) => v,
+        Some(Prompt::Tokens(t)) => vec![llm.adetokenize(&crate::completions::tokens(&t)?).await?],
+        Some(Prompt::TokenLists(lists)) => {
+            let mut out = Vec::new();
+            for t in lists.iter().take(MAX_INPUTS + 1) {
+                out.push(llm.adetokenize(&crate::completions::tokens(t)?).await?);
+            }
+            out
+        }
+    };
+    if texts.is_empty() || texts.len() > MAX_INPUTS {
+        return Err(ApiError::bad(
+            "input",
+            format!("{} inputs given (allowed: 1 to {MAX_INPUTS})", texts.len()),
+        ));
+    }
+    if texts.iter().any(String::is_empty) {
+        return Err(ApiError::bad("input", "inputs must not be empty strings"));
+    }
+    Ok(texts)
+}
+
+/// Little-endian `f32`s, base64-encoded (standard alphabet, padded).
+fn encode_base64(vector: &[f32]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for group in bytes.chunks(3) {
+        let b = [
+            group[0],
+            *group.get(1).unwrap_or(&0),
+            *group.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= group.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::encode_base64;
+
+    #[test]
+    fn base64_matches_known_encodings() {
+        // 1.0f32 = 00 00 80 3f
+        assert_eq!(encode_base64(&[1.0]), "AACAPw==");
+        assert_eq!(encode_base64(&[]), "");
+        // 1.0, -2.0 = 00 00 80 3f 00 00 00 c0
+        assert_eq!(encode_base64(&[1.0, -2.0]), "AACAPwAAAMA=");
+    }
+}

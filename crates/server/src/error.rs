@@ -1,0 +1,263 @@
+//! One error type for every route, and the one place that turns errors into HTTP statuses and
+//! OpenAI error bodies (`{"error": {"message", "type", "param", "code"}}`).
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use wick::Error as WickError;
+use wick_backend::BackendError;
+use wick_engine::EngineError;
+
+/// What a request can fail with, as the client sees it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// The request is malformed or a value is out of range.
+    #[error("{message}")]
+    BadRequest {
+        /// What to change.
+        message: String,
+        /// The offending field, when known.
+        param: Option<String>,
+    },
+    /// The feature is recognised but wick does not do it yet.
+    #[error("{message}")]
+    Unsupported {
+        /// What is unsupported.
+        message: String,
+        /// The offending field.
+        param: &'static str,
+    },
+    /// No bearer token or a wrong one.
+    #[error("invalid or missing API key: send `Authorization: Bearer <key>`")]
+    Unauthorized,
+    /// The `model` field names no served model.
+    #[error("the model `{model}` does not exist; served models: {served}")]
+    ModelNotFound {
+        /// The model asked for.
+        model: String,
+        /// The served model ids, comma-separated.
+        served: String,
+    },
+    /// No such route.
+    #[error("no route for {method} {path}")]
+    NotFound {
+        /// The request method.
+        method: String,
+        /// The request path.
+        path: String,
+    },
+    /// The body is over the configured limit.
+    #[error("the request body is over the limit of {limit} bytes")]
+    PayloadTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The prompt does not fit the context window.
+    #[error(
+        "the prompt has {prompt_tokens} tokens but the context window holds {n_ctx}; \
+         shorten the messages or start the server with a larger --ctx-size"
+    )]
+    ContextLength {
+        /// Tokens in the prompt.
+        prompt_tokens: usize,
+        /// The context window.
+        n_ctx: usize,
+    },
+    /// Every sequence is busy and the queue is full.
+    #[error("{message}")]
+    Busy {
+        /// The engine's message.
+        message: String,
+    },
+    /// The models are still loading.
+    #[error("the server is loading its models; retry shortly")]
+    Loading,
+    /// Something failed on the server's side; details are logged, not returned.
+    #[error("internal error; see the server log")]
+    Internal,
+}
+
+impl ApiError {
+    /// A 400 for `param` with `message`.
+    pub(crate) fn bad(param: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError::BadRequest {
+            message: message.into(),
+            param: Some(param.into()),
+        }
+    }
+
+    /// The status, OpenAI `error.type`, `param` and `code` of this error.
+    fn parts(
+        &self,
+    ) -> (
+        StatusCode,
+        &'static str,
+        Option<String>,
+        Option<&'static str>,
+    ) {
+        match self {
+            ApiError::BadRequest { param, .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                param.clone(),
+                None,
+            ),
+            ApiError::Unsupported { param, .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some((*param).to_owned()),
+                Some("unsupported_parameter"),
+            ),
+            ApiError::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "invalid_request_error",
+                None,
+                Some("invalid_api_key"),
+            ),
+            ApiError::ModelNotFound { .. } => (
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                Some("model".into()),
+                Some("model_not_found"),
+            ),
+            ApiError::NotFound { .. } => (
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                None,
+                Some("not_found"),
+            ),
+            ApiError::PayloadTooLarge { .. } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                None,
+                Some("payload_too_large"),
+            ),
+            ApiError::ContextLength { .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("messages".into()),
+                Some("context_length_exceeded"),
+            ),
+            ApiError::Busy { .. } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_busy",
+                None,
+                Some("busy"),
+            ),
+            ApiError::Loading => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_loading",
+                None,
+                Some("loading"),
+            ),
+            ApiError::Internal => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                None,
+                None,
+            ),
+        }
+    }
+
+    /// The HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        self.parts().0
+    }
+
+    /// The OpenAI error object (`{"error": {...}}`).
+    pub fn body(&self) -> serde_json::Value {
+        let (_, kind, param, code) = self.parts();
+        json!({"error": {"message": self.to_string(), "type": kind, "param": param, "code": code}})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let mut response = (status, axum::Json(self.body())).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}
+
+impl From<WickError> for ApiError {
+    fn from(e: WickError) -> Self {
+        match e {
+            WickError::Invalid {
+                field,
+                value,
+                allowed,
+            } => ApiError::bad(
+                field,
+                format!("invalid {field}: {value} (allowed: {allowed})"),
+            ),
+            WickError::Model { .. } => internal(&e),
+            WickError::Backend(b) => from_backend(b),
+            WickError::Engine(engine) => from_engine(engine),
+            // wick::Error is #[non_exhaustive]: a variant added later is a server error
+            // until it is mapped here.
+            other => internal(&other),
+        }
+    }
+}
+
+fn internal(e: &dyn std::fmt::Display) -> ApiError {
+    tracing::error!("internal error: {e}");
+    ApiError::Internal
+}
+
+fn from_engine(e: EngineError) -> ApiError {
+    match e {
+        EngineError::Busy { .. } => ApiError::Busy {
+            message: e.to_string(),
+        },
+        EngineError::PromptTooLong {
+            prompt_tokens,
+            n_ctx,
+        } => ApiError::ContextLength {
+            prompt_tokens,
+            n_ctx,
+        },
+        EngineError::InvalidRequest { field, .. } => ApiError::bad(field, e.to_string()),
+        EngineError::Template(t) => ApiError::bad("messages", format!("chat template: {t}")),
+        EngineError::Backend(b) => from_backend(b),
+        EngineError::Stopped => internal(&e),
+        other => internal(&other),
+    }
+}
+
+fn from_backend(e: BackendError) -> ApiError {
+    match e {
+        BackendError::SamplerOption { field, .. } => ApiError::bad(field, e.to_string()),
+        BackendError::TokenOutOfRange { .. } => ApiError::bad("tokens", e.to_string()),
+        BackendError::EmptyInput { .. } => ApiError::bad("input", e.to_string()),
+        BackendError::Grammar { .. } => ApiError::bad("response_format", e.to_string()),
+        BackendError::Tokenize { .. } => ApiError::bad("input", e.to_string()),
+        BackendError::ContextFull { needed, n_ctx, .. } => ApiError::ContextLength {
+            prompt_tokens: needed,
+            n_ctx: n_ctx as usize,
+        },
+        BackendError::Unsupported { op, .. } => ApiError::Unsupported {
+            message: e.to_string(),
+            param: op,
+        },
+        BackendError::Template { .. } => ApiError::bad("messages", e.to_string()),
+        BackendError::Load { .. }
+        | BackendError::Config { .. }
+        | BackendError::InvalidArgument { .. }
+        | BackendError::UnknownSequence { .. }
+        | BackendError::DuplicateSequence { .. }
+        | BackendError::UnknownSampler(_)
+        | BackendError::UnknownAdapter(_)
+        | BackendError::Adapter { .. }
+        | BackendError::InvalidSnapshot { .. }
+        | BackendError::Decode { .. }
+        | BackendError::WorkerGone => internal(&e),
+        other => internal(&other),
+    }
+}

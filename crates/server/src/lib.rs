@@ -1,0 +1,37 @@
+//! wick's OpenAI-compatible HTTP API: [`router`] over an [`AppState`] that holds the served
+//! models. Chat and text completions (whole or as server-sent events), embeddings, models,
+//! tokenize/detokenize, `/health` and Prometheus `/metrics`; bearer-token auth, CORS, a body
+//! limit, and one mapping from every error to an OpenAI error body ([`ApiError`]).
+//!
+//! ```no_run
+//! use wick_server::{router, AppState, ServedModel, ServerConfig};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let llm = wick::Llm::builder().build()?;
+//! let state = AppState::new(ServerConfig::default());
+//! state.add_model(ServedModel { id: "smollm2".into(), aliases: vec![], llm });
+//! state.set_ready();
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, router(state)).await?;
+//! # Ok(())
+//! # }
+//! ```
+#![deny(missing_docs)]
+
+mod chat;
+mod completions;
+mod embeddings;
+mod error;
+mod extract;
+mod metrics;
+mod routes;
+mod sse;
+mod state;
+mod tokens;
+mod validate;
+mod wire;
+
+pub use error::ApiError;
+pub use metrics::Metrics;
+pub use routes::router;
+pub use state::{AppState, ServedModel, ServerConfig};

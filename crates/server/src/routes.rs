@@ -1,0 +1,125 @@
+//! The router: OpenAI routes, `/health`, `/metrics`, auth, CORS, the body limit and the
+//! OpenAI-shaped 404/405.
+
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use subtle::ConstantTimeEq;
+use tower_http::cors::{AllowOrigin, Any, CorsLayer};
+
+use crate::{chat, completions, embeddings, tokens, ApiError, AppState, ServedModel};
+
+/// The whole HTTP API over `state`.
+pub fn router(state: AppState) -> Router {
+    let limit = state.config().max_body_bytes;
+    let cors = state.config().cors_origin.clone();
+    let mut router = Router::new()
+        .route("/v1/chat/completions", post(chat::handler))
+        .route("/v1/completions", post(completions::handler))
+        .route("/v1/embeddings", post(embeddings::handler))
+        .route("/v1/models", get(list_models))
+        .route("/v1/models/{*id}", get(get_model))
+        .route("/tokenize", post(tokens::tokenize))
+        .route("/detokenize", post(tokens::detokenize))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(DefaultBodyLimit::max(limit));
+    if let Some(origin) = cors {
+        router = router.layer(cors_layer(&origin));
+    }
+    router.with_state(state)
+}
+
+fn cors_layer(origin: &str) -> CorsLayer {
+    let layer = CorsLayer::new().allow_methods(Any).allow_headers(Any);
+    if origin == "*" {
+        layer.allow_origin(Any)
+    } else {
+        match HeaderValue::from_str(origin) {
+            Ok(v) => layer.allow_origin(AllowOrigin::exact(v)),
+            Err(_) => layer,
+        }
+    }
+}
+
+/// Counts requests and errors, and checks the bearer token (on every route but `/health`).
+async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    state.metrics().request();
+    let exempt = req.uri().path() == "/health" || req.method() == Method::OPTIONS;
+    if let (Some(key), false) = (&state.config().api_key, exempt) {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !bool::from(given.as_bytes().ct_eq(key.as_bytes())) {
+            state.metrics().error();
+            return ApiError::Unauthorized.into_response();
+        }
+    }
+    let response = next.run(req).await;
+    if response.status().is_client_error() || response.status().is_server_error() {
+        state.metrics().error();
+    }
+    response
+}
+
+async fn not_found(req: Request) -> ApiError {
+    ApiError::NotFound {
+        method: req.method().to_string(),
+        path: req.uri().path().to_owned(),
+    }
+}
+
+async fn method_not_allowed(req: Request) -> Response {
+    let message = format!("{} is not allowed on {}", req.method(), req.uri().path());
+    let body = json!({"error": {"message": message, "type": "invalid_request_error",
+                                "param": null, "code": "method_not_allowed"}});
+    (StatusCode::METHOD_NOT_ALLOWED, Json(body)).into_response()
+}
+
+/// `200 {"status": "ok"}` when ready, `503` while loading.
+async fn health(State(state): State<AppState>) -> Response {
+    if state.is_ready() {
+        Json(json!({"status": "ok"})).into_response()
+    } else {
+        ApiError::Loading.into_response()
+    }
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    let inflight = state.models().iter().map(|m| m.llm.inflight()).sum();
+    let text = state.metrics().render(inflight, state.config().parallel);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+fn model_json(state: &AppState, m: &ServedModel) -> Value {
+    let meta = m.llm.metadata();
+    json!({"id": m.id, "object": "model", "created": state.created(), "owned_by": "wick",
+           "context_window": meta.context_window})
+}
+
+async fn list_models(State(state): State<AppState>) -> Json<Value> {
+    let data: Vec<Value> = state
+        .models()
+        .iter()
+        .map(|m| model_json(&state, m))
+        .collect();
+    Json(json!({"object": "list", "data": data}))
+}
+
+async fn get_model(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let model = state.model(Some(&id))?;
+    Ok(Json(model_json(&state, &model)))
+}

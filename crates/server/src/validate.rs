@@ -1,0 +1,357 @@
+//! Wire requests → validated domain types: every out-of-range value stops here with a 400
+//! that names the field and what is allowed.
+
+use serde_json::{json, Map, Value};
+use wick::{GenerateOptions, Grammar, JsonChat, SamplerOpts, ToolChoice};
+use wick_types::Tool;
+
+use crate::wire::{ChatCompletionRequest, Content, Stop, WireMessage, WireSampling, WireTool};
+use crate::ApiError;
+
+/// Most stop strings one request may have.
+const MAX_STOPS: usize = 16;
+
+/// A chat request that passed every check.
+#[derive(Debug, Clone)]
+pub(crate) struct ValidChat {
+    pub(crate) model: Option<String>,
+    pub(crate) chat: JsonChat,
+    pub(crate) options: GenerateOptions,
+    pub(crate) stream: bool,
+    pub(crate) include_usage: bool,
+}
+
+/// Checks a chat request.
+pub(crate) fn chat(req: ChatCompletionRequest) -> Result<ValidChat, ApiError> {
+    if req.logprobs == Some(true) || req.top_logprobs.is_some_and(|n| n > 0) {
+        return Err(ApiError::Unsupported {
+            message: "logprobs are not supported yet; leave `logprobs` unset or false".into(),
+            param: "logprobs",
+        });
+    }
+    let Some(messages) = req.messages else {
+        return Err(ApiError::bad("messages", "`messages` is required"));
+    };
+    if messages.is_empty() {
+        return Err(ApiError::bad("messages", "`messages` must not be empty"));
+    }
+    let tools = req
+        .tools
+        .unwrap_or_default()
+        .into_iter()
+        .map(tool)
+        .collect::<Result<Vec<_>, _>>()?;
+    let tool_choice = tool_choice(req.tool_choice.as_ref(), &tools)?;
+    let max = req.max_completion_tokens.or(req.sampling.max_tokens);
+    let field = if req.max_completion_tokens.is_some() {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    let mut options = options(&req.sampling, max, field)?;
+    options.tool_choice = tool_choice;
+    if let Some(sampling) = options.sampling.as_mut() {
+        sampling.grammar = response_format(req.response_format.as_ref())?;
+    }
+    let mut extra_context = req.chat_template_kwargs.unwrap_or_default();
+    if let Some(effort) = req.reasoning_effort {
+        if !["minimal", "low", "medium", "high"].contains(&effort.as_str()) {
+            return Err(ApiError::bad(
+                "reasoning_effort",
+                format!(
+                    "invalid reasoning_effort `{effort}` (allowed: minimal, low, medium, high)"
+                ),
+            ));
+        }
+        extra_context.insert("reasoning_effort".into(), Value::String(effort));
+    }
+    let _ = req.parallel_tool_calls;
+    let messages = messages
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| message(i, m))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ValidChat {
+        model: req.model,
+        chat: JsonChat {
+            messages,
+            tools,
+            extra_context,
+        },
+        options,
+        stream: req.stream.unwrap_or(false),
+        include_usage: req
+            .stream_options
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false),
+    })
+}
+
+/// The per-request options shared by chat and text completions.
+pub(crate) fn options(
+    s: &WireSampling,
+    max_tokens: Option<i64>,
+    max_field: &'static str,
+) -> Result<GenerateOptions, ApiError> {
+    if let Some(n) = s.n {
+        if n != 1 {
+            return Err(ApiError::bad(
+                "n",
+                format!("n = {n} is not supported: wick returns one choice (n = 1)"),
+            ));
+        }
+    }
+    let max_tokens = match max_tokens {
+        None => None,
+        Some(n) if n >= 1 => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+        Some(n) => {
+            return Err(ApiError::bad(
+                max_field,
+                format!("{max_field} = {n}: must be 1 or more"),
+            ))
+        }
+    };
+    let sampling = SamplerOpts {
+        temperature: range(s.temperature, "temperature", 0.0, 2.0)?.unwrap_or(0.8),
+        top_p: range(s.top_p, "top_p", 0.0, 1.0)?.unwrap_or(0.95),
+        min_p: range(s.min_p, "min_p", 0.0, 1.0)?.unwrap_or(0.05),
+        top_k: int_range(s.top_k, "top_k", 0, 1_000_000)?.unwrap_or(40),
+        repetition_penalty: range(s.repetition_penalty, "repetition_penalty", 0.0, 10.0)?
+            .unwrap_or(1.0),
+        frequency_penalty: range(s.frequency_penalty, "frequency_penalty", -2.0, 2.0)?
+            .unwrap_or(0.0),
+        presence_penalty: range(s.presence_penalty, "presence_penalty", -2.0, 2.0)?.unwrap_or(0.0),
+        seed: seed(s.seed)?,
+        logit_bias: logit_bias(s.logit_bias.as_ref())?,
+        ..SamplerOpts::default()
+    };
+    Ok(GenerateOptions {
+        max_tokens,
+        sampling: Some(sampling),
+        stop: stops(s.stop.clone())?,
+        tool_choice: ToolChoice::Auto,
+    })
+}
+
+#[allow(clippy::cast_possible_truncation)]
+fn range(v: Option<f64>, field: &'static str, lo: f64, hi: f64) -> Result<Option<f32>, ApiError> {
+    match v {
+        Some(x) if !(lo..=hi).contains(&x) => Err(ApiError::bad(
+            field,
+            format!("{field} = {x} is out of range (allowed: {lo} to {hi})"),
+        )),
+        other => Ok(other.map(|x| x as f32)),
+    }
+}
+
+fn int_range(
+    v: Option<i64>,
+    field: &'static str,
+    lo: i64,
+    hi: i64,
+) -> Result<Option<u32>, ApiError> {
+    match v {
+        Some(x) if !(lo..=hi).contains(&x) => Err(ApiError::bad(
+            field,
+            format!("{field} = {x} is out of range (allowed: {lo} to {hi})"),
+        )),
+        other => Ok(other.and_then(|x| u32::try_from(x).ok())),
+    }
+}
+
+/// The seed: as given (any integer; folded to 32 bits), or a fresh one.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn seed(seed: Option<i64>) -> Result<u32, ApiError> {
+    Ok(match seed {
+        Some(s) => (s as u64 ^ ((s as u64) >> 32)) as u32,
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos()),
+    })
+}
+
+#[allow(clippy::cast_possible_truncation)]
+fn logit_bias(
+    bias: Option<&std::collections::BTreeMap<String, f64>>,
+) -> Result<Vec<(wick::TokenId, f32)>, ApiError> {
+    let mut out = Vec::new();
+    for (token, value) in bias.into_iter().flatten() {
+        let Ok(id) = token.parse::<u32>().map(wick::TokenId) else {
+            return Err(ApiError::bad(
+                "logit_bias",
+                format!("logit_bias key `{token}` is not a token id"),
+            ));
+        };
+        if !(-100.0..=100.0).contains(value) {
+            return Err(ApiError::bad(
+                "logit_bias",
+                format!("logit_bias[{token}] = {value} is out of range (allowed: -100 to 100)"),
+            ));
+        }
+        let value = if *value <= -100.0 {
+            f32::NEG_INFINITY
+        } else {
+            *value as f32
+        };
+        out.push((id, value));
+    }
+    Ok(out)
+}
+
+fn stops(stop: Option<Stop>) -> Result<Vec<String>, ApiError> {
+    let stops = match stop {
+        None => Vec::new(),
+        Some(Stop::One(s)) => vec![s],
+        Some(Stop::Many(v)) => v,
+    };
+    if stops.len() > MAX_STOPS {
+        return Err(ApiError::bad(
+            "stop",
+            format!(
+                "{} stop strings given (allowed: at most {MAX_STOPS})",
+                stops.len()
+            ),
+        ));
+    }
+    if stops.iter().any(String::is_empty) {
+        return Err(ApiError::bad("stop", "stop strings must not be empty"));
+    }
+    Ok(stops)
+}
+
+fn tool(t: WireTool) -> Result<Tool, ApiError> {
+    if t.kind.as_deref().is_some_and(|k| k != "function") {
+        return Err(ApiError::bad(
+            "tools",
+            format!(
+                "tool type `{}` is not supported (allowed: function)",
+                t.kind.unwrap_or_default()
+            ),
+        ));
+    }
+    if t.function.name.is_empty() {
+        return Err(ApiError::bad(
+            "tools",
+            "a tool's function name must not be empty",
+        ));
+    }
+    if let Some(p) = &t.function.parameters {
+        if !p.is_object() {
+            return Err(ApiError::bad(
+                "tools",
+                format!(
+                    "the parameters of `{}` must be a JSON schema object",
+                    t.function.name
+                ),
+            ));
+        }
+    }
+    Ok(Tool {
+        name: t.function.name,
+        description: t.function.description,
+        parameters: t.function.parameters.map(|p| p.to_string()),
+    })
+}
+
+fn tool_choice(choice: Option<&Value>, tools: &[Tool]) -> Result<ToolChoice, ApiError> {
+    let bad = |m: String| Err(ApiError::bad("tool_choice", m));
+    let choice = match choice {
+        None | Some(Value::Null) => return Ok(ToolChoice::Auto),
+        Some(Value::String(s)) => match s.as_str() {
+            "auto" => ToolChoice::Auto,
+            "none" => ToolChoice::None,
+            "required" => ToolChoice::Required,
+            other => return bad(format!("invalid tool_choice `{other}` (allowed: none, auto, required, or {{\"type\": \"function\", \"function\": {{\"name\": …}}}})")),
+        },
+        Some(v) => match v.pointer("/function/name").and_then(Value::as_str) {
+            Some(name) => ToolChoice::Function(name.to_owned()),
+            None => return bad("tool_choice object needs function.name".into()),
+        },
+    };
+    match &choice {
+        ToolChoice::Required if tools.is_empty() => {
+            bad("tool_choice `required` needs at least one tool in `tools`".into())
+        }
+        ToolChoice::Function(name) if !tools.iter().any(|t| &t.name == name) => bad(format!(
+            "tool_choice names `{name}`, which is not in `tools`"
+        )),
+        _ => Ok(choice),
+    }
+}
+
+fn response_format(format: Option<&Value>) -> Result<Option<Grammar>, ApiError> {
+    let Some(format) = format else {
+        return Ok(None);
+    };
+    let bad = |m: &str| Err(ApiError::bad("response_format", m));
+    match format.get("type").and_then(Value::as_str) {
+        None | Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(Grammar::JsonSchema(
+            json!({"type": "object"}).to_string(),
+        ))),
+        Some("json_schema") => match format.pointer("/json_schema/schema") {
+            Some(schema) if schema.is_object() => Ok(Some(Grammar::JsonSchema(schema.to_string()))),
+            Some(_) => bad("response_format.json_schema.schema must be a JSON schema object"),
+            None => bad("response_format of type json_schema needs json_schema.schema"),
+        },
+        Some(_) => bad("invalid response_format type (allowed: text, json_object, json_schema)"),
+    }
+}
+
+/// One message as the chat template sees it: text content (parts joined), tool-call
+/// arguments as objects (what templates index into), other fields as sent.
+fn message(i: usize, m: WireMessage) -> Result<Value, ApiError> {
+    let param = format!("messages[{i}]");
+    if !["system", "developer", "user", "assistant", "tool"].contains(&m.role.as_str()) {
+        return Err(ApiError::bad(
+            param,
+            format!(
+                "messages[{i}].role `{}` is not one of system, developer, user, assistant, tool",
+                m.role
+            ),
+        ));
+    }
+    let content = match m.content {
+        None => String::new(),
+        Some(Content::Text(t)) => t,
+        Some(Content::Parts(parts)) => {
+            let mut text = String::new();
+            for part in parts {
+                match (part.kind.as_str(), part.text) {
+                    ("text", Some(t)) => text.push_str(&t),
+                    (kind, _) => {
+                        return Err(ApiError::bad(
+                            param,
+                            format!("messages[{i}]: content part type `{kind}` is not supported (allowed: text)"),
+                        ))
+                    }
+                }
+            }
+            text
+        }
+    };
+    let mut out = m.rest;
+    let role = if m.role == "developer" {
+        "system".to_owned()
+    } else {
+        m.role
+    };
+    out.insert("role".into(), Value::String(role));
+    out.insert("content".into(), Value::String(content));
+    if let Some(calls) = m.tool_calls {
+        let calls = calls
+            .into_iter()
+            .map(|c| {
+                let arguments = match c.function.arguments {
+                    Some(Value::String(s)) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
+                    Some(v) => v,
+                    None => Value::Object(Map::new()),
+                };
+                json!({"id": c.id, "type": "function",
+                       "function": {"name": c.function.name, "arguments": arguments}})
+            })
+            .collect();
+        out.insert("tool_calls".into(), Value::Array(calls));
+    }
+    Ok(Value::Object(out))
+}

@@ -1,0 +1,175 @@
+//! Request bodies as clients send them (serde, lenient: unknown fields are ignored, `null`
+//! is the same as absent). `validate` turns them into domain types.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// `POST /v1/chat/completions`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct ChatCompletionRequest {
+    pub(crate) model: Option<String>,
+    pub(crate) messages: Option<Vec<WireMessage>>,
+    pub(crate) tools: Option<Vec<WireTool>>,
+    pub(crate) tool_choice: Option<Value>,
+    pub(crate) parallel_tool_calls: Option<bool>,
+    pub(crate) response_format: Option<Value>,
+    #[serde(flatten)]
+    pub(crate) sampling: WireSampling,
+    pub(crate) max_completion_tokens: Option<i64>,
+    pub(crate) logprobs: Option<bool>,
+    pub(crate) top_logprobs: Option<i64>,
+    pub(crate) stream: Option<bool>,
+    pub(crate) stream_options: Option<StreamOptions>,
+    pub(crate) reasoning_effort: Option<String>,
+    pub(crate) chat_template_kwargs: Option<Map<String, Value>>,
+}
+
+/// The fields chat and text completions share.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct WireSampling {
+    pub(crate) stop: Option<Stop>,
+    pub(crate) max_tokens: Option<i64>,
+    pub(crate) temperature: Option<f64>,
+    pub(crate) top_p: Option<f64>,
+    pub(crate) top_k: Option<i64>,
+    pub(crate) min_p: Option<f64>,
+    pub(crate) repetition_penalty: Option<f64>,
+    pub(crate) frequency_penalty: Option<f64>,
+    pub(crate) presence_penalty: Option<f64>,
+    pub(crate) seed: Option<i64>,
+    pub(crate) logit_bias: Option<BTreeMap<String, f64>>,
+    pub(crate) n: Option<i64>,
+}
+
+/// `stop`: one string or several.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Stop {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// `stream_options`.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct StreamOptions {
+    pub(crate) include_usage: Option<bool>,
+}
+
+/// One message; fields beyond these are passed to the chat template as they are.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct WireMessage {
+    pub(crate) role: String,
+    #[serde(default)]
+    pub(crate) content: Option<Content>,
+    #[serde(default)]
+    pub(crate) tool_calls: Option<Vec<WireToolCall>>,
+    #[serde(flatten)]
+    pub(crate) rest: Map<String, Value>,
+}
+
+/// Message content: text, or an array of content parts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+/// One content part (`{"type": "text", "text": "…"}`; other types are refused).
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct ContentPart {
+    #[serde(rename = "type")]
+    pub(crate) kind: String,
+    #[serde(default)]
+    pub(crate) text: Option<String>,
+}
+
+/// An assistant message's tool call.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct WireToolCall {
+    #[serde(default)]
+    pub(crate) id: Option<String>,
+    pub(crate) function: WireFunctionCall,
+}
+
+/// The function of a tool call; `arguments` is a JSON text (an object is accepted too).
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct WireFunctionCall {
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) arguments: Option<Value>,
+}
+
+/// `tools[]`.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct WireTool {
+    #[serde(rename = "type", default)]
+    pub(crate) kind: Option<String>,
+    pub(crate) function: WireFunction,
+}
+
+/// A tool's function definition.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct WireFunction {
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) description: Option<String>,
+    #[serde(default)]
+    pub(crate) parameters: Option<Value>,
+}
+
+/// `POST /v1/completions`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct CompletionRequest {
+    pub(crate) model: Option<String>,
+    pub(crate) prompt: Option<Prompt>,
+    #[serde(flatten)]
+    pub(crate) sampling: WireSampling,
+    pub(crate) echo: Option<bool>,
+    pub(crate) logprobs: Option<Value>,
+    pub(crate) stream: Option<bool>,
+    pub(crate) stream_options: Option<StreamOptions>,
+}
+
+/// A prompt or embedding input: text or tokens, one or a batch of them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Prompt {
+    Text(String),
+    Texts(Vec<String>),
+    Tokens(Vec<i64>),
+    TokenLists(Vec<Vec<i64>>),
+}
+
+/// `POST /v1/embeddings`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct EmbeddingRequest {
+    pub(crate) model: Option<String>,
+    pub(crate) input: Option<Prompt>,
+    pub(crate) encoding_format: Option<String>,
+    pub(crate) dimensions: Option<i64>,
+}
+
+/// `POST /tokenize`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct TokenizeRequest {
+    pub(crate) model: Option<String>,
+    pub(crate) content: Option<String>,
+    pub(crate) add_special: Option<bool>,
+}
+
+/// `POST /detokenize`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct DetokenizeRequest {
+    pub(crate) model: Option<String>,
+    pub(crate) tokens: Option<Vec<i64>>,
+}
