@@ -79,9 +79,11 @@ fn new_id(prefix: &str) -> String {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
+    #[allow(clippy::cast_possible_truncation)]
+    let t = t as u64;
     format!(
         "{prefix}-{:016x}{n:08x}",
-        (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        t.wrapping_mul(0x9E37_79B9_7F4A_7C15)
     )
 }
 
@@ -215,18 +217,18 @@ impl StreamRun {
             .deltas
             .push(&events)
             .into_iter()
-            .map(|choice| self.chunk(json!([choice]), None))
+            .map(|choice| self.chunk(&json!([choice]), None))
             .collect();
         if let Some(usage) = &item.usage {
             self.state.metrics().usage(usage);
             if self.include_usage {
-                out.push(self.chunk(json!([]), Some(usage_json(Some(usage)))));
+                out.push(self.chunk(&json!([]), Some(usage_json(Some(usage)))));
             }
         }
         out
     }
 
-    fn chunk(&self, choices: Value, usage: Option<Value>) -> Bytes {
+    fn chunk(&self, choices: &Value, usage: Option<Value>) -> Bytes {
         let mut chunk = json!({
             "id": self.head.id,
             "object": "chat.completion.chunk",

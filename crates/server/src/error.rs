@@ -235,9 +235,10 @@ fn from_backend(e: BackendError) -> ApiError {
     match e {
         BackendError::SamplerOption { field, .. } => ApiError::bad(field, e.to_string()),
         BackendError::TokenOutOfRange { .. } => ApiError::bad("tokens", e.to_string()),
-        BackendError::EmptyInput { .. } => ApiError::bad("input", e.to_string()),
+        BackendError::EmptyInput { .. } | BackendError::Tokenize { .. } => {
+            ApiError::bad("input", e.to_string())
+        }
         BackendError::Grammar { .. } => ApiError::bad("response_format", e.to_string()),
-        BackendError::Tokenize { .. } => ApiError::bad("input", e.to_string()),
         BackendError::ContextFull { needed, n_ctx, .. } => ApiError::ContextLength {
             prompt_tokens: needed,
             n_ctx: n_ctx as usize,

@@ -121,7 +121,7 @@ pub(crate) fn options(
         frequency_penalty: range(s.frequency_penalty, "frequency_penalty", -2.0, 2.0)?
             .unwrap_or(0.0),
         presence_penalty: range(s.presence_penalty, "presence_penalty", -2.0, 2.0)?.unwrap_or(0.0),
-        seed: seed(s.seed)?,
+        seed: seed(s.seed),
         logit_bias: logit_bias(s.logit_bias.as_ref())?,
         ..SamplerOpts::default()
     };
@@ -161,13 +161,13 @@ fn int_range(
 
 /// The seed: as given (any integer; folded to 32 bits), or a fresh one.
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-fn seed(seed: Option<i64>) -> Result<u32, ApiError> {
-    Ok(match seed {
+fn seed(seed: Option<i64>) -> u32 {
+    match seed {
         Some(s) => (s as u64 ^ ((s as u64) >> 32)) as u32,
         None => std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos()),
-    })
+    }
 }
 
 #[allow(clippy::cast_possible_truncation)]

@@ -1,0 +1,507 @@
+//! The router over the stub backend, driven with `oneshot`: every endpoint, the SSE framing,
+//! and every error path's status and OpenAI error body.
+
+use axum::body::Body;
+use axum::http::{header, Request, StatusCode};
+use axum::Router;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+use wick::Llm;
+use wick_backend::{BackendConfig, StubBackend};
+use wick_server::{router, AppState, ServedModel, ServerConfig};
+
+fn state(config: ServerConfig, n_ctx: u32) -> AppState {
+    let backend = StubBackend::new(&BackendConfig::new("stub").with_n_ctx(n_ctx)).unwrap();
+    let llm = Llm::from_backend(Box::new(backend), Llm::builder().max_new_tokens(24)).unwrap();
+    let state = AppState::new(config);
+    state.add_model(ServedModel {
+        id: "stub".into(),
+        aliases: vec!["stub-alias".into()],
+        llm,
+    });
+    state.set_ready();
+    state
+}
+
+fn app() -> Router {
+    router(state(ServerConfig::default(), 512))
+}
+
+async fn send(app: Router, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, String) {
+    let response = app.oneshot(req).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    (status, headers, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+fn post(path: &str, body: impl Into<Body>) -> Request<Body> {
+    Request::post(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body.into())
+        .unwrap()
+}
+
+async fn post_json(app: Router, path: &str, body: &Value) -> (StatusCode, Value) {
+    let (status, _, text) = send(app, post(path, body.to_string())).await;
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn chat_body(extra: &Value) -> Value {
+    let mut body = json!({
+        "model": "stub",
+        "messages": [{"role": "user", "content": "Tell me about the sea."}],
+        "temperature": 0,
+        "seed": 7,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    body
+}
+
+/// The `data:` payloads of an SSE body, checking the framing of every event.
+fn sse_events(body: &str) -> Vec<String> {
+    assert!(
+        body.ends_with("data: [DONE]\n\n"),
+        "no [DONE] at the end: {body:?}"
+    );
+    let events: Vec<String> = body
+        .split_terminator("\n\n")
+        .map(|e| {
+            assert!(e.starts_with("data: "), "bad frame {e:?}");
+            assert!(!e.contains('\n'), "multi-line frame {e:?}");
+            e["data: ".len()..].to_owned()
+        })
+        .collect();
+    assert_eq!(events.last().unwrap(), "[DONE]");
+    events
+}
+
+fn assert_error(body: &Value, param: Option<&str>) {
+    let error = &body["error"];
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    assert!(error["type"].is_string(), "{body}");
+    assert!(error.get("code").is_some(), "{body}");
+    if let Some(param) = param {
+        assert_eq!(error["param"], param, "{body}");
+    }
+}
+
+#[tokio::test]
+async fn chat_completion_is_an_openai_object_with_usage() {
+    let (status, body) = post_json(app(), "/v1/chat/completions", &chat_body(&json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["object"], "chat.completion");
+    assert!(body["id"].as_str().unwrap().starts_with("chatcmpl-"));
+    assert_eq!(body["model"], "stub");
+    let choice = &body["choices"][0];
+    assert_eq!(choice["message"]["role"], "assistant");
+    assert!(choice["message"]["content"].is_string());
+    assert!(["stop", "length"].contains(&choice["finish_reason"].as_str().unwrap()));
+    let usage = &body["usage"];
+    let (p, c) = (
+        usage["prompt_tokens"].as_u64().unwrap(),
+        usage["completion_tokens"].as_u64().unwrap(),
+    );
+    assert!(p > 0 && c > 0 && c <= 24);
+    assert_eq!(usage["total_tokens"].as_u64().unwrap(), p + c);
+}
+
+#[tokio::test]
+async fn the_stream_accumulates_to_the_whole_answer() {
+    let app = app();
+    let (_, whole) = post_json(app.clone(), "/v1/chat/completions", &chat_body(&json!({}))).await;
+    let req = post(
+        "/v1/chat/completions",
+        chat_body(&json!({"stream": true})).to_string(),
+    );
+    let (status, headers, body) = send(app, req).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers[header::CONTENT_TYPE], "text/event-stream");
+    let events = sse_events(&body);
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let id = &chunks[0]["id"];
+    let mut content = String::new();
+    for c in &chunks {
+        assert_eq!(&c["id"], id);
+        assert_eq!(c["object"], "chat.completion.chunk");
+        assert!(c.get("usage").is_none(), "usage without include_usage: {c}");
+        content.push_str(c["choices"][0]["delta"]["content"].as_str().unwrap_or(""));
+    }
+    let last = chunks.last().unwrap();
+    assert_eq!(last["choices"][0]["delta"], json!({}));
+    assert_eq!(
+        last["choices"][0]["finish_reason"],
+        whole["choices"][0]["finish_reason"]
+    );
+    assert_eq!(
+        content,
+        whole["choices"][0]["message"]["content"].as_str().unwrap()
+    );
+}
+
+#[tokio::test]
+async fn include_usage_adds_a_final_usage_chunk() {
+    let body = chat_body(&json!({"stream": true, "stream_options": {"include_usage": true}}));
+    let (_, _, text) = send(app(), post("/v1/chat/completions", body.to_string())).await;
+    let events = sse_events(&text);
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    let (last, rest) = chunks.split_last().unwrap();
+    assert_eq!(last["choices"], json!([]));
+    assert!(last["usage"]["completion_tokens"].as_u64().unwrap() > 0);
+    assert!(rest.iter().all(|c| c["usage"].is_null()));
+}
+
+#[tokio::test]
+async fn content_parts_and_developer_messages_are_accepted() {
+    let body = chat_body(&json!({"messages": [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "text", "text": "there"}]}
+    ]}));
+    let (status, body) = post_json(app(), "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_400_naming_the_field() {
+    let cases = [
+        (json!({"temperature": 5}), "temperature"),
+        (json!({"top_p": 1.5}), "top_p"),
+        (json!({"n": 2}), "n"),
+        (json!({"max_tokens": 0}), "max_tokens"),
+        (
+            json!({"max_completion_tokens": -1}),
+            "max_completion_tokens",
+        ),
+        (json!({"frequency_penalty": 3}), "frequency_penalty"),
+        (json!({"logit_bias": {"abc": 1}}), "logit_bias"),
+        (json!({"logit_bias": {"5": 500}}), "logit_bias"),
+        (json!({"logprobs": true}), "logprobs"),
+        (json!({"messages": []}), "messages"),
+        (
+            json!({"messages": [{"role": "wizard", "content": "x"}]}),
+            "messages[0]",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}),
+            "messages[0]",
+        ),
+        (json!({"tool_choice": "required"}), "tool_choice"),
+        (json!({"tool_choice": "sometimes"}), "tool_choice"),
+        (
+            json!({"tools": [{"type": "function", "function": {"name": "f"}}],
+                "tool_choice": {"type": "function", "function": {"name": "g"}}}),
+            "tool_choice",
+        ),
+        (
+            json!({"response_format": {"type": "yaml"}}),
+            "response_format",
+        ),
+        (
+            json!({"response_format": {"type": "json_schema"}}),
+            "response_format",
+        ),
+        (json!({"stop": ["a", ""]}), "stop"),
+        (json!({"reasoning_effort": "extreme"}), "reasoning_effort"),
+    ];
+    for (extra, param) in cases {
+        let (status, body) = post_json(app(), "/v1/chat/completions", &chat_body(&extra)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{extra}: {body}");
+        assert_error(&body, Some(param));
+    }
+}
+
+#[tokio::test]
+async fn malformed_json_and_wrong_types_are_400s() {
+    for raw in [
+        "{not json",
+        "[1, 2]",
+        r#"{"messages": 5}"#,
+        r#"{"messages": [{"content": "x"}]}"#,
+        r#"{"messages": [{"role": "user", "content": "x"}], "temperature": "hot"}"#,
+        "",
+    ] {
+        let (status, _, text) = send(app(), post("/v1/chat/completions", raw)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{raw}: {text}");
+        assert_error(&serde_json::from_str(&text).unwrap(), None);
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_model_is_a_404_listing_the_served_ones() {
+    let (status, body) = post_json(
+        app(),
+        "/v1/chat/completions",
+        &chat_body(&json!({"model": "gpt-9"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_error(&body, Some("model"));
+    assert_eq!(body["error"]["code"], "model_not_found");
+    assert!(body["error"]["message"].as_str().unwrap().contains("stub"));
+    let (status, _) = post_json(
+        app(),
+        "/v1/chat/completions",
+        &chat_body(&json!({"model": "stub-alias"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_prompt_over_the_context_names_both_numbers() {
+    let app = router(state(ServerConfig::default(), 64));
+    let long = "word ".repeat(400);
+    let body = chat_body(&json!({"messages": [{"role": "user", "content": long}]}));
+    let (status, body) = post_json(app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], "context_length_exceeded");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains(" 64"), "{message}");
+    assert!(
+        message.chars().filter(char::is_ascii_digit).count() >= 4,
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn an_oversized_body_is_a_413() {
+    let config = ServerConfig {
+        max_body_bytes: 1024,
+        ..ServerConfig::default()
+    };
+    let app = router(state(config, 512));
+    let body = chat_body(&json!({"messages": [{"role": "user", "content": "x".repeat(4096)}]}));
+    let (status, body) = post_json(app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert_error(&body, None);
+}
+
+#[tokio::test]
+async fn loading_is_a_503_with_retry_after() {
+    let state = AppState::new(ServerConfig::default());
+    let (status, headers, _) = send(
+        router(state.clone()),
+        Request::get("/health").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(headers.contains_key(header::RETRY_AFTER));
+    let (status, headers, text) = send(
+        router(state),
+        post("/v1/chat/completions", chat_body(&json!({})).to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+    assert!(headers.contains_key(header::RETRY_AFTER));
+    let (status, _, text) = send(app(), Request::get("/health").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_get_openai_errors() {
+    let (status, _, text) =
+        send(app(), Request::get("/v1/nope").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_error(&serde_json::from_str(&text).unwrap(), None);
+    let (status, _, text) = send(
+        app(),
+        Request::get("/v1/chat/completions")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_error(&serde_json::from_str(&text).unwrap(), None);
+}
+
+#[tokio::test]
+async fn the_api_key_guards_every_route_but_health() {
+    let config = ServerConfig {
+        api_key: Some("s3cret".into()),
+        ..ServerConfig::default()
+    };
+    let app = router(state(config, 512));
+    let get = |path: &str, auth: Option<&str>| {
+        let mut b = Request::get(path);
+        if let Some(a) = auth {
+            b = b.header(header::AUTHORIZATION, a);
+        }
+        b.body(Body::empty()).unwrap()
+    };
+    let (status, _, text) = send(app.clone(), get("/v1/models", None)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap()["error"]["code"],
+        "invalid_api_key"
+    );
+    let (status, _, _) = send(app.clone(), get("/v1/models", Some("Bearer wrong"))).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, _) = send(app.clone(), get("/metrics", Some("s3cret"))).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _, _) = send(app.clone(), get("/v1/models", Some("Bearer s3cret"))).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = send(app, get("/health", None)).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn cors_is_off_unless_an_origin_is_given() {
+    let req = || {
+        Request::get("/v1/models")
+            .header(header::ORIGIN, "http://example.test")
+            .body(Body::empty())
+            .unwrap()
+    };
+    let (_, headers, _) = send(app(), req()).await;
+    assert!(!headers.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN));
+    let config = ServerConfig {
+        cors_origin: Some("http://example.test".into()),
+        ..ServerConfig::default()
+    };
+    let (_, headers, _) = send(router(state(config, 512)), req()).await;
+    assert_eq!(
+        headers[header::ACCESS_CONTROL_ALLOW_ORIGIN],
+        "http://example.test"
+    );
+}
+
+#[tokio::test]
+async fn completions_whole_and_streamed_agree() {
+    let app = app();
+    let body = json!({"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0});
+    let (status, whole) = post_json(app.clone(), "/v1/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{whole}");
+    assert_eq!(whole["object"], "text_completion");
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let (_, _, text) = send(app.clone(), post("/v1/completions", streamed.to_string())).await;
+    let events = sse_events(&text);
+    let joined: String = events[..events.len() - 1]
+        .iter()
+        .map(|e| {
+            serde_json::from_str::<Value>(e).unwrap()["choices"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(joined, whole["choices"][0]["text"].as_str().unwrap());
+    let tokens = json!({"prompt": [1, 2, 3], "max_tokens": 4, "temperature": 0});
+    let (status, body) = post_json(app.clone(), "/v1/completions", &tokens).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = post_json(app, "/v1/completions", &json!({"prompt": ["a", "b"]})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_error(&body, Some("prompt"));
+}
+
+#[tokio::test]
+async fn embeddings_as_floats_and_base64() {
+    let app = app();
+    let (status, body) = post_json(
+        app.clone(),
+        "/v1/embeddings",
+        &json!({"input": ["hello", "world"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let data = body["data"].as_array().unwrap();
+    assert_eq!(data.len(), 2);
+    let floats = data[0]["embedding"].as_array().unwrap();
+    assert!(!floats.is_empty());
+    assert!(body["usage"]["prompt_tokens"].as_u64().unwrap() > 0);
+    let (_, b64) = post_json(
+        app.clone(),
+        "/v1/embeddings",
+        &json!({"input": "hello", "encoding_format": "base64"}),
+    )
+    .await;
+    let text = b64["data"][0]["embedding"].as_str().unwrap();
+    assert_eq!(text.len(), (floats.len() * 4).div_ceil(3) * 4);
+    let (status, body) = post_json(app, "/v1/embeddings", &json!({"input": []})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_error(&body, Some("input"));
+}
+
+#[tokio::test]
+async fn models_tokenize_detokenize_and_metrics() {
+    let app = app();
+    let (status, _, text) = send(
+        app.clone(),
+        Request::get("/v1/models").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let list: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(list["object"], "list");
+    assert_eq!(list["data"][0]["id"], "stub");
+    let (status, _, _) = send(
+        app.clone(),
+        Request::get("/v1/models/stub").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = send(
+        app.clone(),
+        Request::get("/v1/models/nope").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, tokens) =
+        post_json(app.clone(), "/tokenize", &json!({"content": "Hello world"})).await;
+    assert_eq!(status, StatusCode::OK, "{tokens}");
+    let (status, text) = post_json(
+        app.clone(),
+        "/detokenize",
+        &json!({"tokens": tokens["tokens"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    assert_eq!(text["content"], "Hello world");
+    let (status, body) = post_json(app.clone(), "/detokenize", &json!({"tokens": [-1]})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = post_json(
+        app.clone(),
+        "/detokenize",
+        &json!({"tokens": [999_999_999]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    post_json(app.clone(), "/v1/chat/completions", &chat_body(&json!({}))).await;
+    let (status, _, metrics) =
+        send(app, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+    assert_eq!(status, StatusCode::OK);
+    for name in [
+        "wick_requests_total",
+        "wick_prompt_tokens_total",
+        "wick_completion_tokens_total",
+        "wick_prompt_tokens_cached_total",
+        "wick_queue_depth",
+        "wick_live_sequences",
+        "wick_time_to_first_token_seconds_bucket",
+        "wick_time_per_output_token_seconds_count",
+    ] {
+        assert!(metrics.contains(name), "{name} missing:\n{metrics}");
+    }
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("wick_completion_tokens_total "))
+        .unwrap();
+    assert_ne!(line, "wick_completion_tokens_total 0");
+}
