@@ -3,6 +3,7 @@
 mod models;
 mod parse;
 mod run;
+mod serve;
 mod template;
 mod tokenize;
 
@@ -27,6 +28,8 @@ struct Cli {
 enum Command {
     /// Answer one prompt: format it with the model's chat template and stream the answer.
     Run(run::RunArgs),
+    /// Serve the OpenAI-compatible HTTP API (chat, completions, embeddings, models, metrics).
+    Serve(serve::ServeArgs),
     /// Fetch a model into the store (resuming, verifying its SHA-256) and name it.
     Pull(models::PullArgs),
     /// List the models in the store: name, size, quantization, architecture, source.
@@ -45,6 +48,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result: Result<()> = match cli.command {
         Command::Run(args) => run::run(&args),
+        Command::Serve(args) => serve::run(args),
         Command::Pull(args) => models::pull(&args),
         Command::Ls => models::ls(),
         Command::Rm(args) => models::rm(&args),

@@ -1,0 +1,235 @@
+//! `wick serve`: the OpenAI-compatible HTTP server.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use wick::{Llm, ModelKwargs};
+use wick_parse::Format;
+use wick_server::{router, AppState, ServedModel, ServerConfig};
+
+/// Arguments of `wick serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// A model to serve: a GGUF file, an http(s):// URL, hf:owner/repo/file.gguf,
+    /// owner/repo[:QUANT] or a name from `wick ls`. Repeat to serve several models; requests
+    /// choose one with their `model` field (a file's name without `.gguf`, or the reference as
+    /// given), and requests without one get the first [default: the default model].
+    #[arg(short, long = "model", value_name = "REF")]
+    models: Vec<String>,
+
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1", value_name = "HOST")]
+    host: String,
+
+    /// The port to listen on (0: any free port; the address is printed).
+    #[arg(long, default_value_t = 8080, value_name = "PORT")]
+    port: u16,
+
+    /// Require `Authorization: Bearer <KEY>` on every route but /health.
+    #[arg(long, env = "WICK_API_KEY", value_name = "KEY", hide_env_values = true)]
+    api_key: Option<String>,
+
+    /// Allow browsers on this origin to call the API (CORS; `*`: any origin) [default: off].
+    #[arg(long, value_name = "ORIGIN")]
+    cors_origin: Option<String>,
+
+    /// Requests that generate at once per model; more wait in a queue.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    parallel: u32,
+
+    /// Context window of each request, in tokens.
+    #[arg(short = 'c', long, default_value_t = 4096, value_name = "N")]
+    ctx_size: u32,
+
+    /// Most tokens an answer may have when the request does not say.
+    #[arg(short = 'n', long, default_value_t = 512, value_name = "N")]
+    max_tokens: u32,
+
+    /// Largest request body accepted, in bytes.
+    #[arg(long, default_value_t = 8 << 20, value_name = "BYTES")]
+    max_body_size: usize,
+
+    /// Parse answers in this tool-call/reasoning format instead of the one detected from the
+    /// chat template (see `wick parse --list`).
+    #[arg(long, value_name = "FORMAT")]
+    output_format: Option<Format>,
+
+    /// On SIGINT/SIGTERM, wait this long for in-flight answers before cancelling them.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    shutdown_timeout: u64,
+
+    /// CPU threads [default: every core].
+    #[arg(long, value_name = "N")]
+    threads: Option<u32>,
+
+    /// Layers to offload to a GPU (needs a GPU build).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    gpu_layers: u32,
+}
+
+pub(crate) fn run(args: ServeArgs) -> Result<()> {
+    if args.parallel == 0 {
+        bail!("--parallel must be 1 or more");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: ServeArgs) -> Result<()> {
+    let config = ServerConfig {
+        api_key: args.api_key.clone().filter(|k| !k.is_empty()),
+        cors_origin: args.cors_origin.clone(),
+        max_body_bytes: args.max_body_size,
+        parallel: args.parallel as usize,
+    };
+    let state = AppState::new(config);
+    let addr = format!("{}:{}", args.host, args.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+    println!("wick serve: listening on http://{local} (loading models…)");
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, router(state.clone()))
+        .with_graceful_shutdown(wait_for(stop_rx.clone()));
+    let server = tokio::spawn(async move { server.await });
+    tokio::spawn(signals(stop_tx));
+
+    let loading = load_all(&args, &state);
+    tokio::select! {
+        loaded = loading => loaded?,
+        () = wait_for(stop_rx.clone()) => return Ok(()),
+    }
+    state.set_ready();
+    print_ready(local, &state, args.api_key.is_some());
+
+    wait_for(stop_rx).await;
+    eprintln!(
+        "wick serve: shutting down (waiting up to {}s for answers in flight)",
+        args.shutdown_timeout
+    );
+    match tokio::time::timeout(Duration::from_secs(args.shutdown_timeout), server).await {
+        Ok(Ok(result)) => result.context("server error")?,
+        Ok(Err(e)) => bail!("server task failed: {e}"),
+        Err(_) => eprintln!("wick serve: cancelled the answers still in flight"),
+    }
+    Ok(())
+}
+
+/// Loads every model (off the async threads) and adds it to `state`.
+async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
+    let refs: Vec<Option<String>> = if args.models.is_empty() {
+        vec![None]
+    } else {
+        args.models.iter().cloned().map(Some).collect()
+    };
+    for reference in refs {
+        let builder = builder(args, reference.as_deref());
+        let llm = tokio::task::spawn_blocking(move || builder.build())
+            .await?
+            .with_context(|| {
+                format!(
+                    "cannot load {}",
+                    reference.as_deref().unwrap_or("the default model")
+                )
+            })?;
+        let (id, mut aliases) = ids(reference.as_deref());
+        let name = llm.metadata().model_name;
+        if !name.is_empty() && name != id {
+            aliases.push(name);
+        }
+        eprintln!("wick serve: loaded {id}");
+        state.add_model(ServedModel { id, aliases, llm });
+    }
+    Ok(())
+}
+
+fn builder(args: &ServeArgs, reference: Option<&str>) -> wick::LlmBuilder {
+    let mut builder = Llm::builder()
+        .context_window(args.ctx_size)
+        .max_new_tokens(args.max_tokens)
+        .model_kwargs(ModelKwargs {
+            n_threads: args.threads,
+            n_gpu_layers: args.gpu_layers,
+            n_seq_max: args.parallel,
+            ..ModelKwargs::default()
+        });
+    if let Some(reference) = reference {
+        builder = builder.model_ref(reference);
+    }
+    if let Some(format) = args.output_format {
+        builder = builder.output_format(format);
+    }
+    builder
+}
+
+/// The id a model is served under, and its other names.
+fn ids(reference: Option<&str>) -> (String, Vec<String>) {
+    let Some(reference) = reference else {
+        return ("default".to_owned(), Vec::new());
+    };
+    let path = Path::new(reference);
+    let is_file = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+    match (is_file, path.file_stem().and_then(|s| s.to_str())) {
+        (true, Some(stem)) if !reference.contains("://") => {
+            (stem.to_owned(), vec![reference.to_owned()])
+        }
+        _ => (reference.to_owned(), Vec::new()),
+    }
+}
+
+fn print_ready(local: SocketAddr, state: &AppState, auth: bool) {
+    let models: Vec<String> = state.models().into_iter().map(|m| m.id).collect();
+    let auth = if auth {
+        " -H \"Authorization: Bearer $WICK_API_KEY\""
+    } else {
+        ""
+    };
+    println!("wick serve: ready, serving {}", models.join(", "));
+    println!("try:");
+    println!(
+        "  curl http://{local}/v1/chat/completions -H 'Content-Type: application/json'{auth} \\\n    -d '{{\"model\": \"{}\", \"messages\": [{{\"role\": \"user\", \"content\": \"What is the capital of France?\"}}]}}'",
+        models.first().map_or("default", String::as_str)
+    );
+}
+
+/// Resolves when `stop` turns true.
+async fn wait_for(mut stop: tokio::sync::watch::Receiver<bool>) {
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Turns SIGINT or SIGTERM into `stop`.
+async fn signals(stop: tokio::sync::watch::Sender<bool>) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    let _ = stop.send(true);
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    let _ = stop.send(true);
+}
