@@ -1,0 +1,350 @@
+//! `wick serve` as a real process on the real model, driven over HTTP: answers, SSE framing,
+//! every error path, auth, 16 concurrent streams, clients that vanish, graceful shutdown.
+
+mod serve_util;
+
+use std::io::{BufRead, BufReader, Read};
+
+use serde_json::{json, Value};
+use serve_util::{accumulate, client, sse_events, Server};
+
+fn chat(prompt: &str, extra: &Value) -> Value {
+    let mut body = json!({"messages": [{"role": "user", "content": prompt}], "max_tokens": 24});
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    body
+}
+
+fn post(server: &Server, path: &str, body: &Value) -> (u16, Value) {
+    let r = client().post(server.url(path)).json(body).send().unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().unwrap())
+}
+
+fn stream_text(server: &Server, body: &Value) -> String {
+    let mut body = body.clone();
+    body["stream"] = json!(true);
+    let r = client()
+        .post(server.url("/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    r.text().unwrap()
+}
+
+#[test]
+fn streamed_and_whole_answers_agree_for_a_seeded_request() {
+    let server = Server::start(&[]);
+    for extra in [
+        json!({"temperature": 0}),
+        json!({"temperature": 0.9, "seed": 1234}),
+    ] {
+        let body = chat("Write one sentence about the sea.", &extra);
+        let (status, whole) = post(&server, "/v1/chat/completions", &body);
+        assert_eq!(status, 200, "{whole}");
+        let events = sse_events(&stream_text(&server, &body));
+        let (content, finish) = accumulate(&events);
+        assert_eq!(
+            content,
+            whole["choices"][0]["message"]["content"].as_str().unwrap()
+        );
+        assert_eq!(finish, whole["choices"][0]["finish_reason"]);
+        assert!(!content.is_empty());
+    }
+}
+
+#[test]
+fn health_models_completions_embeddings_tokenize_metrics() {
+    let server = Server::start(&[]);
+    let c = client();
+    assert_eq!(
+        c.get(server.url("/health"))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+    let models: Value = c
+        .get(server.url("/v1/models"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let id = models["data"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(id, "SmolLM2-135M-Instruct.Q4_1");
+    assert_eq!(
+        c.get(server.url(&format!("/v1/models/{id}")))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+    let (status, body) = post(
+        &server,
+        "/v1/completions",
+        &json!({"model": id, "prompt": "The capital of France is", "max_tokens": 8, "temperature": 0}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["choices"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Paris"),
+        "{body}"
+    );
+    let (status, body) = post(&server, "/v1/embeddings", &json!({"input": ["cat", "dog"]}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"][0]["embedding"].as_array().unwrap().len(), 576);
+    let (_, tokens) = post(&server, "/tokenize", &json!({"content": "Hello world"}));
+    let (_, text) = post(&server, "/detokenize", &json!({"tokens": tokens["tokens"]}));
+    assert_eq!(text["content"], "Hello world");
+    let metrics = c
+        .get(server.url("/metrics"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains("wick_completion_tokens_total"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn every_error_is_an_openai_error_with_the_right_status() {
+    let server = Server::start(&["-c", "256", "--max-body-size", "4096"]);
+    let c = client();
+    let send_raw = |body: &str| {
+        let r = c
+            .post(server.url("/v1/chat/completions"))
+            .header("content-type", "application/json")
+            .body(body.to_owned())
+            .send()
+            .unwrap();
+        let status = r.status().as_u16();
+        let retry = r.headers().get("retry-after").is_some();
+        (status, retry, r.json::<Value>().unwrap())
+    };
+    let cases: Vec<(String, u16, &str)> = vec![
+        ("{oops".into(), 400, ""),
+        (r#"{"messages": "hi"}"#.into(), 400, ""),
+        (
+            chat("hi", &json!({"temperature": 9})).to_string(),
+            400,
+            "temperature",
+        ),
+        (chat("hi", &json!({"n": 3})).to_string(), 400, "n"),
+        (
+            chat("hi", &json!({"logprobs": true})).to_string(),
+            400,
+            "logprobs",
+        ),
+        (
+            chat("hi", &json!({"model": "nope"})).to_string(),
+            404,
+            "model",
+        ),
+        (chat(&"x".repeat(5000), &json!({})).to_string(), 413, ""),
+        (
+            chat(&"tree ".repeat(300), &json!({})).to_string(),
+            400,
+            "messages",
+        ),
+    ];
+    for (body, status, param) in cases {
+        let (got, _, json) = send_raw(&body);
+        assert_eq!(got, status, "{}: {json}", &body[..body.len().min(80)]);
+        let error = &json["error"];
+        assert!(
+            error["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{json}"
+        );
+        assert!(error["type"].is_string(), "{json}");
+        if !param.is_empty() {
+            assert_eq!(error["param"], param, "{json}");
+        }
+    }
+    let (_, _, json) = send_raw(&chat(&"tree ".repeat(300), &json!({})).to_string());
+    let message = json["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("256"),
+        "the context size is named: {message}"
+    );
+}
+
+#[test]
+fn the_api_key_is_required_everywhere_but_health() {
+    let server = Server::start(&["--api-key", "k3y"]);
+    let c = client();
+    assert_eq!(
+        c.get(server.url("/health"))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+    assert_eq!(
+        c.get(server.url("/v1/models"))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16(),
+        401
+    );
+    let ok = c
+        .get(server.url("/v1/models"))
+        .bearer_auth("k3y")
+        .send()
+        .unwrap();
+    assert_eq!(ok.status().as_u16(), 200);
+    let bad = c
+        .post(server.url("/v1/chat/completions"))
+        .bearer_auth("nope")
+        .json(&chat("hi", &json!({})))
+        .send()
+        .unwrap();
+    assert_eq!(bad.status().as_u16(), 401);
+}
+
+const PROMPTS: [&str; 16] = [
+    "Name a fruit.",
+    "Name a color.",
+    "Name an animal.",
+    "Name a country.",
+    "Name a planet.",
+    "Name a tree.",
+    "Name a river.",
+    "Name a city.",
+    "Name a tool.",
+    "Name a sport.",
+    "Name a metal.",
+    "Name a flower.",
+    "Name a bird.",
+    "Name a fish.",
+    "Name a drink.",
+    "Name a game.",
+];
+
+/// Streams `PROMPTS` greedily, all at once; each stream's content.
+fn concurrent(server: &Server, body: &dyn Fn(&str) -> Value) -> Vec<String> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = PROMPTS
+            .iter()
+            .map(|p| {
+                let body = body(p);
+                s.spawn(move || {
+                    let (content, finish) = accumulate(&sse_events(&stream_text(server, &body)));
+                    assert!(!finish.is_null(), "no finish_reason for {p}");
+                    content
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn greedy(p: &str) -> Value {
+    chat(p, &json!({"temperature": 0, "max_tokens": 16}))
+}
+
+#[test]
+fn sixteen_concurrent_streams_all_complete() {
+    let server = Server::start(&["--parallel", "4"]);
+    let together = concurrent(&server, &greedy);
+    assert_eq!(together.len(), 16);
+    assert!(together.iter().all(|c| !c.is_empty()), "{together:?}");
+}
+
+/// Fails today: llama.cpp's unified KV cache makes a sequence's attention sums depend on the
+/// batch it runs in (the KV view's length), so greedy near-ties can flip under load.
+#[test]
+#[ignore = "batch-dependent numerics in the unified KV cache (engine/llama); see the report"]
+fn sixteen_concurrent_streams_each_get_their_solo_answer() {
+    let server = Server::start(&["--parallel", "4"]);
+    let alone: Vec<String> = PROMPTS
+        .iter()
+        .map(|p| accumulate(&sse_events(&stream_text(&server, &greedy(p)))).0)
+        .collect();
+    let together = concurrent(&server, &greedy);
+    for ((p, a), t) in PROMPTS.iter().zip(&alone).zip(&together) {
+        assert_eq!(a, t, "{p}: alone vs concurrent");
+    }
+}
+
+#[test]
+fn clients_that_disconnect_mid_stream_leave_the_server_serving() {
+    let server = Server::start(&["--parallel", "2"]);
+    for _ in 0..6 {
+        let mut body = chat(
+            "Tell me a long story about a dragon.",
+            &json!({"max_tokens": 400, "temperature": 0}),
+        );
+        body["stream"] = json!(true);
+        let r = client()
+            .post(server.url("/v1/chat/completions"))
+            .json(&body)
+            .send()
+            .unwrap();
+        let mut reader = BufReader::new(r);
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        assert!(line.starts_with("data: "), "{line}");
+        drop(reader);
+    }
+    // The freed sequences let a fresh request through to its end.
+    let (status, whole) = post(
+        &server,
+        "/v1/chat/completions",
+        &chat("Name a fruit.", &json!({"temperature": 0})),
+    );
+    assert_eq!(status, 200, "{whole}");
+    // The server notices a vanished client at its next write; wait for it (bounded).
+    let mut metrics = String::new();
+    for _ in 0..300 {
+        metrics = client()
+            .get(server.url("/metrics"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        if metrics.contains("wick_open_streams 0") && metrics.contains("wick_live_sequences 0") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(metrics.contains("wick_open_streams 0"), "{metrics}");
+    assert!(metrics.contains("wick_live_sequences 0"), "{metrics}");
+}
+
+#[test]
+fn sigterm_lets_a_stream_in_flight_finish() {
+    let mut server = Server::start(&[]);
+    let mut body = chat(
+        "Count from one to twenty.",
+        &json!({"max_tokens": 48, "temperature": 0}),
+    );
+    body["stream"] = json!(true);
+    let r = client()
+        .post(server.url("/v1/chat/completions"))
+        .json(&body)
+        .send()
+        .unwrap();
+    let mut reader = BufReader::new(r);
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let mut rest = String::new();
+    reader.read_to_string(&mut rest).unwrap();
+    assert!(rest.ends_with("data: [DONE]\n\n"), "{rest}");
+    assert!(server.wait().success());
+}

@@ -1,0 +1,108 @@
+//! A `wick serve` process on the real model, on a free port, killed when dropped.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+/// A running server.
+pub(crate) struct Server {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) base: String,
+}
+
+impl Server {
+    /// Starts `wick serve` on the test model with `extra` flags and waits until it is ready.
+    pub(crate) fn start(extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_wick"))
+            .args(["serve", "--port", "0", "--threads", "2", "-m"])
+            .arg(wick_testutil::model_path())
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("wick serve starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let mut base = None;
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                base = Some(rest.split_whitespace().next().unwrap().to_owned());
+            }
+            if line.contains("ready") {
+                break;
+            }
+        }
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Server {
+            child,
+            base: base.expect("the server printed its address"),
+        }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the process to exit; its exit status.
+    pub(crate) fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A blocking HTTP client with no overall timeout (answers stream for a while).
+pub(crate) fn client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(None)
+        .build()
+        .unwrap()
+}
+
+/// The `data:` payloads of an SSE body, checking every frame's shape; ends with `[DONE]`.
+pub(crate) fn sse_events(body: &str) -> Vec<String> {
+    assert!(
+        body.ends_with("data: [DONE]\n\n"),
+        "no [DONE] at the end: {body:?}"
+    );
+    body.split_terminator("\n\n")
+        .map(|e| {
+            assert!(
+                e.starts_with("data: ") && !e.contains('\n'),
+                "bad frame {e:?}"
+            );
+            e["data: ".len()..].to_owned()
+        })
+        .collect()
+}
+
+/// The content a streamed chat accumulates to, and its finish reason.
+pub(crate) fn accumulate(events: &[String]) -> (String, Value) {
+    let mut content = String::new();
+    let mut finish = Value::Null;
+    for e in &events[..events.len() - 1] {
+        let chunk: Value = serde_json::from_str(e).unwrap();
+        if let Some(choice) = chunk["choices"].get(0) {
+            content.push_str(choice["delta"]["content"].as_str().unwrap_or(""));
+            if !choice["finish_reason"].is_null() {
+                finish = choice["finish_reason"].clone();
+            }
+        }
+    }
+    (content, finish)
+}
