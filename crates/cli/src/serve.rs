@@ -212,24 +212,19 @@ async fn wait_for(mut stop: tokio::sync::watch::Receiver<bool>) {
 
 /// Turns SIGINT or SIGTERM into `stop`.
 async fn signals(stop: tokio::sync::watch::Sender<bool>) {
-    let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    let _ = stop.send(true);
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        } else {
+            let _ = tokio::signal::ctrl_c().await;
         }
     }
     #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+    let _ = tokio::signal::ctrl_c().await;
     let _ = stop.send(true);
 }

@@ -50,8 +50,16 @@ pub(crate) fn chat(req: ChatCompletionRequest) -> Result<ValidChat, ApiError> {
     };
     let mut options = options(&req.sampling, max, field)?;
     options.tool_choice = tool_choice;
-    if let Some(sampling) = options.sampling.as_mut() {
-        sampling.grammar = response_format(req.response_format.as_ref())?;
+    if let Some(format) = response_format(req.response_format.as_ref())? {
+        if req.sampling.grammar.is_some() {
+            return Err(ApiError::bad(
+                "grammar",
+                "give either `grammar` or a JSON `response_format`, not both",
+            ));
+        }
+        if let Some(sampling) = options.sampling.as_mut() {
+            sampling.grammar = Some(format);
+        }
     }
     let mut extra_context = req.chat_template_kwargs.unwrap_or_default();
     if let Some(effort) = req.reasoning_effort {
@@ -123,6 +131,12 @@ pub(crate) fn options(
         presence_penalty: range(s.presence_penalty, "presence_penalty", -2.0, 2.0)?.unwrap_or(0.0),
         seed: seed(s.seed),
         logit_bias: logit_bias(s.logit_bias.as_ref())?,
+        grammar: match &s.grammar {
+            Some(g) if g.trim().is_empty() => {
+                return Err(ApiError::bad("grammar", "`grammar` must not be empty"))
+            }
+            g => g.clone().map(Grammar::Gbnf),
+        },
         ..SamplerOpts::default()
     };
     Ok(GenerateOptions {

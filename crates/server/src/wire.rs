@@ -43,6 +43,8 @@ pub(crate) struct WireSampling {
     pub(crate) seed: Option<i64>,
     pub(crate) logit_bias: Option<BTreeMap<String, f64>>,
     pub(crate) n: Option<i64>,
+    /// A GBNF grammar the output must match (llama.cpp server's extension).
+    pub(crate) grammar: Option<String>,
 }
 
 /// `stop`: one string or several.
