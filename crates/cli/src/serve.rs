@@ -53,7 +53,7 @@ pub(crate) struct ServeArgs {
     max_body_size: usize,
 
     /// Parse answers in this tool-call/reasoning format instead of the one detected from the
-    /// chat template (see `wick parse --list`).
+    /// chat template (see `wick parse --list-formats`).
     #[arg(long, value_name = "FORMAT")]
     output_format: Option<Format>,
 

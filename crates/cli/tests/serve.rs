@@ -348,3 +348,30 @@ fn sigterm_lets_a_stream_in_flight_finish() {
     assert!(rest.ends_with("data: [DONE]\n\n"), "{rest}");
     assert!(server.wait().success());
 }
+
+#[test]
+fn serve_help_names_every_flag() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wick"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    for flag in [
+        "--model",
+        "--host",
+        "--port",
+        "--api-key",
+        "WICK_API_KEY",
+        "--cors-origin",
+        "--parallel",
+        "--ctx-size",
+        "--max-tokens",
+        "--max-body-size",
+        "--output-format",
+        "--shutdown-timeout",
+        "--threads",
+        "--gpu-layers",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+    }
+}
