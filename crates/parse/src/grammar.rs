@@ -44,8 +44,12 @@ pub fn tool_call_grammar(format: Format, names: &[String]) -> Result<String, Par
             .collect::<Vec<_>>()
             .join(" | ")
     };
-    g.push_str(&format!("name-json ::= {}\n", alternatives(true)));
-    g.push_str(&format!("name-raw ::= {}\n", alternatives(false)));
+    let names = format!(
+        "name-json ::= {}\nname-raw ::= {}\n",
+        alternatives(true),
+        alternatives(false)
+    );
+    g.push_str(&names);
     g.push_str(JSON_RULES);
     Ok(g)
 }
