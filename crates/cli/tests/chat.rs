@@ -1,6 +1,7 @@
 //! `wick chat` through the real binary: on the real model with piped input, and with `--url`
 //! against a small OpenAI-style server on 127.0.0.1 that streams server-sent events.
 
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Output, Stdio};
@@ -253,7 +254,7 @@ fn echo_stream(request: &Request) -> String {
             "id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake-model",
             "choices": [{"index": 0, "delta": delta, "finish_reason": null}],
         });
-        body.push_str(&format!("data: {chunk}\n\n"));
+        write!(body, "data: {chunk}\n\n").unwrap();
     }
     body.push_str("data: [DONE]\n\n");
     format!(
@@ -296,7 +297,10 @@ fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
 fn remote_chat_streams_the_answer_and_sends_the_conversation() {
     let server = FakeServer::start(|request, _| {
         if request.method == "GET" {
-            json_response("200 OK", &json!({"object": "list", "data": [{"id": "fake-model"}]}))
+            json_response(
+                "200 OK",
+                &json!({"object": "list", "data": [{"id": "fake-model"}]}),
+            )
         } else {
             echo_stream(request)
         }
@@ -318,7 +322,10 @@ fn remote_chat_streams_the_answer_and_sends_the_conversation() {
     assert!(stderr.contains("(conversation reset)"), "{stderr}");
 
     let requests = server.requests();
-    assert_eq!((requests[0].method.as_str(), requests[0].path.as_str()), ("GET", "/v1/models"));
+    assert_eq!(
+        (requests[0].method.as_str(), requests[0].path.as_str()),
+        ("GET", "/v1/models")
+    );
     let chats = server.chats();
     assert_eq!(chats.len(), 3, "{chats:?}");
     for r in &chats {

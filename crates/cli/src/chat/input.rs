@@ -14,7 +14,7 @@ const PROMPT: &str = ">>> ";
 pub(super) enum Input {
     /// rustyline, with its history saved to `history` after each line.
     Editor {
-        editor: DefaultEditor,
+        editor: Box<DefaultEditor>,
         history: PathBuf,
     },
     /// Standard input, line by line, without editing or echo.
@@ -24,7 +24,9 @@ pub(super) enum Input {
 impl std::fmt::Debug for Input {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Input::Editor { history, .. } => f.debug_struct("Editor").field("history", history).finish(),
+            Input::Editor { history, .. } => {
+                f.debug_struct("Editor").field("history", history).finish()
+            }
             Input::Plain(_) => f.write_str("Plain"),
         }
     }
@@ -36,7 +38,7 @@ impl Input {
         if !interactive {
             return Ok(Input::Plain(std::io::stdin().lock()));
         }
-        let mut editor = DefaultEditor::new().context("starting the line editor")?;
+        let mut editor = Box::new(DefaultEditor::new().context("starting the line editor")?);
         let history = wick_models::wick_home().join("chat_history");
         // A missing history file is the normal first run; an unreadable one is not worth failing.
         let _ = editor.load_history(&history);

@@ -50,7 +50,9 @@ impl Responder for Local {
     ) -> Result<Answer> {
         let mut request = ChatRequest::new(conversation.messages.clone());
         request.system.clone_from(&conversation.system);
-        let stream = self.llm.stream_chat_with(&request, &wick::GenerateOptions::default())?;
+        let stream = self
+            .llm
+            .stream_chat_with(&request, &wick::GenerateOptions::default())?;
         let mut answer = Answer::default();
         for item in stream {
             // Breaking out drops the stream, which cancels the generation in the engine.

@@ -59,7 +59,7 @@ pub(crate) struct ChatArgs {
     #[arg(short, long, value_name = "TEXT")]
     system: Option<String>,
 
-    /// Chat with a running OpenAI-compatible server at this URL (e.g. http://127.0.0.1:8080)
+    /// Chat with a running OpenAI-compatible server at this URL (e.g. `http://127.0.0.1:8080`)
     /// instead of loading a model.
     #[arg(long, value_name = "URL")]
     url: Option<String>,
@@ -154,12 +154,19 @@ pub(crate) fn run(args: &ChatArgs) -> Result<()> {
     };
     if let Some(url) = &args.url {
         let mut remote = Remote::connect(url, args)?;
-        session.banner(interactive, &remote.name());
+        banner(interactive, &remote.name());
         session.run(&mut remote)
     } else {
         let mut local = Local::load(args)?;
-        session.banner(interactive, &local.name());
+        banner(interactive, &local.name());
         session.run(&mut local)
+    }
+}
+
+/// Greets a person at a terminal.
+fn banner(interactive: bool, name: &str) {
+    if interactive {
+        eprintln!("wick chat with {name}: /help lists the commands, Ctrl-D leaves.");
     }
 }
 
@@ -173,12 +180,6 @@ struct Session {
 }
 
 impl Session {
-    fn banner(&self, interactive: bool, name: &str) {
-        if interactive {
-            eprintln!("wick chat with {name}: /help lists the commands, Ctrl-D leaves.");
-        }
-    }
-
     fn run(&mut self, responder: &mut impl Responder) -> Result<()> {
         while let Some(line) = self.input.next_line()? {
             match Line::parse(&line) {

@@ -100,15 +100,14 @@ impl<W: Write> Printer<W> {
 
     /// Ends the current section with its closing and a line break.
     fn close_section(&mut self) -> io::Result<()> {
-        match self.section {
-            Section::Start => {}
-            Section::Reasoning if self.styled => self.out.write_all(RESET.as_bytes())?,
-            Section::ToolCall => self.out.write_all(b")")?,
-            Section::Reasoning | Section::Content => {}
-        }
-        if self.section != Section::Start {
-            self.out.write_all(b"\n")?;
-        }
+        let closing = match self.section {
+            Section::Start => return Ok(()),
+            Section::Reasoning if self.styled => RESET,
+            Section::ToolCall => ")",
+            Section::Reasoning | Section::Content => "",
+        };
+        self.out.write_all(closing.as_bytes())?;
+        self.out.write_all(b"\n")?;
         self.section = Section::Start;
         self.section_empty = true;
         Ok(())
@@ -119,7 +118,10 @@ impl<W: Write> Printer<W> {
 mod tests {
     use super::*;
 
-    fn printed(styled: bool, f: impl FnOnce(&mut Printer<&mut Vec<u8>>) -> io::Result<()>) -> String {
+    fn printed(
+        styled: bool,
+        f: impl FnOnce(&mut Printer<&mut Vec<u8>>) -> io::Result<()>,
+    ) -> String {
         let mut out = Vec::new();
         let mut p = Printer::new(&mut out, styled);
         f(&mut p).unwrap();
