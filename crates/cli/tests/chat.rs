@@ -1,7 +1,6 @@
 //! `wick chat` through the real binary: on the real model with piped input, and with `--url`
 //! against a small OpenAI-style server on 127.0.0.1 that streams server-sent events.
 
-use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Output, Stdio};
@@ -153,14 +152,14 @@ struct Request {
 }
 
 /// A one-thread HTTP/1.1 server on 127.0.0.1 that records each request and answers it with
-/// `respond(request, number of earlier chat requests)`, then closes the connection.
+/// `respond(request, number of earlier chat requests, connection)`, then closes the connection.
 struct FakeServer {
     url: String,
     requests: Arc<Mutex<Vec<Request>>>,
 }
 
 impl FakeServer {
-    fn start(respond: impl Fn(&Request, usize) -> String + Send + 'static) -> Self {
+    fn start(respond: impl Fn(&Request, usize, &mut TcpStream) + Send + 'static) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -169,18 +168,26 @@ impl FakeServer {
             for stream in listener.incoming() {
                 let mut stream = stream.unwrap();
                 let request = read_request(&mut stream);
-                let chats = seen
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .filter(|r: &&Request| r.method == "POST")
-                    .count();
-                let response = respond(&request, chats);
-                seen.lock().unwrap().push(request);
-                let _ = stream.write_all(response.as_bytes());
+                let chats = {
+                    let mut seen = seen.lock().unwrap();
+                    let chats = seen
+                        .iter()
+                        .filter(|r: &&Request| r.method == "POST")
+                        .count();
+                    seen.push(request.clone());
+                    chats
+                };
+                respond(&request, chats, &mut stream);
             }
         });
         FakeServer { url, requests }
+    }
+
+    /// A server that answers with `respond(request, number of earlier chat requests)`.
+    fn replying(respond: impl Fn(&Request, usize) -> String + Send + 'static) -> Self {
+        FakeServer::start(move |request, chats, stream| {
+            let _ = stream.write_all(respond(request, chats).as_bytes());
+        })
     }
 
     fn requests(&self) -> Vec<Request> {
@@ -234,6 +241,17 @@ fn read_request(stream: &mut TcpStream) -> Request {
     }
 }
 
+fn sse_chunk(delta: &Value) -> String {
+    let chunk = json!({
+        "id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake-model",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": null}],
+    });
+    format!("data: {chunk}\n\n")
+}
+
+const SSE_HEADERS: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+                           Cache-Control: no-cache\r\nConnection: close\r\n\r\n";
+
 /// A streamed answer: reasoning, then `You said: <last message>` in two chunks, then `[DONE]`.
 fn echo_stream(request: &Request) -> String {
     let said = request.body["messages"]
@@ -248,19 +266,12 @@ fn echo_stream(request: &Request) -> String {
         json!({"content": "You said: "}),
         json!({"content": said}),
     ];
-    let mut body = String::new();
-    for delta in deltas {
-        let chunk = json!({
-            "id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "fake-model",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": null}],
-        });
-        write!(body, "data: {chunk}\n\n").unwrap();
+    let mut body = SSE_HEADERS.to_owned();
+    for delta in &deltas {
+        body.push_str(&sse_chunk(delta));
     }
     body.push_str("data: [DONE]\n\n");
-    format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
-         Connection: close\r\n\r\n{body}"
-    )
+    body
 }
 
 fn json_response(status: &str, body: &Value) -> String {
@@ -295,7 +306,7 @@ fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
 
 #[test]
 fn remote_chat_streams_the_answer_and_sends_the_conversation() {
-    let server = FakeServer::start(|request, _| {
+    let server = FakeServer::replying(|request, _| {
         if request.method == "GET" {
             json_response(
                 "200 OK",
@@ -351,7 +362,7 @@ fn remote_chat_streams_the_answer_and_sends_the_conversation() {
 
 #[test]
 fn remote_errors_print_the_server_message_and_the_chat_goes_on() {
-    let server = FakeServer::start(|request, chats| {
+    let server = FakeServer::replying(|request, chats| {
         if chats == 0 {
             let error = json!({"error": {"message": "Incorrect API key provided: sk-wrong",
                                          "type": "invalid_request_error", "code": "invalid_api_key"}});
@@ -404,4 +415,59 @@ fn an_unreachable_server_is_a_clear_error() {
         stderr.contains("cannot reach the server") && stderr.contains(&url),
         "stderr: {stderr}"
     );
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_stops_the_answer_and_the_chat_goes_on() {
+    // The first answer never ends on its own: only Ctrl-C (closing the connection) stops it.
+    let server = FakeServer::start(|request, chats, stream| {
+        if chats > 0 {
+            let _ = stream.write_all(echo_stream(request).as_bytes());
+            return;
+        }
+        let mut sent = stream
+            .write_all(SSE_HEADERS.as_bytes())
+            .and_then(|()| stream.write_all(sse_chunk(&json!({"content": "Partial"})).as_bytes()));
+        while sent.is_ok() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            sent = stream.write_all(sse_chunk(&json!({"content": " tick"})).as_bytes());
+        }
+    });
+    let mut child = wick()
+        .args(["chat", "--model", "m", "--url", &server.url])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"Tell me a story\n").unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 7];
+    stdout.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"Partial");
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    stdin.write_all(b"Again\n/exit\n").unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "stderr: {stderr}");
+    assert!(stderr.contains("(answer stopped)"), "stderr: {stderr}");
+    assert!(rest.ends_with("You said: Again\n"), "stdout: {rest}");
+
+    let chats = server.chats();
+    assert_eq!(chats.len(), 2);
+    // What was shown of the stopped answer stays in the conversation.
+    let sent = messages(&chats[1]);
+    assert_eq!(sent.len(), 3, "{sent:?}");
+    assert_eq!(sent[1].0, "assistant");
+    assert!(sent[1].1.starts_with("Partial"), "{sent:?}");
+    assert_eq!(sent[2], ("user".to_owned(), "Again".to_owned()));
 }
