@@ -1,5 +1,7 @@
 //! `wick`: a local LLM runtime over llama.cpp.
 
+mod chat;
+mod flags;
 mod models;
 mod parse;
 mod run;
@@ -27,6 +29,8 @@ struct Cli {
 enum Command {
     /// Answer one prompt: format it with the model's chat template and stream the answer.
     Run(run::RunArgs),
+    /// Chat in the terminal with a model, or with a running server (`--url`).
+    Chat(chat::ChatArgs),
     /// Fetch a model into the store (resuming, verifying its SHA-256) and name it.
     Pull(models::PullArgs),
     /// List the models in the store: name, size, quantization, architecture, source.
@@ -45,6 +49,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result: Result<()> = match cli.command {
         Command::Run(args) => run::run(&args),
+        Command::Chat(args) => chat::run(&args),
         Command::Pull(args) => models::pull(&args),
         Command::Ls => models::ls(),
         Command::Rm(args) => models::rm(&args),
