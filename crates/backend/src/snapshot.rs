@@ -90,6 +90,50 @@ pub fn decode<'a>(fingerprint: &str, bytes: &'a [u8]) -> Result<Snapshot<'a>> {
     Ok(Snapshot { tokens, payload })
 }
 
+/// Reads only the token history from the start of a snapshot (magic, fingerprint, tokens),
+/// without reading or checking the payload: enough to index snapshots on disk. The whole
+/// snapshot is still checked by [`decode`] before use.
+///
+/// # Errors
+///
+/// [`BackendError::InvalidSnapshot`] for a bad magic or a header cut short; reading errors.
+pub fn read_tokens(mut reader: impl std::io::Read) -> Result<Vec<TokenId>> {
+    fn read(reader: &mut impl std::io::Read, n: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0; n];
+        reader
+            .read_exact(&mut buf)
+            .map_err(|e| BackendError::InvalidSnapshot {
+                reason: format!("cannot read the snapshot header: {e}"),
+            })?;
+        Ok(buf)
+    }
+    fn len(reader: &mut impl std::io::Read, limit: u64) -> Result<usize> {
+        let b = read(reader, 8)?;
+        let n = u64::from_le_bytes(b.try_into().expect("invariant: read(8) yields 8 bytes"));
+        if n > limit {
+            return Err(BackendError::InvalidSnapshot {
+                reason: format!("implausible header length {n}"),
+            });
+        }
+        usize::try_from(n).map_err(|_| BackendError::InvalidSnapshot {
+            reason: "length does not fit in memory".into(),
+        })
+    }
+    if read(&mut reader, MAGIC.len())? != MAGIC {
+        return Err(BackendError::InvalidSnapshot {
+            reason: "not a wick KV snapshot (bad magic)".into(),
+        });
+    }
+    let fp_len = len(&mut reader, 1 << 16)?;
+    read(&mut reader, fp_len)?;
+    let n_tokens = len(&mut reader, 1 << 28)?;
+    let raw = read(&mut reader, n_tokens * 4)?;
+    Ok(raw
+        .chunks_exact(4)
+        .map(|c| TokenId(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+        .collect())
+}
+
 struct Reader<'a> {
     rest: &'a [u8],
 }
@@ -118,6 +162,15 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_token_header_reads_without_the_payload() {
+        let tokens = vec![TokenId(3), TokenId(9)];
+        let bytes = encode("fp", &tokens, &[7; 1000]);
+        assert_eq!(read_tokens(&bytes[..8 + 8 + 2 + 8 + 8]).unwrap(), tokens);
+        assert!(read_tokens(&bytes[..20]).is_err());
+        assert!(read_tokens(&b"NOTASNAPSHOT-----------"[..]).is_err());
+    }
 
     #[test]
     fn round_trips_and_rejects_every_corruption() {

@@ -1,5 +1,7 @@
 //! `wick`: a local LLM runtime over llama.cpp.
 
+mod chat;
+mod flags;
 mod models;
 mod parse;
 mod run;
@@ -30,6 +32,8 @@ enum Command {
     Run(run::RunArgs),
     /// Serve the OpenAI-compatible HTTP API (chat, completions, embeddings, models, metrics).
     Serve(serve::ServeArgs),
+    /// Chat in the terminal with a model, or with a running server (`--url`).
+    Chat(chat::ChatArgs),
     /// Fetch a model into the store (resuming, verifying its SHA-256) and name it.
     Pull(models::PullArgs),
     /// List the models in the store: name, size, quantization, architecture, source.
@@ -49,6 +53,7 @@ fn main() -> std::process::ExitCode {
     let result: Result<()> = match cli.command {
         Command::Run(args) => run::run(&args),
         Command::Serve(args) => serve::run(args),
+        Command::Chat(args) => chat::run(&args),
         Command::Pull(args) => models::pull(&args),
         Command::Ls => models::ls(),
         Command::Rm(args) => models::rm(&args),

@@ -9,9 +9,11 @@ use clap::Args;
 use wick_backend::{Backend, BackendConfig, Decoded};
 use wick_llama::LlamaBackend;
 use wick_models::{ModelRef, ModelStore, Settings};
-use wick_types::{ChatRequest, Message, Role, SamplerOpts, SeqId};
+use wick_types::{ChatRequest, Message, Role, SeqId};
 
 use wick_engine::Utf8Stream;
+
+use crate::flags::{LoadArgs, SamplingArgs};
 
 /// Arguments of `wick run`.
 #[derive(Debug, Args)]
@@ -37,41 +39,11 @@ pub(crate) struct RunArgs {
     #[arg(short = 'n', long, default_value_t = 256, value_name = "N")]
     max_tokens: u32,
 
-    /// Sampling temperature; 0 is greedy (always the most likely token).
-    #[arg(short, long, default_value_t = 0.0, value_name = "T")]
-    temperature: f32,
+    #[command(flatten)]
+    sampling: SamplingArgs,
 
-    /// Keep only the K most likely tokens (0: off).
-    #[arg(long, default_value_t = 40, value_name = "K")]
-    top_k: u32,
-
-    /// Nucleus sampling: keep the most likely tokens up to this total probability (1: off).
-    #[arg(long, default_value_t = 0.95, value_name = "P")]
-    top_p: f32,
-
-    /// Drop tokens less likely than this fraction of the most likely one (0: off).
-    #[arg(long, default_value_t = 0.05, value_name = "P")]
-    min_p: f32,
-
-    /// Penalise tokens seen in the last 64 (1: off).
-    #[arg(long, default_value_t = 1.1, value_name = "X")]
-    repeat_penalty: f32,
-
-    /// Seed of the random draw (same seed, same answer).
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    seed: u32,
-
-    /// Context window in tokens.
-    #[arg(short = 'c', long, default_value_t = 4096, value_name = "N")]
-    ctx_size: u32,
-
-    /// CPU threads [default: every core].
-    #[arg(long, value_name = "N")]
-    threads: Option<u32>,
-
-    /// Layers to offload to a GPU (needs a GPU build).
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    gpu_layers: u32,
+    #[command(flatten)]
+    load: LoadArgs,
 
     /// Print load and speed timings (and llama.cpp's log) to standard error.
     #[arg(short, long)]
@@ -79,18 +51,6 @@ pub(crate) struct RunArgs {
 }
 
 impl RunArgs {
-    fn sampler(&self) -> SamplerOpts {
-        SamplerOpts {
-            temperature: self.temperature,
-            top_k: self.top_k,
-            top_p: self.top_p,
-            min_p: self.min_p,
-            repetition_penalty: self.repeat_penalty,
-            seed: self.seed,
-            ..SamplerOpts::default()
-        }
-    }
-
     fn prompt_text(&self) -> Result<String> {
         match self.prompt.as_deref() {
             Some(p) if p != "-" => Ok(p.to_owned()),
@@ -130,10 +90,10 @@ pub(crate) fn run(args: &RunArgs) -> Result<()> {
     }
     let model = resolve_model(args.model.as_deref())?;
     let config = BackendConfig::new(&model)
-        .with_n_ctx(args.ctx_size)
+        .with_n_ctx(args.load.ctx_size)
         .with_n_seq_max(1)
-        .with_n_threads(args.threads)
-        .with_n_gpu_layers(args.gpu_layers);
+        .with_n_threads(args.load.threads)
+        .with_n_gpu_layers(args.load.gpu_layers);
 
     let started = Instant::now();
     let mut backend = LlamaBackend::load(&config)?;
@@ -155,7 +115,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<()> {
             tokens.len()
         );
     }
-    let sampler = backend.sampler_new(&args.sampler())?;
+    let sampler = backend.sampler_new(&args.sampling.sampler())?;
     let seq = SeqId(0);
 
     let prefill_start = Instant::now();

@@ -1,6 +1,6 @@
 //! Engine settings.
 
-use crate::EngineError;
+use crate::{DiskCacheConfig, EngineError};
 
 /// How the scheduler shares the model between requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +15,8 @@ pub struct EngineConfig {
     pub prefill_chunk: usize,
     /// Prompt tokens all sequences together prefill per step. Default 512.
     pub prefill_budget: usize,
+    /// The disk tier of the prompt cache; `None` (the default): RAM only.
+    pub disk_cache: Option<DiskCacheConfig>,
 }
 
 impl Default for EngineConfig {
@@ -24,6 +26,7 @@ impl Default for EngineConfig {
             queue_capacity: 64,
             prefill_chunk: 256,
             prefill_budget: 512,
+            disk_cache: None,
         }
     }
 }

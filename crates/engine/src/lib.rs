@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 
 mod config;
+mod diskcache;
 mod error;
 mod prompt;
 mod request;
@@ -33,6 +34,7 @@ mod utf8;
 mod worker;
 
 pub use config::EngineConfig;
+pub use diskcache::{CacheStats, DiskCacheConfig};
 pub use error::EngineError;
 pub use prompt::{segment_tokens, ChatFormat, RenderedPrompt};
 pub use request::{Finished, GenEvent, GenerateRequest};

@@ -12,6 +12,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use wick_backend::{Backend, Decoded, SamplerId, StepOp, StepResult};
 use wick_types::{FinishReason, SeqId, TokenId, Usage};
 
+use crate::diskcache::{common_prefix, CacheStats, DiskCache};
 use crate::stop::{StopMatcher, StopScan};
 use crate::utf8::Utf8Stream;
 use crate::{EngineConfig, EngineError, Finished, GenEvent, GenerateRequest};
@@ -65,15 +66,36 @@ pub(crate) struct State {
     clock: u64,
     /// Requests admitted or queued, shared with the handle for the `Busy` check.
     inflight: Arc<AtomicUsize>,
+    /// The disk tier of the prompt cache, when configured.
+    disk: Option<DiskCache>,
+    stats: Arc<CacheStats>,
 }
+
+/// A disk snapshot must beat the RAM prefix by this many tokens to be worth restoring.
+const DISK_MIN_GAIN: usize = 16;
 
 impl State {
     pub(crate) fn new(
         backend: &dyn Backend,
         config: EngineConfig,
         inflight: Arc<AtomicUsize>,
+        stats: Arc<CacheStats>,
     ) -> Self {
         let info = backend.info();
+        let layout = format!(
+            "{} {} n_ctx={} n_seq_max={} n_layer={} n_embd={}",
+            backend.name(),
+            info.name,
+            info.n_ctx,
+            info.n_seq_max,
+            info.n_layer,
+            info.n_embd
+        );
+        let disk = config.disk_cache.as_ref().and_then(|c| {
+            DiskCache::open(c, &layout, Arc::clone(&stats))
+                .map_err(|e| tracing::warn!("prompt cache on disk disabled: {e}"))
+                .ok()
+        });
         let n_seq = usize::try_from(info.n_seq_max.max(1)).unwrap_or(1);
         let live = config.max_live.map_or(n_seq, |m| m.min(n_seq));
         let slots = (0..live)
@@ -91,6 +113,8 @@ impl State {
             n_ctx: usize::try_from(info.n_ctx).unwrap_or(usize::MAX),
             clock: 0,
             inflight,
+            disk,
+            stats,
         }
     }
 
@@ -197,7 +221,13 @@ impl State {
         request: GenerateRequest,
         events: &UnboundedSender<GenEvent>,
     ) -> Result<(), EngineError> {
-        let cached = self.reuse_prefix(backend, target, &request.prompt)?;
+        let mut cached = self.reuse_prefix(backend, target, &request.prompt)?;
+        let restored = self.restore_from_disk(backend, target, &request.prompt, cached)?;
+        match (cached, restored) {
+            (_, Some(n)) => cached = n,
+            (0, None) => CacheStats::add(&self.stats.misses, 1),
+            (_, None) => CacheStats::add(&self.stats.hits_ram, 1),
+        }
         let sampler = if needs_sampler(&request) {
             Some(backend.sampler_new(&request.sampler)?)
         } else {
@@ -254,6 +284,72 @@ impl State {
             self.slots[target].tokens.clear();
         }
         Ok(0)
+    }
+
+    /// Restores the disk snapshot sharing the longest prefix with `prompt` into slot `target`
+    /// when it beats the `cached` RAM prefix; returns the restored length. A snapshot that
+    /// fails its checks is removed and the RAM prefix is taken again.
+    fn restore_from_disk(
+        &mut self,
+        backend: &mut dyn Backend,
+        target: usize,
+        prompt: &[TokenId],
+        cached: usize,
+    ) -> Result<Option<usize>, EngineError> {
+        let limit = prompt.len().saturating_sub(1);
+        let Some(disk) = self.disk.as_mut() else {
+            return Ok(None);
+        };
+        let Some((path, len)) = disk.best(prompt, limit, cached + DISK_MIN_GAIN) else {
+            return Ok(None);
+        };
+        let seq = self.slots[target].seq;
+        let restored = disk
+            .load(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| {
+                // Clear the target first: restoring over old cells is what makes a restore
+                // slower than it needs to be.
+                let _ = backend.seq_rm(seq);
+                backend.kv_unpack(seq, &bytes).map_err(|e| e.to_string())?;
+                let held = backend.seq_tokens(seq).map_err(|e| e.to_string())?;
+                backend
+                    .seq_rm_last(seq, held.len() - len)
+                    .map_err(|e| e.to_string())
+            });
+        match restored {
+            Ok(()) => {
+                self.slots[target].tokens = prompt[..len].to_vec();
+                CacheStats::add(&self.stats.hits_disk, 1);
+                CacheStats::add(&self.stats.restored_tokens, len as u64);
+                Ok(Some(len))
+            }
+            Err(reason) => {
+                tracing::warn!(path = %path.display(), %reason, "prompt cache snapshot rejected");
+                disk.reject(&path);
+                let _ = backend.seq_rm(seq);
+                self.slots[target].tokens.clear();
+                self.reuse_prefix(backend, target, prompt).map(|_| None)
+            }
+        }
+    }
+
+    /// Saves the slot's sequence to the disk cache when it is long and new enough.
+    fn save_to_disk(&mut self, backend: &mut dyn Backend, index: usize) {
+        let Some(disk) = self.disk.as_mut() else {
+            return;
+        };
+        let slot = &self.slots[index];
+        if !disk.wants(&slot.tokens) {
+            return;
+        }
+        let saved = backend
+            .kv_pack(slot.seq)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| disk.save(&slot.tokens, &bytes).map_err(|e| e.to_string()));
+        if let Err(e) = saved {
+            tracing::warn!("prompt cache: cannot save a snapshot: {e}");
+        }
     }
 
     /// This step's operations: a prompt chunk for sequences still prefilling (within the
@@ -377,11 +473,17 @@ impl State {
             completion_tokens: job.generated,
             cached_tokens: job.cached,
         };
-        let _ = job.events.send(GenEvent::Done(Finished {
+        // Saved before the answer ends, so a client that got its answer can count on the
+        // snapshot being there (a restart right after, a second process).
+        let done = GenEvent::Done(Finished {
             finish_reason: reason,
             usage,
             stop,
-        }));
+        });
+        self.save_to_disk(backend, index);
+        if let Some(job) = &self.slots[index].job {
+            let _ = job.events.send(done);
+        }
         self.release(backend, index);
     }
 
@@ -429,10 +531,6 @@ fn scan_parts(scan: StopScan) -> (String, Option<String>) {
     }
 }
 
-fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
 /// Greedy decoding without bias, penalties or grammar needs no sampler of its own.
 fn needs_sampler(request: &GenerateRequest) -> bool {
     let s = &request.sampler;
@@ -465,7 +563,7 @@ mod tests {
             ..EngineConfig::default()
         };
         let inflight = Arc::new(AtomicUsize::new(2));
-        let mut state = State::new(&backend, engine_config, inflight);
+        let mut state = State::new(&backend, engine_config, inflight, Arc::default());
         let (a_events, _a_rx) = unbounded_channel();
         state.enqueue(Pending {
             request: GenerateRequest {

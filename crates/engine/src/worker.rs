@@ -9,7 +9,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use wick_backend::{Backend, ModelInfo};
 
 use crate::scheduler::{Pending, State};
-use crate::{EngineConfig, EngineError, GenEvent, GenerateRequest};
+use crate::{CacheStats, EngineConfig, EngineError, GenEvent, GenerateRequest};
 
 type Job = Box<dyn FnOnce(&mut dyn Backend) + Send>;
 
@@ -25,6 +25,7 @@ enum Command {
 pub struct Engine {
     commands: SyncSender<Command>,
     inflight: Arc<AtomicUsize>,
+    stats: Arc<CacheStats>,
     info: Arc<ModelInfo>,
     live: usize,
     queued: usize,
@@ -48,7 +49,13 @@ impl Engine {
     pub fn start(backend: Box<dyn Backend>, config: EngineConfig) -> Result<Engine, EngineError> {
         config.validate()?;
         let inflight = Arc::new(AtomicUsize::new(0));
-        let state = State::new(backend.as_ref(), config, Arc::clone(&inflight));
+        let cache_stats = Arc::new(CacheStats::default());
+        let state = State::new(
+            backend.as_ref(),
+            config,
+            Arc::clone(&inflight),
+            Arc::clone(&cache_stats),
+        );
         let (live, queued) = state.capacity();
         let info = Arc::new(backend.info().clone());
         let (commands, rx) = mpsc::sync_channel(256);
@@ -59,6 +66,7 @@ impl Engine {
         Ok(Engine {
             commands,
             inflight,
+            stats: cache_stats,
             info,
             live,
             queued,
@@ -141,6 +149,12 @@ impl Engine {
             .send(Command::Run(job))
             .map_err(|_| EngineError::Stopped)?;
         answer.await.map_err(|_| EngineError::Stopped)
+    }
+
+    /// The prompt cache's counters (RAM and disk hits, misses, restored tokens and bytes,
+    /// saves, evictions, rejects).
+    pub fn cache_stats(&self) -> &CacheStats {
+        &self.stats
     }
 
     /// Requests generating or queued right now.

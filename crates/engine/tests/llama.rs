@@ -180,3 +180,55 @@ fn a_stop_string_on_the_real_model_cuts_the_answer() {
     assert_eq!(text, full[..cut]);
     assert_eq!(done.stop, Some(stop));
 }
+
+#[test]
+fn a_restarted_engine_restores_the_prompt_from_disk_and_answers_as_cold() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let with_disk = || {
+        let config = BackendConfig::new(wick_testutil::model_path())
+            .with_n_ctx(512)
+            .with_n_seq_max(2)
+            .with_n_threads(Some(2));
+        let backend = LlamaBackend::load(&config).expect("the test model loads");
+        let engine_config = EngineConfig {
+            disk_cache: Some(wick_engine::DiskCacheConfig {
+                dir: dir.path().to_path_buf(),
+                budget_bytes: 1 << 30,
+                min_tokens: 16,
+                model_id: wick_testutil::MODEL_SHA256.into(),
+            }),
+            ..EngineConfig::default()
+        };
+        Engine::start(Box::new(backend), engine_config).expect("engine")
+    };
+    let first = with_disk();
+    let question = "Explain in two sentences why the sky is blue, and mention Rayleigh.";
+    let prompt = chat_prompt(&first, question);
+    let request = GenerateRequest {
+        prompt: prompt.clone(),
+        max_tokens: Some(16),
+        ..GenerateRequest::default()
+    };
+    let (cold_text, done) = collect(first.submit(request.clone()).expect("submit"));
+    assert_eq!(done.usage.cached_tokens, 0);
+    drop(first);
+
+    let second = with_disk();
+    let (text, done) = collect(second.submit(request).expect("submit"));
+    assert_eq!(
+        done.usage.cached_tokens as usize,
+        prompt.len() - 1,
+        "restored from disk"
+    );
+    assert_eq!(
+        second
+            .cache_stats()
+            .hits_disk
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    assert_eq!(
+        text, cold_text,
+        "greedy output after a disk restore equals the cold run"
+    );
+}

@@ -18,4 +18,13 @@ pub enum ParseError {
         /// The value given.
         name: String,
     },
+    /// No tool-call grammar exists for this format (or no tool was named).
+    #[error(
+        "cannot force a tool call in format `{format}`: it needs at least one tool and a \
+         JSON-style call syntax; use tool_choice auto"
+    )]
+    NoToolGrammar {
+        /// The format's name.
+        format: String,
+    },
 }

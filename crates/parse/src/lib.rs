@@ -34,6 +34,7 @@ mod engine;
 mod error;
 mod event;
 mod formats;
+mod grammar;
 mod ids;
 mod json_stream;
 mod literal;
@@ -49,6 +50,7 @@ pub use delta::{ChoiceChunk, ChoiceDelta, DeltaBuilder, FunctionDelta, ToolCallD
 pub use error::ParseError;
 pub use event::{EndedBy, Event};
 pub use formats::Format;
+pub use grammar::tool_call_grammar;
 pub use message::{ParsedMessage, ParsedToolCall};
 pub use parser::{ParseOptions, Parser};
 pub use tools::ToolSchemas;

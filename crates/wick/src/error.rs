@@ -18,7 +18,7 @@ pub enum Error {
         allowed: &'static str,
     },
     /// The model could not be found or fetched.
-    #[error("model {reference}: {reason}")]
+    #[error("{}", model_message(reference, reason))]
     Model {
         /// The model as it was named.
         reference: String,
@@ -35,3 +35,12 @@ pub enum Error {
 
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The reason alone when it already names the model, else both.
+fn model_message(reference: &str, reason: &str) -> String {
+    if reason.contains(reference) {
+        reason.to_owned()
+    } else {
+        format!("model {reference}: {reason}")
+    }
+}

@@ -10,7 +10,6 @@ use wick_template::RenderRequest;
 use wick_types::{ChatRequest, Tool};
 
 use crate::registry::Loaded;
-use crate::ToolChoice;
 use crate::{AsyncChatStream, AsyncCompletionStream, GenerateOptions, Llm, LlmBuilder, Result};
 
 /// A conversation as JSON messages, rendered by the chat template as they are.
@@ -55,8 +54,8 @@ impl Llm {
     }
 
     /// Answers `chat` with the model's chat template, streamed; like
-    /// [`Llm::astream_chat_with`], but the messages reach the template as they are.
-    /// With [`ToolChoice::None`] the tools are not shown to the model.
+    /// [`Llm::astream_chat_with`] (`tool_choice` included), but the messages reach the
+    /// template as they are.
     ///
     /// # Errors
     ///
@@ -66,16 +65,13 @@ impl Llm {
         chat: JsonChat,
         options: &GenerateOptions,
     ) -> Result<AsyncChatStream> {
-        let tools = if options.tool_choice == ToolChoice::None {
-            Vec::new()
-        } else {
-            chat.tools
-        };
         let request = ChatRequest {
-            tools,
+            tools: chat.tools,
             ..ChatRequest::default()
         };
-        let mut render = RenderRequest::from(&request);
+        // `tool_choice`: `none` hides the tools, a forced call gets its format and grammar.
+        let plan = self.tool_plan(&request, options)?;
+        let mut render = RenderRequest::from(&plan.request);
         render.messages = chat.messages;
         render.add_generation_prompt = true;
         render.extra_context = chat.extra_context;
@@ -85,8 +81,9 @@ impl Llm {
             .engine
             .with_backend_async(move |b| format.render(b, render))
             .await??;
-        let (format, schemas) = self.output_format(&request, true);
-        let inner = AsyncCompletionStream(self.start(rendered.tokens, true, options)?);
+        let (format, schemas) = self.output_format(&plan, true);
+        let options = plan.options(options);
+        let inner = AsyncCompletionStream(self.start(rendered.tokens, true, &options)?);
         Ok(AsyncChatStream::new(
             inner,
             format,

@@ -6,13 +6,14 @@ use wick_backend::Backend;
 use wick_engine::{ChatFormat, GenerateRequest, RenderedPrompt};
 use wick_parse::{Format, ToolSchemas};
 use wick_template::RenderRequest;
-use wick_types::{ChatRequest, Message, Role, SamplerOpts, TokenId};
+use wick_types::{ChatRequest, Grammar, Message, Role, SamplerOpts, TokenId};
 
 use crate::registry::{self, Loaded, ModelKey};
 use crate::{
     AsyncChatStream, AsyncCompletionStream, ChatResponse, ChatStream, CompletionResponse,
     CompletionStream, GenerateOptions, LlmBuilder, LlmMetadata, PromptInput, Result,
 };
+use crate::{Error, ToolChoice};
 
 /// A loaded model with its generation settings. Cheap to clone; clones share the model.
 #[derive(Debug, Clone)]
@@ -205,11 +206,13 @@ impl Llm {
         request: &ChatRequest,
         options: &GenerateOptions,
     ) -> Result<ChatStream> {
-        let prompt = self.chat_prompt(request);
+        let plan = self.tool_plan(request, options)?;
+        let prompt = self.chat_prompt(&plan.request);
         let templated = matches!(prompt, Prompt::Chat(_));
         let rendered = self.render(prompt)?;
-        let (format, tools) = self.output_format(request, templated);
-        let inner = self.start(rendered.tokens, templated, options)?;
+        let (format, tools) = self.output_format(&plan, templated);
+        let options = plan.options(options);
+        let inner = self.start(rendered.tokens, templated, &options)?;
         Ok(ChatStream::new(
             inner,
             format,
@@ -248,11 +251,13 @@ impl Llm {
         request: &ChatRequest,
         options: &GenerateOptions,
     ) -> Result<AsyncChatStream> {
-        let prompt = self.chat_prompt(request);
+        let plan = self.tool_plan(request, options)?;
+        let prompt = self.chat_prompt(&plan.request);
         let templated = matches!(prompt, Prompt::Chat(_));
         let rendered = self.arender(prompt).await?;
-        let (format, tools) = self.output_format(request, templated);
-        let inner = AsyncCompletionStream(self.start(rendered.tokens, templated, options)?);
+        let (format, tools) = self.output_format(&plan, templated);
+        let options = plan.options(options);
+        let inner = AsyncCompletionStream(self.start(rendered.tokens, templated, &options)?);
         Ok(AsyncChatStream::new(
             inner,
             format,
@@ -307,19 +312,71 @@ impl Llm {
             .await??)
     }
 
-    /// The output format and tool schemas for a chat: the template's format when the
-    /// template formatted the prompt, plain content otherwise.
-    pub(crate) fn output_format(
+    /// The output format and tool schemas for a chat: a forced call's format, else the
+    /// builder's override, else the template's when the template formatted the prompt, plain
+    /// content otherwise.
+    pub(crate) fn output_format(&self, plan: &ToolPlan, templated: bool) -> (Format, ToolSchemas) {
+        let format = match (plan.forced_format, self.settings.output_format, templated) {
+            (Some(format), _, _) | (None, Some(format), _) => format,
+            (None, None, true) => self.loaded.chat.format(),
+            (None, None, false) => Format::ContentOnly,
+        };
+        (format, ToolSchemas::from_tools(&plan.request.tools))
+    }
+
+    /// What `tool_choice` does to a chat: `none` hides the tools; `required` and a named
+    /// function constrain the output with a grammar to one call in the output format
+    /// (`content_only` templates get llama.cpp's generic JSON call syntax).
+    pub(crate) fn tool_plan(
         &self,
         request: &ChatRequest,
-        templated: bool,
-    ) -> (Format, ToolSchemas) {
-        let format = match (self.settings.output_format, templated) {
-            (Some(format), _) => format,
-            (None, true) => self.loaded.chat.format(),
-            (None, false) => Format::ContentOnly,
+        options: &GenerateOptions,
+    ) -> Result<ToolPlan> {
+        let names: Vec<String> = match &options.tool_choice {
+            ToolChoice::Auto => return Ok(ToolPlan::unchanged(request)),
+            ToolChoice::None => {
+                let mut request = request.clone();
+                request.tools.clear();
+                return Ok(ToolPlan::unchanged(&request));
+            }
+            ToolChoice::Required => request.tools.iter().map(|t| t.name.clone()).collect(),
+            ToolChoice::Function(name) => {
+                if !request.tools.iter().any(|t| &t.name == name) {
+                    return Err(Error::Invalid {
+                        field: "tool_choice",
+                        value: name.clone(),
+                        allowed: "the name of one of the request's tools",
+                    });
+                }
+                vec![name.clone()]
+            }
         };
-        (format, ToolSchemas::from_tools(&request.tools))
+        if names.is_empty() {
+            return Err(Error::Invalid {
+                field: "tool_choice",
+                value: "required".into(),
+                allowed: "auto or none when the request has no tools",
+            });
+        }
+        let format = match self
+            .settings
+            .output_format
+            .unwrap_or(self.loaded.chat.format())
+        {
+            Format::ContentOnly => Format::Generic,
+            format => format,
+        };
+        let grammar =
+            wick_parse::tool_call_grammar(format, &names).map_err(|e| Error::Invalid {
+                field: "tool_choice",
+                value: e.to_string(),
+                allowed: "auto or none for this model's tool-call format",
+            })?;
+        Ok(ToolPlan {
+            request: request.clone(),
+            forced_format: Some(format),
+            grammar: Some(Grammar::Gbnf(grammar)),
+        })
     }
 
     fn render(&self, prompt: Prompt) -> Result<RenderedPrompt> {
@@ -440,8 +497,39 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
 
 #[cfg(not(feature = "llama"))]
 fn load_model(key: &ModelKey) -> Result<Loaded> {
-    Err(crate::Error::Model {
+    Err(Error::Model {
         reference: key.path.display().to_string(),
         reason: "wick was built without a backend (enable the `llama` feature)".into(),
     })
+}
+
+/// A chat request after `tool_choice`: the request to render, and for a forced call its
+/// format and grammar.
+#[derive(Debug)]
+pub(crate) struct ToolPlan {
+    pub(crate) request: ChatRequest,
+    forced_format: Option<Format>,
+    grammar: Option<Grammar>,
+}
+
+impl ToolPlan {
+    fn unchanged(request: &ChatRequest) -> Self {
+        ToolPlan {
+            request: request.clone(),
+            forced_format: None,
+            grammar: None,
+        }
+    }
+
+    /// `options` with the forced call's grammar in the sampler.
+    pub(crate) fn options(&self, options: &GenerateOptions) -> GenerateOptions {
+        let mut options = options.clone();
+        if let Some(grammar) = &self.grammar {
+            options.sampling = Some(SamplerOpts {
+                grammar: Some(grammar.clone()),
+                ..options.sampling.take().unwrap_or_default()
+            });
+        }
+        options
+    }
 }

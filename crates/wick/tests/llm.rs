@@ -291,3 +291,85 @@ async fn per_request_options_token_prompts_tokenize_and_embed() {
     assert_eq!(embedding.len(), 576, "SmolLM2-135M's embedding width");
     assert!(embedding.iter().all(|x| x.is_finite()));
 }
+
+fn weather_request() -> wick::ChatRequest {
+    let mut request = wick::ChatRequest::new(vec![Message::new(
+        Role::User,
+        "What is the weather like in Paris today?",
+    )]);
+    request.tools = vec![
+        wick::Tool {
+            name: "get_weather".into(),
+            description: Some("Current weather of a city".into()),
+            parameters: Some(
+                r#"{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}"#
+                    .into(),
+            ),
+        },
+        wick::Tool {
+            name: "get_time".into(),
+            description: Some("Current time of a city".into()),
+            parameters: None,
+        },
+    ];
+    request
+}
+
+#[test]
+fn tool_choice_required_and_named_force_a_parsed_call() {
+    let llm = builder().max_new_tokens(96).build().expect("builds");
+    let request = weather_request();
+    for (choice, expect) in [
+        (wick::ToolChoice::Required, None),
+        (
+            wick::ToolChoice::Function("get_time".into()),
+            Some("get_time"),
+        ),
+    ] {
+        let options = wick::GenerateOptions {
+            tool_choice: choice.clone(),
+            ..wick::GenerateOptions::default()
+        };
+        let mut last = None;
+        for item in llm.stream_chat_with(&request, &options).expect("stream") {
+            last = Some(item.expect("item"));
+        }
+        let last = last.expect("items");
+        assert_eq!(
+            last.finish_reason,
+            Some(FinishReason::ToolCalls),
+            "{choice:?}: {last:?}"
+        );
+        let call = &last.message.tool_calls[0];
+        assert!(
+            ["get_weather", "get_time"].contains(&call.name.as_str()),
+            "{call:?}"
+        );
+        if let Some(name) = expect {
+            assert_eq!(call.name, name);
+        }
+        let args: serde_json::Value = serde_json::from_str(&call.arguments).expect("JSON");
+        assert!(args.is_object(), "{args}");
+    }
+    // tool_choice none: no call, an ordinary answer.
+    let options = wick::GenerateOptions {
+        tool_choice: wick::ToolChoice::None,
+        ..wick::GenerateOptions::default()
+    };
+    let answer = llm
+        .stream_chat_with(&request, &options)
+        .expect("stream")
+        .last()
+        .expect("items")
+        .expect("ok");
+    assert!(answer.message.tool_calls.is_empty());
+    // A named function that is not a tool is a clear error.
+    let options = wick::GenerateOptions {
+        tool_choice: wick::ToolChoice::Function("nope".into()),
+        ..wick::GenerateOptions::default()
+    };
+    let err = llm
+        .stream_chat_with(&request, &options)
+        .expect_err("unknown tool");
+    assert!(err.to_string().contains("tool_choice"), "{err}");
+}

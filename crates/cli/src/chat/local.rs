@@ -1,0 +1,80 @@
+//! Answers from a model loaded in this process, through the wick library.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use wick::{ChatRequest, Event, Llm, ModelKwargs};
+
+use super::{Answer, ChatArgs, Conversation, Interrupt, Printer, Responder};
+
+/// A model loaded here.
+#[derive(Debug)]
+pub(super) struct Local {
+    llm: Llm,
+}
+
+impl Local {
+    /// Loads the model `-m` names (downloading it when needed), or the default model.
+    pub(super) fn load(args: &ChatArgs) -> Result<Self> {
+        let mut builder = match args.model.as_deref() {
+            Some(reference) => Llm::builder().model_ref(reference),
+            None => Llm::builder(),
+        };
+        builder = builder
+            .temperature(args.sampling.temperature)
+            .generate_kwargs(args.sampling.sampler())
+            .max_new_tokens(args.max_tokens)
+            .context_window(args.load.ctx_size)
+            .model_kwargs(ModelKwargs {
+                n_threads: args.load.threads,
+                n_gpu_layers: args.load.gpu_layers,
+                n_seq_max: 1,
+                ..ModelKwargs::default()
+            });
+        let llm = builder.build().context("loading the model")?;
+        Ok(Local { llm })
+    }
+
+    /// The model's name, for the banner.
+    pub(super) fn name(&self) -> String {
+        self.llm.metadata().model_name
+    }
+}
+
+impl Responder for Local {
+    fn answer<W: Write>(
+        &mut self,
+        conversation: &Conversation,
+        out: &mut Printer<W>,
+        interrupt: &Interrupt,
+    ) -> Result<Answer> {
+        let mut request = ChatRequest::new(conversation.messages.clone());
+        request.system.clone_from(&conversation.system);
+        let stream = self
+            .llm
+            .stream_chat_with(&request, &wick::GenerateOptions::default())?;
+        let mut answer = Answer::default();
+        for item in stream {
+            // Breaking out drops the stream, which cancels the generation in the engine.
+            if interrupt.stopped() {
+                break;
+            }
+            let item = item?;
+            for event in &item.events {
+                show(event, out)?;
+            }
+            answer.content.clone_from(&item.message.content);
+        }
+        Ok(answer)
+    }
+}
+
+fn show<W: Write>(event: &Event, out: &mut Printer<W>) -> std::io::Result<()> {
+    match event {
+        Event::Content(text) => out.content(text),
+        Event::Reasoning(text) => out.reasoning(text),
+        Event::ToolCallStart { name, .. } => out.tool_call_start(name),
+        Event::ToolCallArgs { text, .. } => out.tool_call_args(text),
+        _ => Ok(()),
+    }
+}

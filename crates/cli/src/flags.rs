@@ -1,0 +1,63 @@
+//! Flags shared by the commands that load a model and generate (`wick run`, `wick chat`).
+
+use clap::Args;
+use wick_types::SamplerOpts;
+
+/// How the next token is drawn.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct SamplingArgs {
+    /// Sampling temperature; 0 is greedy (always the most likely token).
+    #[arg(short, long, default_value_t = 0.0, value_name = "T")]
+    pub(crate) temperature: f32,
+
+    /// Keep only the K most likely tokens (0: off).
+    #[arg(long, default_value_t = 40, value_name = "K")]
+    pub(crate) top_k: u32,
+
+    /// Nucleus sampling: keep the most likely tokens up to this total probability (1: off).
+    #[arg(long, default_value_t = 0.95, value_name = "P")]
+    pub(crate) top_p: f32,
+
+    /// Drop tokens less likely than this fraction of the most likely one (0: off).
+    #[arg(long, default_value_t = 0.05, value_name = "P")]
+    pub(crate) min_p: f32,
+
+    /// Penalise tokens seen in the last 64 (1: off).
+    #[arg(long, default_value_t = 1.1, value_name = "X")]
+    pub(crate) repeat_penalty: f32,
+
+    /// Seed of the random draw (same seed, same answer).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub(crate) seed: u32,
+}
+
+impl SamplingArgs {
+    /// The sampler these flags describe.
+    pub(crate) fn sampler(&self) -> SamplerOpts {
+        SamplerOpts {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repetition_penalty: self.repeat_penalty,
+            seed: self.seed,
+            ..SamplerOpts::default()
+        }
+    }
+}
+
+/// How the model is loaded.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct LoadArgs {
+    /// Context window in tokens.
+    #[arg(short = 'c', long, default_value_t = 4096, value_name = "N")]
+    pub(crate) ctx_size: u32,
+
+    /// CPU threads [default: every core].
+    #[arg(long, value_name = "N")]
+    pub(crate) threads: Option<u32>,
+
+    /// Layers to offload to a GPU (needs a GPU build).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub(crate) gpu_layers: u32,
+}

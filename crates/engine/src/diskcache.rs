@@ -1,0 +1,250 @@
+//! The disk tier of the prompt cache: KV snapshots (`kv_pack`) of finished sequences, found
+//! again by their token prefix — in this process or after a restart — and restored with
+//! `kv_unpack` instead of a prefill.
+//!
+//! Files live in `<dir>/<key>/`, where the key is a hash of the model file's identity and the
+//! context layout; each file is named by the hash of its tokens. Every write is a temp file,
+//! fsync, then an atomic rename. A snapshot that fails its checks when restored (truncated,
+//! bit-flipped, made for another layout) is removed and the request goes on cold. A byte
+//! budget is kept by removing the least recently used files.
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use sha2::{Digest, Sha256};
+use wick_types::TokenId;
+
+/// Where and how much to cache on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskCacheConfig {
+    /// The cache root (wick uses `$WICK_HOME/kv`).
+    pub dir: PathBuf,
+    /// Most bytes kept for one model and layout; older snapshots are removed beyond it.
+    pub budget_bytes: u64,
+    /// Sequences shorter than this are not saved (a prefill of them is cheap).
+    pub min_tokens: usize,
+    /// The model's identity (the SHA-256 of its file).
+    pub model_id: String,
+}
+
+/// Counters of the prompt cache, for metrics.
+#[derive(Debug, Default)]
+pub struct CacheStats {
+    /// Requests that reused a prefix held in RAM (another or the same sequence).
+    pub hits_ram: AtomicU64,
+    /// Requests that restored a prefix from disk.
+    pub hits_disk: AtomicU64,
+    /// Requests that reused nothing.
+    pub misses: AtomicU64,
+    /// Prompt tokens restored from disk.
+    pub restored_tokens: AtomicU64,
+    /// Snapshot bytes read from disk for restores.
+    pub restored_bytes: AtomicU64,
+    /// Snapshots written.
+    pub saved: AtomicU64,
+    /// Snapshots removed to keep the budget.
+    pub evictions: AtomicU64,
+    /// Snapshots found corrupt or foreign, removed.
+    pub rejects: AtomicU64,
+}
+
+impl CacheStats {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// One snapshot file.
+#[derive(Debug, Clone)]
+struct Entry {
+    tokens: Vec<TokenId>,
+}
+
+/// The snapshots of one model and layout.
+#[derive(Debug)]
+pub(crate) struct DiskCache {
+    dir: PathBuf,
+    budget: u64,
+    min_tokens: usize,
+    entries: HashMap<String, Entry>,
+    stats: Arc<CacheStats>,
+}
+
+impl DiskCache {
+    /// The cache for `config`, in a directory keyed by the model and `layout`.
+    pub(crate) fn open(
+        config: &DiskCacheConfig,
+        layout: &str,
+        stats: Arc<CacheStats>,
+    ) -> std::io::Result<Self> {
+        let key = hex(&Sha256::digest(format!("{}\n{layout}", config.model_id)))[..32].to_owned();
+        let dir = config.dir.join(key);
+        fs::create_dir_all(&dir)?;
+        let mut cache = DiskCache {
+            dir,
+            budget: config.budget_bytes,
+            min_tokens: config.min_tokens.max(1),
+            entries: HashMap::new(),
+            stats,
+        };
+        cache.refresh();
+        Ok(cache)
+    }
+
+    /// Whether a sequence of `n` tokens is worth saving.
+    pub(crate) fn wants(&self, tokens: &[TokenId]) -> bool {
+        tokens.len() >= self.min_tokens && !self.entries.contains_key(&file_name(tokens))
+    }
+
+    /// Picks up snapshots written since the last look (by this or another process) and
+    /// forgets removed ones.
+    fn refresh(&mut self) {
+        let Ok(dir) = fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut seen = HashMap::new();
+        for entry in dir.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !is_snapshot(&entry.path()) {
+                continue;
+            }
+            if let Some(known) = self.entries.remove(&name) {
+                seen.insert(name, known);
+                continue;
+            }
+            let tokens = fs::File::open(entry.path())
+                .map_err(|e| e.to_string())
+                .and_then(|f| {
+                    wick_backend::snapshot::read_tokens(std::io::BufReader::new(f))
+                        .map_err(|e| e.to_string())
+                });
+            match tokens {
+                Ok(tokens) => {
+                    seen.insert(name, Entry { tokens });
+                }
+                Err(_) => self.reject(&entry.path()),
+            }
+        }
+        self.entries = seen;
+    }
+
+    /// The snapshot sharing the longest prefix with `prompt` (at most `limit` tokens), if
+    /// that prefix is longer than `better_than`.
+    pub(crate) fn best(
+        &mut self,
+        prompt: &[TokenId],
+        limit: usize,
+        better_than: usize,
+    ) -> Option<(PathBuf, usize)> {
+        self.refresh();
+        self.entries
+            .iter()
+            .map(|(name, e)| (name, common_prefix(&e.tokens, prompt).min(limit)))
+            .filter(|&(_, len)| len > better_than)
+            .max_by_key(|&(_, len)| len)
+            .map(|(name, len)| (self.dir.join(name), len))
+    }
+
+    /// Reads a snapshot and marks it as recently used.
+    pub(crate) fn load(&self, path: &Path) -> std::io::Result<Vec<u8>> {
+        let bytes = fs::read(path)?;
+        if let Ok(f) = fs::File::options().append(true).open(path) {
+            let _ = f.set_modified(SystemTime::now());
+        }
+        CacheStats::add(&self.stats.restored_bytes, bytes.len() as u64);
+        Ok(bytes)
+    }
+
+    /// Removes a snapshot that failed its checks.
+    pub(crate) fn reject(&mut self, path: &Path) {
+        let _ = fs::remove_file(path);
+        if let Some(name) = path.file_name() {
+            self.entries.remove(&*name.to_string_lossy());
+        }
+        CacheStats::add(&self.stats.rejects, 1);
+    }
+
+    /// Writes the snapshot of `tokens` (temp file, fsync, rename), then keeps the budget.
+    pub(crate) fn save(&mut self, tokens: &[TokenId], snapshot: &[u8]) -> std::io::Result<()> {
+        let name = file_name(tokens);
+        let tmp = self.dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        let result = (|| {
+            let mut f = fs::File::create(&tmp)?;
+            f.write_all(snapshot)?;
+            f.sync_all()?;
+            fs::rename(&tmp, self.dir.join(&name))
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result?;
+        self.entries.insert(
+            name,
+            Entry {
+                tokens: tokens.to_vec(),
+            },
+        );
+        CacheStats::add(&self.stats.saved, 1);
+        self.keep_budget();
+        Ok(())
+    }
+
+    /// Removes the least recently used snapshots until the directory fits the budget.
+    fn keep_budget(&mut self) {
+        let Ok(dir) = fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut files: Vec<(SystemTime, u64, PathBuf)> = dir
+            .flatten()
+            .filter(|e| is_snapshot(&e.path()))
+            .filter_map(|e| {
+                let meta = e.metadata().ok()?;
+                Some((meta.modified().ok()?, meta.len(), e.path()))
+            })
+            .collect();
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        files.sort();
+        for (_, len, path) in files {
+            if total <= self.budget {
+                break;
+            }
+            if fs::remove_file(&path).is_ok() {
+                total -= len;
+                if let Some(name) = path.file_name() {
+                    self.entries.remove(&*name.to_string_lossy());
+                }
+                CacheStats::add(&self.stats.evictions, 1);
+            }
+        }
+    }
+}
+
+/// Whether `path` is a snapshot (temp files start with a dot and end in `.tmp`).
+fn is_snapshot(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "kv")
+}
+
+fn file_name(tokens: &[TokenId]) -> String {
+    let mut h = Sha256::new();
+    for t in tokens {
+        h.update(t.0.to_le_bytes());
+    }
+    format!("{}.kv", &hex(&h.finalize())[..40])
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+pub(crate) fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
