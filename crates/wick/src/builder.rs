@@ -39,6 +39,15 @@ pub struct ModelKwargs {
     pub n_seq_max: u32,
 }
 
+/// The disk tier of the prompt cache: where, and how many bytes of KV snapshots per model.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KvCache {
+    /// The cache directory; `None`: `$WICK_HOME/kv`.
+    pub dir: Option<PathBuf>,
+    /// Most bytes of snapshots kept for one model and context layout.
+    pub bytes: u64,
+}
+
 impl Default for ModelKwargs {
     fn default() -> Self {
         ModelKwargs {
@@ -65,6 +74,7 @@ pub struct LlmBuilder {
     pub(crate) messages_to_prompt: Option<MessagesToPrompt>,
     pub(crate) completion_to_prompt: Option<CompletionToPrompt>,
     pub(crate) output_format: Option<wick_parse::Format>,
+    pub(crate) kv_cache: Option<KvCache>,
 }
 
 impl fmt::Debug for LlmBuilder {
@@ -80,6 +90,7 @@ impl fmt::Debug for LlmBuilder {
             .field("messages_to_prompt", &self.messages_to_prompt.is_some())
             .field("completion_to_prompt", &self.completion_to_prompt.is_some())
             .field("output_format", &self.output_format)
+            .field("kv_cache", &self.kv_cache)
             .finish()
     }
 }
@@ -102,6 +113,7 @@ impl Default for LlmBuilder {
             messages_to_prompt: None,
             completion_to_prompt: None,
             output_format: None,
+            kv_cache: None,
         }
     }
 }
@@ -197,6 +209,15 @@ impl LlmBuilder {
     #[must_use]
     pub fn output_format(mut self, format: wick_parse::Format) -> Self {
         self.output_format = Some(format);
+        self
+    }
+
+    /// Keeps KV snapshots of finished requests on disk so that a later request — in this
+    /// process or after a restart — restores its longest cached prompt prefix instead of
+    /// computing it. Off by default.
+    #[must_use]
+    pub fn kv_cache(mut self, cache: KvCache) -> Self {
+        self.kv_cache = Some(cache);
         self
     }
 

@@ -27,7 +27,9 @@ mod registry;
 mod response;
 mod source;
 
-pub use builder::{CompletionToPrompt, LlmBuilder, MessagesToPrompt, ModelKwargs, ModelSource};
+pub use builder::{
+    CompletionToPrompt, KvCache, LlmBuilder, MessagesToPrompt, ModelKwargs, ModelSource,
+};
 pub use chat::{AsyncChatStream, ChatResponse, ChatStream};
 pub use completion::{AsyncCompletionStream, CompletionStream};
 pub use error::{Error, Result};
@@ -35,6 +37,7 @@ pub use json_chat::JsonChat;
 pub use llm::Llm;
 pub use options::{GenerateOptions, PromptInput, ToolChoice};
 pub use response::{CompletionResponse, LlmMetadata};
+pub use wick_engine::CacheStats;
 pub use wick_parse::{Event, Format, ParsedMessage, ParsedToolCall};
 pub use wick_types::{
     ChatRequest, FinishReason, Grammar, Message, Role, SamplerOpts, TokenId, Tool, Usage,

@@ -44,12 +44,19 @@ impl Llm {
             path: registry::canonical(&path),
             context_window: settings.context_window,
             kwargs: settings.model,
+            kv_cache: settings.kv_cache.clone(),
         };
         let loaded = registry::get_or_load(key, load_model)?;
         Ok(Llm {
             loaded,
             settings: Arc::new(settings),
         })
+    }
+
+    /// The prompt cache's counters for this model (hits by tier, misses, restored tokens and
+    /// bytes, saves, evictions, rejects).
+    pub fn cache_stats(&self) -> &wick_engine::CacheStats {
+        self.loaded.engine.cache_stats()
     }
 
     /// Requests generating or queued on this `Llm`'s model right now (all `Llm`s sharing it).
@@ -477,8 +484,15 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
         .with_n_threads(key.kwargs.n_threads)
         .with_n_gpu_layers(key.kwargs.n_gpu_layers);
     let backend = wick_llama::LlamaBackend::load(&config)?;
-    let engine =
-        wick_engine::Engine::start(Box::new(backend), wick_engine::EngineConfig::default())?;
+    let engine_config = wick_engine::EngineConfig {
+        disk_cache: key
+            .kv_cache
+            .as_ref()
+            .map(|cache| disk_cache(&key.path, cache))
+            .transpose()?,
+        ..wick_engine::EngineConfig::default()
+    };
+    let engine = wick_engine::Engine::start(Box::new(backend), engine_config)?;
     let chat = engine.with_backend(|b| -> Result<ChatFormat> {
         match ChatFormat::from_model(b)? {
             Some(format) => Ok(format),
@@ -492,6 +506,29 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
     Ok(Loaded {
         engine,
         chat: Arc::new(chat),
+    })
+}
+
+/// The disk tier of the prompt cache for the model at `path`: `$WICK_HOME/kv`, keyed by the
+/// model file's SHA-256.
+#[cfg(feature = "llama")]
+fn disk_cache(
+    path: &std::path::Path,
+    cache: &crate::KvCache,
+) -> Result<wick_engine::DiskCacheConfig> {
+    let settings = wick_models::Settings::from_env();
+    let model_id = wick_models::model_sha256(&settings, path).map_err(|e| Error::Model {
+        reference: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    Ok(wick_engine::DiskCacheConfig {
+        dir: cache
+            .dir
+            .clone()
+            .unwrap_or_else(|| settings.home.join("kv")),
+        budget_bytes: cache.bytes,
+        min_tokens: 64,
+        model_id,
     })
 }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use wick_engine::{ChatFormat, Engine};
 
-use crate::{ModelKwargs, Result};
+use crate::{KvCache, ModelKwargs, Result};
 
 /// What identifies a loaded model.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -15,6 +15,7 @@ pub(crate) struct ModelKey {
     pub(crate) path: PathBuf,
     pub(crate) context_window: u32,
     pub(crate) kwargs: ModelKwargs,
+    pub(crate) kv_cache: Option<KvCache>,
 }
 
 /// A loaded model and the engine that serves it.

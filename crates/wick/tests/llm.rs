@@ -373,3 +373,36 @@ fn tool_choice_required_and_named_force_a_parsed_call() {
         .expect_err("unknown tool");
     assert!(err.to_string().contains("tool_choice"), "{err}");
 }
+
+#[test]
+fn the_disk_prompt_cache_serves_a_new_model_instance() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cached = || {
+        builder()
+            .context_window(320)
+            .max_new_tokens(8)
+            .kv_cache(wick::KvCache {
+                dir: Some(dir.path().to_path_buf()),
+                bytes: 1 << 30,
+            })
+            .build()
+            .expect("builds")
+    };
+    let long = "Summarise the following. ".repeat(12);
+    let first = cached().complete(&long, true).expect("complete");
+    assert_eq!(first.usage.unwrap().cached_tokens, 0);
+    // The last user of the model is gone: the next build loads it again, cold in RAM.
+    let second = cached();
+    let again = second.complete(&long, true).expect("complete");
+    assert_eq!(
+        again.usage.unwrap().cached_tokens,
+        first.usage.unwrap().prompt_tokens - 1
+    );
+    assert_eq!(again.text, first.text);
+    let hits = second
+        .cache_stats()
+        .hits_disk
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(hits, 1);
+    assert!(std::fs::read_dir(dir.path()).expect("cache dir").count() > 0);
+}
