@@ -42,6 +42,7 @@ pub(crate) async fn handler(
             deltas: DeltaBuilder::new(),
             head,
             include_usage: valid.include_usage,
+            single_call: valid.single_call,
             pending: Some(first),
             last: Instant::now(),
             done: false,
@@ -49,7 +50,10 @@ pub(crate) async fn handler(
         };
         return Ok(sse::response(run.frames()));
     }
-    let last = finish(&state, stream, first).await?;
+    let mut last = finish(&state, stream, first).await?;
+    if valid.single_call {
+        last.message.tool_calls.truncate(1);
+    }
     Ok(axum::Json(whole(&head, &last)).into_response())
 }
 
@@ -155,6 +159,14 @@ fn whole(head: &Head, last: &ChatResponse) -> Value {
     })
 }
 
+/// Whether `e` belongs to a tool call after the first.
+fn is_later_call(e: &Event) -> bool {
+    match e {
+        Event::ToolCallStart { index, .. } | Event::ToolCallArgs { index, .. } => *index > 0,
+        _ => false,
+    }
+}
+
 /// A streamed answer in progress.
 struct StreamRun {
     state: AppState,
@@ -162,6 +174,7 @@ struct StreamRun {
     deltas: DeltaBuilder,
     head: Head,
     include_usage: bool,
+    single_call: bool,
     pending: Option<ChatResponse>,
     last: Instant,
     done: bool,
@@ -206,6 +219,9 @@ impl StreamRun {
 
     fn chunks(&mut self, item: ChatResponse) -> Vec<Bytes> {
         let mut events = item.events;
+        if self.single_call {
+            events.retain(|e| !is_later_call(e));
+        }
         if let Some(reason) = item.finish_reason {
             if !events.iter().any(|e| matches!(e, Event::End { .. })) {
                 events.push(Event::End {

@@ -262,3 +262,63 @@ fn from_backend(e: BackendError) -> ApiError {
         other => internal(&other),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(e: impl Into<WickError>) -> ApiError {
+        ApiError::from(e.into())
+    }
+
+    #[test]
+    fn busy_is_a_503_with_retry_after() {
+        let e = of(EngineError::Busy {
+            live: 4,
+            queued: 64,
+        });
+        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let response = e.into_response();
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+    }
+
+    #[test]
+    fn a_long_prompt_names_both_numbers() {
+        let e = of(EngineError::PromptTooLong {
+            prompt_tokens: 5000,
+            n_ctx: 4096,
+        });
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        let body = e.body();
+        assert_eq!(body["error"]["code"], "context_length_exceeded");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("5000") && message.contains("4096"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn bad_values_are_400s_naming_the_field_and_failures_are_500s_without_details() {
+        let e = of(WickError::Invalid {
+            field: "tool_choice",
+            value: "x".into(),
+            allowed: "a tool's name",
+        });
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(e.body()["error"]["param"], "tool_choice");
+        let e = of(BackendError::Grammar {
+            reason: "bad".into(),
+        });
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        let e = of(BackendError::Decode {
+            reason: "secret internals".into(),
+        });
+        assert_eq!(e.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!e.body().to_string().contains("secret"));
+        assert_eq!(
+            of(EngineError::Stopped).status(),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+    }
+}

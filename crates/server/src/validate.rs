@@ -19,6 +19,8 @@ pub(crate) struct ValidChat {
     pub(crate) options: GenerateOptions,
     pub(crate) stream: bool,
     pub(crate) include_usage: bool,
+    /// `parallel_tool_calls: false`: keep the first tool call only.
+    pub(crate) single_call: bool,
 }
 
 /// Checks a chat request.
@@ -73,7 +75,6 @@ pub(crate) fn chat(req: ChatCompletionRequest) -> Result<ValidChat, ApiError> {
         }
         extra_context.insert("reasoning_effort".into(), Value::String(effort));
     }
-    let _ = req.parallel_tool_calls;
     let messages = messages
         .into_iter()
         .enumerate()
@@ -92,6 +93,7 @@ pub(crate) fn chat(req: ChatCompletionRequest) -> Result<ValidChat, ApiError> {
             .stream_options
             .and_then(|o| o.include_usage)
             .unwrap_or(false),
+        single_call: req.parallel_tool_calls == Some(false),
     })
 }
 

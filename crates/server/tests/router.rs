@@ -505,3 +505,28 @@ async fn models_tokenize_detokenize_and_metrics() {
         .unwrap();
     assert_ne!(line, "wick_completion_tokens_total 0");
 }
+
+#[tokio::test]
+async fn tool_turns_and_template_options_are_accepted() {
+    let tools = json!([{"type": "function", "function": {"name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]);
+    let body = chat_body(&json!({
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+                "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}
+        ],
+        "tools": tools,
+        "tool_choice": "none",
+        "parallel_tool_calls": false,
+        "reasoning_effort": "low",
+        "chat_template_kwargs": {"enable_thinking": false},
+    }));
+    let (status, body) = post_json(app(), "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        body["choices"][0]["message"].get("tool_calls").is_none(),
+        "{body}"
+    );
+}
