@@ -350,6 +350,62 @@ fn sigterm_lets_a_stream_in_flight_finish() {
 }
 
 #[test]
+fn several_models_are_chosen_by_the_model_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("second-model.gguf");
+    std::os::unix::fs::symlink(wick_testutil::model_path(), &other).unwrap();
+    let server = Server::start(&["-m", other.to_str().unwrap()]);
+    let models: Value = client()
+        .get(server.url("/v1/models"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["SmolLM2-135M-Instruct.Q4_1", "second-model"]);
+    for id in ids {
+        let (status, body) = post(
+            &server,
+            "/v1/chat/completions",
+            &chat("Hi", &json!({"model": id, "max_tokens": 4})),
+        );
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["model"], id);
+    }
+}
+
+#[test]
+fn stop_strings_end_the_answer_before_them() {
+    let server = Server::start(&[]);
+    let body = json!({"prompt": "The capital of France is", "max_tokens": 16, "temperature": 0});
+    let (_, free) = post(&server, "/v1/completions", &body);
+    assert!(
+        free["choices"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Paris"),
+        "{free}"
+    );
+    let mut stopped = body.clone();
+    stopped["stop"] = json!(["Paris"]);
+    let (status, out) = post(&server, "/v1/completions", &stopped);
+    assert_eq!(status, 200, "{out}");
+    assert!(
+        !out["choices"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Paris"),
+        "{out}"
+    );
+    assert_eq!(out["choices"][0]["finish_reason"], "stop");
+}
+
+#[test]
 fn serve_help_names_every_flag() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_wick"))
         .args(["serve", "--help"])

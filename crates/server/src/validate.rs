@@ -65,11 +65,11 @@ pub(crate) fn chat(req: ChatCompletionRequest) -> Result<ValidChat, ApiError> {
     }
     let mut extra_context = req.chat_template_kwargs.unwrap_or_default();
     if let Some(effort) = req.reasoning_effort {
-        if !["minimal", "low", "medium", "high"].contains(&effort.as_str()) {
+        if !["none", "minimal", "low", "medium", "high"].contains(&effort.as_str()) {
             return Err(ApiError::bad(
                 "reasoning_effort",
                 format!(
-                    "invalid reasoning_effort `{effort}` (allowed: minimal, low, medium, high)"
+                    "invalid reasoning_effort `{effort}` (allowed: none, minimal, low, medium, high)"
                 ),
             ));
         }
