@@ -34,7 +34,11 @@ pub(crate) async fn handler(
     let options = validate::options(&req.sampling, req.sampling.max_tokens, "max_tokens")?;
     let served = state.model(req.model.as_deref())?;
     let started = Instant::now();
-    let mut stream = served.llm.astream_complete_with(input, &options).await?;
+    let mut stream = served
+        .llm
+        .astream_complete_with(input, &options)
+        .await
+        .map_err(|e| ApiError::from(e).too_long_in("prompt"))?;
     let first = match stream.next().await {
         Some(item) => item?,
         None => return Err(ApiError::Internal),

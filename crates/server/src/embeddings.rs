@@ -39,7 +39,11 @@ pub(crate) async fn handler(
     let mut prompt_tokens = 0;
     for (index, text) in texts.iter().enumerate() {
         prompt_tokens += served.llm.atokenize(text, false).await?.len();
-        let vector = served.llm.aembed(text).await?;
+        let vector = served
+            .llm
+            .aembed(text)
+            .await
+            .map_err(|e| ApiError::from(e).too_long_in("input"))?;
         let embedding = if base64 {
             Value::String(encode_base64(&vector))
         } else {

@@ -56,9 +56,11 @@ pub enum ApiError {
     /// The prompt does not fit the context window.
     #[error(
         "the prompt has {prompt_tokens} tokens but the context window holds {n_ctx}; \
-         shorten the messages or start the server with a larger --ctx-size"
+         shorten the {param} or start the server with a larger --ctx-size"
     )]
     ContextLength {
+        /// The field that is too long (`messages`, `prompt`, `input`).
+        param: &'static str,
         /// Tokens in the prompt.
         prompt_tokens: usize,
         /// The context window.
@@ -79,6 +81,22 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// The same error naming `param` as the field that is too long.
+    pub(crate) fn too_long_in(self, param: &'static str) -> Self {
+        match self {
+            ApiError::ContextLength {
+                prompt_tokens,
+                n_ctx,
+                ..
+            } => ApiError::ContextLength {
+                param,
+                prompt_tokens,
+                n_ctx,
+            },
+            other => other,
+        }
+    }
+
     /// A 400 for `param` with `message`.
     pub(crate) fn bad(param: impl Into<String>, message: impl Into<String>) -> Self {
         ApiError::BadRequest {
@@ -133,10 +151,10 @@ impl ApiError {
                 None,
                 Some("payload_too_large"),
             ),
-            ApiError::ContextLength { .. } => (
+            ApiError::ContextLength { param, .. } => (
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
-                Some("messages".into()),
+                Some((*param).to_owned()),
                 Some("context_length_exceeded"),
             ),
             ApiError::Busy { .. } => (
@@ -220,6 +238,7 @@ fn from_engine(e: EngineError) -> ApiError {
             prompt_tokens,
             n_ctx,
         } => ApiError::ContextLength {
+            param: "messages",
             prompt_tokens,
             n_ctx,
         },
@@ -240,6 +259,7 @@ fn from_backend(e: BackendError) -> ApiError {
         }
         BackendError::Grammar { .. } => ApiError::bad("response_format", e.to_string()),
         BackendError::ContextFull { needed, n_ctx, .. } => ApiError::ContextLength {
+            param: "messages",
             prompt_tokens: needed,
             n_ctx: n_ctx as usize,
         },

@@ -530,3 +530,13 @@ async fn tool_turns_and_template_options_are_accepted() {
         "{body}"
     );
 }
+
+#[tokio::test]
+async fn a_long_completion_prompt_names_the_prompt_field() {
+    let app = router(state(ServerConfig::default(), 64));
+    let body = json!({"prompt": "word ".repeat(400), "max_tokens": 4});
+    let (status, body) = post_json(app, "/v1/completions", &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_error(&body, Some("prompt"));
+    assert_eq!(body["error"]["code"], "context_length_exceeded");
+}
