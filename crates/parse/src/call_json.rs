@@ -419,14 +419,7 @@ impl CallArray {
                     }
                 },
                 Ar::Close => {
-                    if self.close.is_empty() {
-                        return Step::Done(i);
-                    }
-                    return match lit(rest, self.close, true, eof) {
-                        Lit::Match { len, .. } => Step::Done(i + len),
-                        Lit::Partial => Step::Need(i),
-                        Lit::No => Step::Done(i),
-                    };
+                    return optional_close(rest, self.close, eof, i);
                 }
                 Ar::Skip => return skip_to(rest, self.close, eof, i),
             }
@@ -449,5 +442,18 @@ pub(crate) fn skip_to(rest: &str, close: &[&str], eof: bool, base: usize) -> Ste
         Hit::Full { at, idx } => Step::Done(base + at + close[idx].len()),
         Hit::Partial { at } => Step::Need(base + at),
         Hit::None => Step::Need(base + rest.len()),
+    }
+}
+
+/// The optional closing marker of a call at `rest` (after `base` consumed bytes): consumed
+/// when present, awaited while cut short, and not required when absent or when there is none.
+pub(crate) fn optional_close(rest: &str, close: &[&str], eof: bool, base: usize) -> Step {
+    if close.is_empty() {
+        return Step::Done(base);
+    }
+    match lit(rest, close, true, eof) {
+        Lit::Match { len, .. } => Step::Done(base + len),
+        Lit::Partial => Step::Need(base),
+        Lit::No => Step::Done(base),
     }
 }

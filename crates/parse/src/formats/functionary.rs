@@ -1,11 +1,10 @@
 //! Functionary v3.1 (`<function=NAME>{json}</function>`, `<|python_tag|>` raw code) and v3.2
 //! (recipient lines: `all\n` text, `NAME\n{json}`, `python\n` raw code, later `>>>NAME\n`).
 
-use crate::call_json::JsonArgs;
+use crate::call_json::{optional_close, JsonArgs};
 use crate::engine::{Block, Cx, Open, Step, Syntax};
 use crate::ids::IdStyle;
 use crate::json_stream::{escape_into, JsonStep};
-use crate::scan::{lit, Lit};
 use crate::seq::{name_char, peek, skip_until, until, Until};
 use crate::Format;
 
@@ -143,14 +142,7 @@ impl Block for CallBlock {
                     }
                 },
                 St::Close => {
-                    if self.close.is_empty() {
-                        return Step::Done(i);
-                    }
-                    return match lit(rest, self.close, true, eof) {
-                        Lit::Match { len, .. } => Step::Done(i + len),
-                        Lit::Partial => Step::Need(i),
-                        Lit::No => Step::Done(i),
-                    };
+                    return optional_close(rest, self.close, eof, i);
                 }
                 St::Skip => return skip_until(rest, self.close, eof, i, true),
             }

@@ -2,7 +2,9 @@
 //! output is JSON (`generic`, `llama3x`).
 
 use super::THINK;
-use crate::call_json::{skip_to, CallArray, CallKeys, CallObject, CoStep, NAME_ARGS};
+use crate::call_json::{
+    optional_close, skip_to, CallArray, CallKeys, CallObject, CoStep, NAME_ARGS,
+};
 use crate::engine::{Block, Cx, Reasoning, Step, Syntax};
 use crate::ids::IdStyle;
 use crate::json_stream::{StrDecoder, StrStep};
@@ -216,14 +218,7 @@ impl Block for ObjBlock {
                     }
                 },
                 Ob::Close => {
-                    if self.close.is_empty() {
-                        return Step::Done(i);
-                    }
-                    return match lit(rest, self.close, true, eof) {
-                        Lit::Match { len, .. } => Step::Done(i + len),
-                        Lit::Partial => Step::Need(i),
-                        Lit::No => Step::Done(i),
-                    };
+                    return optional_close(rest, self.close, eof, i);
                 }
                 Ob::Skip => return skip_to(rest, self.close, eof, i),
             }
