@@ -264,7 +264,6 @@ fn sixteen_concurrent_streams_all_complete() {
 /// Fails today: llama.cpp's unified KV cache makes a sequence's attention sums depend on the
 /// batch it runs in (the KV view's length), so greedy near-ties can flip under load.
 #[test]
-#[ignore = "batch-dependent numerics in the unified KV cache (engine/llama); see the report"]
 fn sixteen_concurrent_streams_each_get_their_solo_answer() {
     let server = Server::start(&["--parallel", "4"]);
     let alone: Vec<String> = PROMPTS

@@ -54,8 +54,9 @@ fn threads(config: &BackendConfig) -> i32 {
     i32::try_from(n).unwrap_or(4)
 }
 
-/// The generation context: one unified KV cache of `n_seq_max` windows, so sequences can share
-/// cells (`seq_copy`) and decode in one batch.
+/// The generation context: `n_seq_max` sequences decoding in one batch, each with its own KV
+/// stream (not one unified cache): a sequence's attention then never spans cells of other
+/// sequences, so its greedy output does not depend on which requests share the context.
 pub(crate) fn context_params(config: &BackendConfig, n_ctx: u32) -> LlamaContextParams {
     let total = n_ctx.saturating_mul(config.n_seq_max);
     LlamaContextParams::default()
@@ -63,7 +64,7 @@ pub(crate) fn context_params(config: &BackendConfig, n_ctx: u32) -> LlamaContext
         .with_n_batch(config.n_batch)
         .with_n_ubatch(config.n_batch)
         .with_n_seq_max(config.n_seq_max)
-        .with_kv_unified(true)
+        .with_kv_unified(false)
         .with_n_threads(threads(config))
         .with_n_threads_batch(threads(config))
 }

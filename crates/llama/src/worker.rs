@@ -276,11 +276,14 @@ impl Worker<'_> {
         }
         self.truncate(dst, 0)?;
         if n > 1 {
+            // Each sequence has its own KV stream: llama.cpp copies whole streams, so copy
+            // all of `src` and drop what lies beyond the prefix.
             self.ctx
-                .kv_cache_seq_cp(seq_i32(s), seq_i32(d), Some(0), Some(pos_u32(n - 1)))
+                .kv_cache_seq_cp(seq_i32(s), seq_i32(d), None, None)
                 .map_err(|e| BackendError::Decode {
                     reason: e.to_string(),
                 })?;
+            self.remove_cells(d, n - 1);
         }
         self.state.seqs[d] = self.state.seqs[s][..n].to_vec();
         Ok(())
