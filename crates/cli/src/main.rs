@@ -1,5 +1,6 @@
 //! `wick`: a local LLM runtime over llama.cpp.
 
+mod cache;
 mod chat;
 mod flags;
 mod models;
@@ -34,6 +35,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Chat in the terminal with a model, or with a running server (`--url`).
     Chat(chat::ChatArgs),
+    /// Inspect or empty the prompt cache's KV snapshots on disk (`$WICK_HOME/kv`).
+    Cache(cache::CacheArgs),
     /// Fetch a model into the store (resuming, verifying its SHA-256) and name it.
     Pull(models::PullArgs),
     /// List the models in the store: name, size, quantization, architecture, source.
@@ -54,6 +57,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Serve(args) => serve::run(args),
         Command::Chat(args) => chat::run(&args),
+        Command::Cache(args) => cache::run(&args),
         Command::Pull(args) => models::pull(&args),
         Command::Ls => models::ls(),
         Command::Rm(args) => models::rm(&args),

@@ -111,7 +111,7 @@ fn table(models: &[Listed]) -> String {
 }
 
 /// `1536` → `1.5 KiB`.
-fn human_size(bytes: u64) -> String {
+pub(crate) fn human_size(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     #[allow(clippy::cast_precision_loss)]
     let mut size = bytes as f64;

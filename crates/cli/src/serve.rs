@@ -68,6 +68,12 @@ pub(crate) struct ServeArgs {
     /// Layers to offload to a GPU (needs a GPU build).
     #[arg(long, default_value_t = 0, value_name = "N")]
     gpu_layers: u32,
+
+    /// Bytes of KV snapshots kept on disk per model (`$WICK_HOME/kv`), so a returning
+    /// conversation or a restarted server restores its prompt prefix instead of recomputing
+    /// it; 0 keeps the prompt cache in RAM only.
+    #[arg(long, default_value_t = 4 << 30, value_name = "BYTES")]
+    kv_cache_size: u64,
 }
 
 pub(crate) fn run(args: ServeArgs) -> Result<()> {
@@ -165,6 +171,12 @@ fn builder(args: &ServeArgs, reference: Option<&str>) -> wick::LlmBuilder {
     }
     if let Some(format) = args.output_format {
         builder = builder.output_format(format);
+    }
+    if args.kv_cache_size > 0 {
+        builder = builder.kv_cache(wick::KvCache {
+            dir: None,
+            bytes: args.kv_cache_size,
+        });
     }
     builder
 }

@@ -323,7 +323,8 @@ fn clients_that_disconnect_mid_stream_leave_the_server_serving() {
 
 #[test]
 fn sigterm_lets_a_stream_in_flight_finish() {
-    let mut server = Server::start(&[]);
+    // A generous grace period: on a loaded machine 48 tokens may take a while.
+    let mut server = Server::start(&["--shutdown-timeout", "300"]);
     let mut body = chat(
         "Count from one to twenty.",
         &json!({"max_tokens": 48, "temperature": 0}),
@@ -429,4 +430,72 @@ fn serve_help_names_every_flag() {
     ] {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }
+}
+
+#[test]
+fn a_restarted_server_restores_the_prompt_from_its_disk_cache() {
+    let home = tempfile::tempdir().expect("tmp");
+    let body = json!({
+        "messages": [
+            {"role": "system", "content": "You are a careful assistant. ".repeat(12)},
+            {"role": "user", "content": "Name one colour."}
+        ],
+        "max_tokens": 8,
+        "temperature": 0
+    });
+    let first = Server::start_in(home.path(), &[]);
+    let (status, cold) = post(&first, "/v1/chat/completions", &body);
+    assert_eq!(status, 200, "{cold}");
+    assert_eq!(cold["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    drop(first);
+
+    let second = Server::start_in(home.path(), &[]);
+    let (status, warm) = post(&second, "/v1/chat/completions", &body);
+    assert_eq!(status, 200, "{warm}");
+    let prompt = cold["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert!(
+        prompt > 64,
+        "the prompt spans a whole 64-token block: {prompt}"
+    );
+    assert_eq!(
+        warm["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64(),
+        Some((prompt - 1) / 64 * 64),
+        "{warm}"
+    );
+    assert_eq!(
+        warm["choices"][0]["message"]["content"],
+        cold["choices"][0]["message"]["content"]
+    );
+    let metrics = client()
+        .get(second.url("/metrics"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains("wick_prompt_cache_hits_disk_total{model=") && metrics.contains("} 1\n"),
+        "{metrics}"
+    );
+    drop(second);
+
+    let wick = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wick"))
+            .env("WICK_HOME", home.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let listed = wick(&["cache", "ls"]);
+    assert!(
+        listed.contains("FILES") && listed.contains("total"),
+        "{listed}"
+    );
+    let cleared = wick(&["cache", "clear"]);
+    assert!(
+        cleared.starts_with("removed ") && !cleared.starts_with("removed 0 "),
+        "{cleared}"
+    );
+    assert!(wick(&["cache", "ls"]).starts_with("no prompt-cache snapshots"));
 }

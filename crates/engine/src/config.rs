@@ -11,7 +11,9 @@ pub struct EngineConfig {
     /// Default 64.
     pub queue_capacity: usize,
     /// Prompt tokens one sequence prefills per step, so a long prompt is interleaved with
-    /// the decode steps of running sequences. Default 256.
+    /// the decode steps of running sequences. Prompts are prefilled in blocks of this size
+    /// aligned to position 0, and the prompt cache reuses whole blocks only, which keeps a
+    /// warm answer equal to the cold one. Default 64.
     pub prefill_chunk: usize,
     /// Prompt tokens all sequences together prefill per step. Default 512.
     pub prefill_budget: usize,
@@ -24,7 +26,7 @@ impl Default for EngineConfig {
         EngineConfig {
             max_live: None,
             queue_capacity: 64,
-            prefill_chunk: 256,
+            prefill_chunk: 64,
             prefill_budget: 512,
             disk_cache: None,
         }

@@ -30,6 +30,9 @@ pub(crate) struct Pending {
 struct Slot {
     seq: SeqId,
     tokens: Vec<TokenId>,
+    /// How many leading tokens were prefilled in whole, grid-aligned blocks: only these are
+    /// reused, because their KV cells are exactly what a cold prefill of them computes.
+    exact: usize,
     job: Option<Job>,
     last_used: u64,
 }
@@ -83,13 +86,14 @@ impl State {
     ) -> Self {
         let info = backend.info();
         let layout = format!(
-            "{} {} n_ctx={} n_seq_max={} n_layer={} n_embd={}",
+            "{} {} n_ctx={} n_seq_max={} n_layer={} n_embd={} block={}",
             backend.name(),
             info.name,
             info.n_ctx,
             info.n_seq_max,
             info.n_layer,
-            info.n_embd
+            info.n_embd,
+            config.prefill_chunk
         );
         let disk = config.disk_cache.as_ref().and_then(|c| {
             DiskCache::open(c, &layout, Arc::clone(&stats))
@@ -102,6 +106,7 @@ impl State {
             .map(|i| Slot {
                 seq: SeqId(u32::try_from(i).expect("invariant: n_seq_max fits u32")),
                 tokens: Vec::new(),
+                exact: 0,
                 job: None,
                 last_used: 0,
             })
@@ -249,18 +254,28 @@ impl State {
         Ok(())
     }
 
-    /// Makes slot `target` hold the longest prefix of `prompt` found in any sequence (at most
-    /// all but the prompt's last token, which the first decode evaluates) and returns its
-    /// length. Falls back to an empty sequence where the backend cannot copy or truncate.
+    /// Makes slot `target` hold the longest prefix of `prompt` that any sequence holds
+    /// exactly, and returns its length.
+    ///
+    /// Reuse is exact: prompts are prefilled in blocks of `prefill_chunk` tokens aligned to
+    /// position 0, and only whole blocks are reused (never decoded tokens, never the prompt's
+    /// last token, which the first decode evaluates). A warm request then evaluates the very
+    /// batches a cold one would, so its greedy output is the cold output. Falls back to an
+    /// empty sequence where the backend cannot copy or truncate.
     fn reuse_prefix(
         &mut self,
         backend: &mut dyn Backend,
         target: usize,
         prompt: &[TokenId],
     ) -> Result<usize, EngineError> {
-        let limit = prompt.len().saturating_sub(1);
         let (best, len) = (0..self.slots.len())
-            .map(|i| (i, common_prefix(&self.slots[i].tokens, prompt).min(limit)))
+            .map(|i| {
+                let slot = &self.slots[i];
+                (
+                    i,
+                    self.reusable(common_prefix(&slot.tokens, prompt).min(slot.exact), prompt),
+                )
+            })
             // On a tie, the target itself: truncating is cheaper than copying.
             .max_by_key(|&(i, len)| (len, i == target))
             .expect("invariant: there is at least one slot");
@@ -275,15 +290,25 @@ impl State {
                 .seq_copy(self.slots[best].seq, seq, len)
                 .map_err(|_| ())
         };
+        let slot = &mut self.slots[target];
         if reused.is_ok() {
-            self.slots[target].tokens = prompt[..len].to_vec();
+            slot.tokens = prompt[..len].to_vec();
+            slot.exact = len;
             return Ok(len);
         }
-        if !self.slots[target].tokens.is_empty() {
+        if !slot.tokens.is_empty() {
             backend.seq_rm(seq)?;
-            self.slots[target].tokens.clear();
+            slot.tokens.clear();
         }
+        slot.exact = 0;
         Ok(0)
+    }
+
+    /// `shared` tokens of `prompt` cut to what may be reused: whole blocks, leaving at least
+    /// the prompt's last token to evaluate.
+    fn reusable(&self, shared: usize, prompt: &[TokenId]) -> usize {
+        let block = self.config.prefill_chunk;
+        (shared.min(prompt.len().saturating_sub(1)) / block) * block
     }
 
     /// Restores the disk snapshot sharing the longest prefix with `prompt` into slot `target`
@@ -296,13 +321,19 @@ impl State {
         prompt: &[TokenId],
         cached: usize,
     ) -> Result<Option<usize>, EngineError> {
-        let limit = prompt.len().saturating_sub(1);
+        let block = self.config.prefill_chunk;
+        let limit = self.reusable(prompt.len(), prompt);
         let Some(disk) = self.disk.as_mut() else {
             return Ok(None);
         };
-        let Some((path, len)) = disk.best(prompt, limit, cached + DISK_MIN_GAIN) else {
+        let Some((path, shared)) = disk.best(prompt, limit, cached + DISK_MIN_GAIN) else {
             return Ok(None);
         };
+        // Snapshots hold whole blocks only; cut the shared part to whole blocks too.
+        let len = shared / block * block;
+        if len <= cached {
+            return Ok(None);
+        }
         let seq = self.slots[target].seq;
         let restored = disk
             .load(&path)
@@ -320,6 +351,7 @@ impl State {
         match restored {
             Ok(()) => {
                 self.slots[target].tokens = prompt[..len].to_vec();
+                self.slots[target].exact = len;
                 CacheStats::add(&self.stats.hits_disk, 1);
                 CacheStats::add(&self.stats.restored_tokens, len as u64);
                 Ok(Some(len))
@@ -329,20 +361,28 @@ impl State {
                 disk.reject(&path);
                 let _ = backend.seq_rm(seq);
                 self.slots[target].tokens.clear();
+                self.slots[target].exact = 0;
                 self.reuse_prefix(backend, target, prompt).map(|_| None)
             }
         }
     }
 
-    /// Saves the slot's sequence to the disk cache when it is long and new enough.
+    /// Saves the slot's exactly reusable prefix (its whole prompt blocks) to the disk cache
+    /// when it is long and new enough. The sequence is cut to that prefix first: nothing
+    /// after it could be reused exactly anyway.
     fn save_to_disk(&mut self, backend: &mut dyn Backend, index: usize) {
         let Some(disk) = self.disk.as_mut() else {
             return;
         };
-        let slot = &self.slots[index];
-        if !disk.wants(&slot.tokens) {
+        let slot = &mut self.slots[index];
+        if !disk.wants(&slot.tokens[..slot.exact]) {
             return;
         }
+        let extra = slot.tokens.len() - slot.exact;
+        if backend.seq_rm_last(slot.seq, extra).is_err() {
+            return;
+        }
+        slot.tokens.truncate(slot.exact);
         let saved = backend
             .kv_pack(slot.seq)
             .map_err(|e| e.to_string())
@@ -355,16 +395,19 @@ impl State {
     /// This step's operations: a prompt chunk for sequences still prefilling (within the
     /// step's prefill budget), a decode for every other live sequence.
     fn plan(&self) -> Vec<(SeqId, StepOp)> {
+        let block = self.config.prefill_chunk;
         let mut budget = self.config.prefill_budget;
+        let mut prefilling = false;
         let mut ops = Vec::new();
         for slot in &self.slots {
             let Some(job) = &slot.job else { continue };
             if job.fed < job.prompt.len() {
-                let n = (job.prompt.len() - job.fed)
-                    .min(self.config.prefill_chunk)
-                    .min(budget);
-                if n > 0 {
-                    budget -= n;
+                // One whole block up to the next block boundary: blocks are never cut, so a
+                // prompt is evaluated in the same batches however its prefill is scheduled.
+                let n = (job.prompt.len() - job.fed).min(block - job.fed % block);
+                if n <= budget || !prefilling {
+                    budget = budget.saturating_sub(n);
+                    prefilling = true;
                     ops.push((
                         slot.seq,
                         StepOp::Prefill(job.prompt[job.fed..job.fed + n].to_vec()),
@@ -387,12 +430,14 @@ impl State {
             let index = self.slot_index(*seq);
             let outcome = match (op, result) {
                 (StepOp::Prefill(tokens), _) => {
+                    let block = self.config.prefill_chunk;
                     let slot = &mut self.slots[index];
                     slot.tokens.extend_from_slice(tokens);
-                    slot.job
-                        .as_mut()
-                        .expect("invariant: planned jobs are live")
-                        .fed += tokens.len();
+                    let job = slot.job.as_mut().expect("invariant: planned jobs are live");
+                    job.fed += tokens.len();
+                    if job.fed % block == 0 && slot.exact + tokens.len() == job.fed {
+                        slot.exact = job.fed;
+                    }
                     Outcome::Running
                 }
                 (StepOp::Decode(_), result) => match result.token() {

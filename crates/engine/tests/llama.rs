@@ -99,7 +99,13 @@ fn eight_concurrent_greedy_streams_each_equal_the_request_alone() {
 #[test]
 fn a_reused_conversation_prefix_gives_the_cold_answer() {
     let warm = engine(2);
-    let first = chat_prompt(&warm, "Tell me a short fact about the moon.");
+    let first = chat_prompt(
+        &warm,
+        &format!(
+            "{}Tell me a short fact about the moon.",
+            "Answer as an astronomer would. ".repeat(20)
+        ),
+    );
     let (answer, done) = collect(
         warm.submit(GenerateRequest {
             prompt: first.clone(),
@@ -123,11 +129,10 @@ fn a_reused_conversation_prefix_gives_the_cold_answer() {
         ..GenerateRequest::default()
     };
     let (reused, done) = collect(warm.submit(request.clone()).expect("submit"));
-    assert!(
-        done.usage.cached_tokens as usize >= first.len() - 1,
-        "cached {} of {} shared tokens",
-        done.usage.cached_tokens,
-        first.len()
+    assert_eq!(
+        done.usage.cached_tokens as usize,
+        first.len() / 64 * 64,
+        "the first prompt's whole 64-token blocks are reused"
     );
     let cold = engine(2);
     let (fresh, done) = collect(cold.submit(request).expect("submit"));
@@ -202,8 +207,11 @@ fn a_restarted_engine_restores_the_prompt_from_disk_and_answers_as_cold() {
         Engine::start(Box::new(backend), engine_config).expect("engine")
     };
     let first = with_disk();
-    let question = "Explain in two sentences why the sky is blue, and mention Rayleigh.";
-    let prompt = chat_prompt(&first, question);
+    let question = format!(
+        "{}Explain in two sentences why the sky is blue, and mention Rayleigh.",
+        "You are a physics teacher. ".repeat(24)
+    );
+    let prompt = chat_prompt(&first, &question);
     let request = GenerateRequest {
         prompt: prompt.clone(),
         max_tokens: Some(16),
@@ -217,8 +225,8 @@ fn a_restarted_engine_restores_the_prompt_from_disk_and_answers_as_cold() {
     let (text, done) = collect(second.submit(request).expect("submit"));
     assert_eq!(
         done.usage.cached_tokens as usize,
-        prompt.len() - 1,
-        "restored from disk"
+        (prompt.len() - 1) / 64 * 64,
+        "the prompt's whole blocks are restored from disk"
     );
     assert_eq!(
         second

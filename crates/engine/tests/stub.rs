@@ -167,27 +167,37 @@ fn a_dropped_stream_frees_its_sequence_for_the_queued_request() {
 
 #[test]
 fn a_reused_prefix_is_reported_and_changes_nothing() {
-    let engine = engine(2, EngineConfig::default());
+    // Blocks of 4 tokens: reuse comes in whole blocks of the shared prompt.
+    let engine = engine(
+        2,
+        EngineConfig {
+            prefill_chunk: 4,
+            ..EngineConfig::default()
+        },
+    );
+    let blocks = |n: usize| n / 4 * 4;
     let base = "A long shared conversation prefix that repeats";
     let (_, first) = collect(engine.submit(request(base, 8)).expect("submit"));
     assert_eq!(first.usage.cached_tokens, 0);
     let longer = format!("{base} and then goes on");
     let (text, done) = collect(engine.submit(request(&longer, 30)).expect("submit"));
-    assert!(
-        done.usage.cached_tokens as usize >= prompt(base).len() - 1,
-        "cached {} of a {}-token shared prefix",
-        done.usage.cached_tokens,
-        prompt(base).len()
+    assert_eq!(
+        done.usage.cached_tokens as usize,
+        blocks(prompt(base).len()),
+        "the shared prompt's whole blocks are reused"
     );
     assert_eq!(
         text,
         alone(&longer, 30).0,
         "reuse must not change the output"
     );
-    // The same prompt again reuses all but its last token.
+    // The same prompt again reuses its whole blocks, short of its last token.
     let (again, done) = collect(engine.submit(request(&longer, 30)).expect("submit"));
     assert_eq!(again, text);
-    assert_eq!(done.usage.cached_tokens as usize, prompt(&longer).len() - 1);
+    assert_eq!(
+        done.usage.cached_tokens as usize,
+        blocks(prompt(&longer).len() - 1)
+    );
 }
 
 #[test]

@@ -172,3 +172,58 @@ impl Metrics {
         out
     }
 }
+
+/// The prompt cache's counters, one labelled series per served model.
+pub(crate) fn render_cache(out: &mut String, models: &[(&str, &wick::CacheStats)]) {
+    type Pick = fn(&wick::CacheStats) -> &AtomicU64;
+    let rows: [(&str, &str, Pick); 8] = [
+        (
+            "wick_prompt_cache_hits_ram_total",
+            "Requests that reused a prefix held in RAM.",
+            |s| &s.hits_ram,
+        ),
+        (
+            "wick_prompt_cache_hits_disk_total",
+            "Requests that restored a prefix from disk.",
+            |s| &s.hits_disk,
+        ),
+        (
+            "wick_prompt_cache_misses_total",
+            "Requests that reused no prefix.",
+            |s| &s.misses,
+        ),
+        (
+            "wick_prompt_cache_restored_tokens_total",
+            "Prompt tokens restored from disk.",
+            |s| &s.restored_tokens,
+        ),
+        (
+            "wick_prompt_cache_restored_bytes_total",
+            "Snapshot bytes read from disk.",
+            |s| &s.restored_bytes,
+        ),
+        (
+            "wick_prompt_cache_saved_total",
+            "KV snapshots written to disk.",
+            |s| &s.saved,
+        ),
+        (
+            "wick_prompt_cache_evictions_total",
+            "KV snapshots removed to keep the size budget.",
+            |s| &s.evictions,
+        ),
+        (
+            "wick_prompt_cache_rejects_total",
+            "KV snapshots found corrupt or foreign and removed.",
+            |s| &s.rejects,
+        ),
+    ];
+    for (name, help, pick) in rows {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (model, stats) in models {
+            let model = model.replace('\\', "\\\\").replace('"', "\\\"");
+            let n = pick(stats).load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}{{model=\"{model}\"}} {n}");
+        }
+    }
+}

@@ -96,8 +96,14 @@ async fn health(State(state): State<AppState>) -> Response {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
-    let inflight = state.models().iter().map(|m| m.llm.inflight()).sum();
-    let text = state.metrics().render(inflight, state.config().parallel);
+    let models = state.models();
+    let inflight = models.iter().map(|m| m.llm.inflight()).sum();
+    let mut text = state.metrics().render(inflight, state.config().parallel);
+    let caches: Vec<(&str, &wick::CacheStats)> = models
+        .iter()
+        .map(|m| (m.id.as_str(), m.llm.cache_stats()))
+        .collect();
+    crate::metrics::render_cache(&mut text, &caches);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -80,11 +80,8 @@ fn formatters_replace_the_chat_template() {
     let direct = llm.complete(&format(&messages), true).expect("complete");
     let (f, d) = (formatted.usage.unwrap(), direct.usage.unwrap());
     assert_eq!(f.prompt_tokens, d.prompt_tokens);
-    assert_eq!(
-        d.cached_tokens,
-        d.prompt_tokens - 1,
-        "the second run reuses the prompt"
-    );
+    // Reuse comes in whole 64-token blocks; this prompt is shorter than one.
+    assert_eq!(d.cached_tokens, 0);
     assert_eq!(formatted.text(), direct.text);
     assert!(!formatted.text().is_empty());
 }
@@ -167,7 +164,8 @@ async fn async_streams_yield_the_first_token_while_generation_goes_on() {
     assert_eq!(whole.usage.unwrap().completion_tokens, 200);
     assert_eq!(
         whole.usage.unwrap().cached_tokens,
-        whole.usage.unwrap().prompt_tokens - 1
+        0,
+        "a prompt shorter than a block"
     );
 }
 
@@ -388,16 +386,15 @@ fn the_disk_prompt_cache_serves_a_new_model_instance() {
             .build()
             .expect("builds")
     };
-    let long = "Summarise the following. ".repeat(12);
+    let long = "Summarise the following. ".repeat(30);
     let first = cached().complete(&long, true).expect("complete");
     assert_eq!(first.usage.unwrap().cached_tokens, 0);
     // The last user of the model is gone: the next build loads it again, cold in RAM.
     let second = cached();
     let again = second.complete(&long, true).expect("complete");
-    assert_eq!(
-        again.usage.unwrap().cached_tokens,
-        first.usage.unwrap().prompt_tokens - 1
-    );
+    let prompt = first.usage.unwrap().prompt_tokens;
+    assert_eq!(again.usage.unwrap().cached_tokens, (prompt - 1) / 64 * 64);
+    assert!(prompt > 128, "the prompt spans blocks: {prompt}");
     assert_eq!(again.text, first.text);
     let hits = second
         .cache_stats()

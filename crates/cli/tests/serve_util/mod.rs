@@ -12,12 +12,24 @@ pub(crate) struct Server {
     child: Child,
     /// `http://127.0.0.1:PORT`.
     pub(crate) base: String,
+    /// The server's own `$WICK_HOME` (its prompt cache), unless the test gave one.
+    home: Option<tempfile::TempDir>,
 }
 
 impl Server {
-    /// Starts `wick serve` on the test model with `extra` flags and waits until it is ready.
+    /// Starts `wick serve` on the test model with `extra` flags and waits until it is ready;
+    /// its `$WICK_HOME` (and so its disk prompt cache) is a fresh temporary directory.
     pub(crate) fn start(extra: &[&str]) -> Server {
+        let home = tempfile::tempdir().expect("a temporary WICK_HOME");
+        let mut server = Server::start_in(home.path(), extra);
+        server.home = Some(home);
+        server
+    }
+
+    /// [`Server::start`] with `home` as `$WICK_HOME`.
+    pub(crate) fn start_in(home: &std::path::Path, extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_wick"))
+            .env("WICK_HOME", home)
             .args(["serve", "--port", "0", "--threads", "2", "-m"])
             .arg(wick_testutil::model_path())
             .args(extra)
@@ -42,6 +54,7 @@ impl Server {
         Server {
             child,
             base: base.expect("the server printed its address"),
+            home: None,
         }
     }
 
