@@ -72,6 +72,9 @@ pub(crate) struct DiskCache {
     budget: u64,
     min_tokens: usize,
     entries: HashMap<String, Entry>,
+    /// The directory's modification time at the last scan: a scan is only needed when files
+    /// were added or removed since (by this or another process).
+    scanned: Option<SystemTime>,
     stats: Arc<CacheStats>,
 }
 
@@ -90,6 +93,7 @@ impl DiskCache {
             budget: config.budget_bytes,
             min_tokens: config.min_tokens.max(1),
             entries: HashMap::new(),
+            scanned: None,
             stats,
         };
         cache.refresh();
@@ -102,11 +106,16 @@ impl DiskCache {
     }
 
     /// Picks up snapshots written since the last look (by this or another process) and
-    /// forgets removed ones.
+    /// forgets removed ones; does nothing when the directory has not changed.
     fn refresh(&mut self) {
+        let modified = fs::metadata(&self.dir).and_then(|m| m.modified()).ok();
+        if modified.is_some() && modified == self.scanned {
+            return;
+        }
         let Ok(dir) = fs::read_dir(&self.dir) else {
             return;
         };
+        self.scanned = modified;
         let mut seen = HashMap::new();
         for entry in dir.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
