@@ -457,3 +457,43 @@ pub(crate) fn optional_close(rest: &str, close: &[&str], eof: bool, base: usize)
         Lit::No => Step::Done(base),
     }
 }
+
+/// The calls of a block that holds one call after another, each with streamed JSON
+/// arguments (DeepSeek, Kimi): the open call's arguments and how many calls are done.
+#[derive(Debug, Default)]
+pub(crate) struct CallRun {
+    /// The open call's arguments.
+    pub(crate) args: JsonArgs,
+    /// Calls finished so far.
+    pub(crate) calls: usize,
+    /// Whether a call is open (its arguments are streaming).
+    pub(crate) open: bool,
+}
+
+impl CallRun {
+    /// The end of output: an open call's arguments are healed and closed. Whether the block
+    /// produced any call.
+    pub(crate) fn finish(&mut self, cx: &mut Cx<'_>) -> bool {
+        if self.open {
+            self.args.finish(cx);
+            self.open = false;
+            self.calls += 1;
+        }
+        self.calls > 0
+    }
+
+    /// Whether the block has produced or opened a call.
+    pub(crate) fn committed(&self) -> bool {
+        self.calls > 0 || self.open
+    }
+}
+
+/// An optional marker at `rest`: its length when present, 0 when absent, `None` while it
+/// may still arrive (a cut prefix of it).
+pub(crate) fn optional_marker(rest: &str, marker: &[&str], eof: bool) -> Option<usize> {
+    match lit(rest, marker, true, eof) {
+        Lit::Match { len, .. } => Some(len),
+        Lit::Partial => None,
+        Lit::No => Some(0),
+    }
+}

@@ -2,7 +2,7 @@
 //! (`NAME<｜tool▁sep｜>{json}`) tool-call tokens.
 
 use super::THINK;
-use crate::call_json::JsonArgs;
+use crate::call_json::{optional_marker, CallRun, JsonArgs};
 use crate::engine::{Block, Cx, Step, Syntax};
 use crate::ids::IdStyle;
 use crate::json_stream::JsonStep;
@@ -56,9 +56,7 @@ struct CallsBlock {
     fenced: bool,
     st: St,
     name: String,
-    args: JsonArgs,
-    calls: usize,
-    open: bool,
+    run: CallRun,
 }
 
 impl CallsBlock {
@@ -67,14 +65,12 @@ impl CallsBlock {
             fenced,
             st: St::CallStart,
             name: String::new(),
-            args: JsonArgs::default(),
-            calls: 0,
-            open: false,
+            run: CallRun::default(),
         }
     }
 
     fn stop(&self, i: usize) -> Step {
-        if self.calls > 0 {
+        if self.run.calls > 0 {
             Step::Done(i)
         } else {
             Step::Diverged
@@ -95,7 +91,7 @@ impl Block for CallsBlock {
                     }
                     Lit::Match { len, .. } => return Step::Done(i + len),
                     Lit::Partial => return Step::Need(i),
-                    Lit::No if self.calls == 0 => self.st = St::Head,
+                    Lit::No if self.run.calls == 0 => self.st = St::Head,
                     Lit::No => return Step::Done(i),
                 },
                 St::Head => match until(rest, &[SEP], line_char, eof) {
@@ -129,18 +125,18 @@ impl Block for CallsBlock {
                 St::ArgsStart => match peek(rest) {
                     Some((_, '{')) if !self.name.is_empty() => {
                         cx.out.start_call(&self.name, None);
-                        self.open = true;
+                        self.run.open = true;
                         self.st = St::Args;
                     }
                     None if !eof => return Step::Need(i),
                     _ => return self.stop(i),
                 },
-                St::Args => match self.args.feed(rest, cx) {
+                St::Args => match self.run.args.feed(rest, cx) {
                     JsonStep::Need => return Step::Need(input.len()),
                     JsonStep::Done(n) => {
-                        self.open = false;
-                        self.calls += 1;
-                        self.args = JsonArgs::default();
+                        self.run.open = false;
+                        self.run.calls += 1;
+                        self.run.args = JsonArgs::default();
                         i += n;
                         self.st = if self.fenced {
                             St::CloseFence
@@ -149,8 +145,8 @@ impl Block for CallsBlock {
                         };
                     }
                     JsonStep::Invalid(n) => {
-                        self.open = false;
-                        self.calls += 1;
+                        self.run.open = false;
+                        self.run.calls += 1;
                         i += n;
                         self.st = St::Skip;
                     }
@@ -163,13 +159,12 @@ impl Block for CallsBlock {
                     Lit::Partial => return Step::Need(i),
                     Lit::No => self.st = St::CallEnd,
                 },
-                St::CallEnd => match lit(rest, &[CALL_END], true, eof) {
-                    Lit::Match { len, .. } => {
+                St::CallEnd => match optional_marker(rest, &[CALL_END], eof) {
+                    Some(len) => {
                         i += len;
                         self.st = St::CallStart;
                     }
-                    Lit::Partial => return Step::Need(i),
-                    Lit::No => self.st = St::CallStart,
+                    None => return Step::Need(i),
                 },
                 St::Skip => match skip_until(rest, &[CALL_END], eof, i, true) {
                     Step::Done(n) => {
@@ -183,15 +178,10 @@ impl Block for CallsBlock {
     }
 
     fn finish(&mut self, cx: &mut Cx<'_>) -> bool {
-        if self.open {
-            self.args.finish(cx);
-            self.open = false;
-            self.calls += 1;
-        }
-        self.calls > 0
+        self.run.finish(cx)
     }
 
     fn committed(&self) -> bool {
-        self.calls > 0 || self.open
+        self.run.committed()
     }
 }

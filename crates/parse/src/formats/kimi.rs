@@ -3,7 +3,7 @@
 //! the id is `functions.NAME:IDX`.
 
 use super::THINK;
-use crate::call_json::JsonArgs;
+use crate::call_json::{optional_marker, CallRun, JsonArgs};
 use crate::engine::{Block, Cx, Open, Step, Syntax};
 use crate::ids::IdStyle;
 use crate::json_stream::JsonStep;
@@ -43,9 +43,7 @@ enum St {
 struct KimiBlock {
     st: St,
     id: String,
-    args: JsonArgs,
-    calls: usize,
-    open: bool,
+    run: CallRun,
 }
 
 impl KimiBlock {
@@ -53,14 +51,12 @@ impl KimiBlock {
         KimiBlock {
             st: if in_call { St::Id } else { St::CallStart },
             id: String::new(),
-            args: JsonArgs::default(),
-            calls: 0,
-            open: false,
+            run: CallRun::default(),
         }
     }
 
     fn stop(&self, i: usize) -> Step {
-        if self.calls > 0 {
+        if self.run.calls > 0 {
             Step::Done(i)
         } else {
             Step::Diverged
@@ -105,36 +101,35 @@ impl Block for KimiBlock {
                     Some((_, '{')) => {
                         let id = std::mem::take(&mut self.id);
                         cx.out.start_call(name_of(&id), Some(id.clone()));
-                        self.open = true;
+                        self.run.open = true;
                         self.st = St::Args;
                     }
                     None if !eof => return Step::Need(i),
                     _ => return self.stop(i),
                 },
-                St::Args => match self.args.feed(rest, cx) {
+                St::Args => match self.run.args.feed(rest, cx) {
                     JsonStep::Need => return Step::Need(input.len()),
                     JsonStep::Done(n) => {
-                        self.open = false;
-                        self.calls += 1;
-                        self.args = JsonArgs::default();
+                        self.run.open = false;
+                        self.run.calls += 1;
+                        self.run.args = JsonArgs::default();
                         i += n;
                         self.st = St::CallEnd;
                     }
                     JsonStep::Invalid(n) => {
-                        self.open = false;
-                        self.calls += 1;
-                        self.args = JsonArgs::default();
+                        self.run.open = false;
+                        self.run.calls += 1;
+                        self.run.args = JsonArgs::default();
                         i += n;
                         self.st = St::Skip;
                     }
                 },
-                St::CallEnd => match lit(rest, &[CALL_END], true, eof) {
-                    Lit::Match { len, .. } => {
+                St::CallEnd => match optional_marker(rest, &[CALL_END], eof) {
+                    Some(len) => {
                         i += len;
                         self.st = St::CallStart;
                     }
-                    Lit::Partial => return Step::Need(i),
-                    Lit::No => self.st = St::CallStart,
+                    None => return Step::Need(i),
                 },
                 St::Skip => match skip_until(rest, &[CALL_END], eof, i, true) {
                     Step::Done(n) => {
@@ -148,15 +143,10 @@ impl Block for KimiBlock {
     }
 
     fn finish(&mut self, cx: &mut Cx<'_>) -> bool {
-        if self.open {
-            self.args.finish(cx);
-            self.open = false;
-            self.calls += 1;
-        }
-        self.calls > 0
+        self.run.finish(cx)
     }
 
     fn committed(&self) -> bool {
-        self.calls > 0 || self.open
+        self.run.committed()
     }
 }
