@@ -118,17 +118,12 @@ pub(crate) fn model_template(
         .chat_template
         .clone()
         .context("the model has no chat template in its metadata; choose one with --template, --named or --role-template")?;
-    let text = |t: Option<wick_types::TokenId>| -> Result<Option<String>> {
-        Ok(match t {
-            Some(t) => Some(String::from_utf8_lossy(&backend.detokenize(&[t])?).into_owned()),
-            None => None,
-        })
-    };
+    let (bos, eos) = wick_engine::special_texts(backend)?;
     if request.bos_token.is_none() {
-        request.bos_token = text(info.special.bos)?;
+        request.bos_token = bos;
     }
     if request.eos_token.is_none() {
-        request.eos_token = text(info.special.eos)?;
+        request.eos_token = eos;
     }
     Ok(ChatTemplate::Jinja(JinjaTemplate::new(&source)?))
 }

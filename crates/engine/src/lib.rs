@@ -36,7 +36,7 @@ mod worker;
 pub use config::EngineConfig;
 pub use diskcache::{CacheStats, DiskCacheConfig};
 pub use error::EngineError;
-pub use prompt::{segment_tokens, ChatFormat, RenderedPrompt};
+pub use prompt::{segment_tokens, special_texts, ChatFormat, RenderedPrompt};
 pub use request::{Finished, GenEvent, GenerateRequest};
 pub use stop::{StopMatcher, StopScan};
 pub use utf8::Utf8Stream;

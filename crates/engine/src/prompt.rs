@@ -45,22 +45,16 @@ impl ChatFormat {
     ///
     /// The backend cannot detokenize its own special tokens.
     pub fn new(template: ChatTemplate, backend: &dyn Backend) -> Result<Self, EngineError> {
-        let special = &backend.info().special;
-        let text = |t: Option<TokenId>| -> Result<Option<String>, EngineError> {
-            Ok(match t {
-                Some(t) => Some(String::from_utf8_lossy(&backend.detokenize(&[t])?).into_owned()),
-                None => None,
-            })
-        };
+        let (bos_token, eos_token) = special_texts(backend)?;
         let stops = template.stops();
         let format = match &template {
             ChatTemplate::Jinja(jinja) => Format::detect(jinja.source()),
             _ => Format::ContentOnly,
         };
         Ok(ChatFormat {
-            bos_token: text(special.bos)?,
-            eos_token: text(special.eos)?,
             template,
+            bos_token,
+            eos_token,
             stops,
             format,
         })
@@ -130,6 +124,25 @@ impl ChatFormat {
             thinking_forced_open,
         })
     }
+}
+
+/// The texts of the model's BOS and EOS tokens (what templates get as `bos_token` and
+/// `eos_token`).
+///
+/// # Errors
+///
+/// The backend cannot detokenize its own special tokens.
+pub fn special_texts(
+    backend: &dyn Backend,
+) -> Result<(Option<String>, Option<String>), EngineError> {
+    let special = &backend.info().special;
+    let text = |t: Option<TokenId>| -> Result<Option<String>, EngineError> {
+        Ok(match t {
+            Some(t) => Some(String::from_utf8_lossy(&backend.detokenize(&[t])?).into_owned()),
+            None => None,
+        })
+    };
+    Ok((text(special.bos)?, text(special.eos)?))
 }
 
 /// Tokenizes `segments` (control text with special-token parsing on, content with it off) and

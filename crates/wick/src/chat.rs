@@ -75,6 +75,13 @@ impl ChatParser {
     }
 }
 
+/// The whole answer from a stream's last item (its events are the stream's, not the answer's).
+fn whole(last: Option<ChatResponse>) -> Result<ChatResponse> {
+    let mut last = last.ok_or(crate::Error::Engine(wick_engine::EngineError::Stopped))?;
+    last.events.clear();
+    Ok(last)
+}
+
 /// A chat answer streamed token by token. Dropping it cancels the generation.
 #[derive(Debug)]
 pub struct ChatStream {
@@ -100,9 +107,7 @@ impl ChatStream {
         for item in self {
             last = Some(item?);
         }
-        let mut last = last.ok_or(crate::Error::Engine(wick_engine::EngineError::Stopped))?;
-        last.events.clear();
-        Ok(last)
+        whole(last)
     }
 }
 
@@ -145,9 +150,7 @@ impl AsyncChatStream {
         while let Some(item) = self.next().await {
             last = Some(item?);
         }
-        let mut last = last.ok_or(crate::Error::Engine(wick_engine::EngineError::Stopped))?;
-        last.events.clear();
-        Ok(last)
+        whole(last)
     }
 }
 
