@@ -1,6 +1,7 @@
 //! Gemma 4 (`<|tool_call>call:NAME{k:<|"|>v<|"|>}<tool_call|>`, thought channel) and
 //! FunctionGemma (`<start_function_call>call:NAME{k:<escape>v<escape>}<end_function_call>`).
 
+use crate::call_json::optional_close;
 use crate::engine::{Block, Cx, Reasoning, Step, Syntax};
 use crate::ids::IdStyle;
 use crate::literal::{ConvStep, LitArgs, LitConv};
@@ -101,13 +102,7 @@ impl Block for GemmaBlock {
                         }
                     }
                 }
-                St::Close => {
-                    return match lit(rest, self.close, true, eof) {
-                        Lit::Match { len, .. } => Step::Done(i + len),
-                        Lit::Partial => Step::Need(i),
-                        Lit::No => Step::Done(i),
-                    }
-                }
+                St::Close => return optional_close(rest, self.close, eof, i),
             }
         }
     }

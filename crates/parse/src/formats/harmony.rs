@@ -4,11 +4,10 @@
 //! recipient-less `commentary` are content; `functions.NAME` recipients are calls; other
 //! recipients (built-in tools) are dropped.
 
-use crate::call_json::JsonArgs;
+use crate::call_json::{optional_close, JsonArgs};
 use crate::engine::{Block, Cx, Open, Step, Syntax};
 use crate::ids::IdStyle;
 use crate::json_stream::JsonStep;
-use crate::scan::{lit, Lit};
 use crate::scan::{scan, Hit};
 use crate::seq::{peek, until, Until};
 use crate::Format;
@@ -171,13 +170,7 @@ impl Block for Message {
                         self.st = St::Body(Body::Drop);
                     }
                 },
-                St::End => {
-                    return match lit(rest, &["<|call|>", "<|end|>"], true, eof) {
-                        Lit::Match { len, .. } => Step::Done(i + len),
-                        Lit::Partial => Step::Need(i),
-                        Lit::No => Step::Done(i),
-                    }
-                }
+                St::End => return optional_close(rest, &["<|call|>", "<|end|>"], eof, i),
             }
         }
     }

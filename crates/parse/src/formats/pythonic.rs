@@ -3,7 +3,7 @@
 //! tools as JSON, as in `llama3x`).
 
 use super::THINK;
-use crate::call_json::{CallArray, CallObject, CoStep, NAME_ARGS};
+use crate::call_json::{optional_close, CallArray, CallObject, CoStep, NAME_ARGS};
 use crate::engine::{Block, Cx, Open, Step, Syntax};
 use crate::ids::IdStyle;
 use crate::literal::{ConvStep, LitArgs, LitConv};
@@ -189,13 +189,7 @@ impl Block for PyBlock {
                     None if !eof => return Step::Need(i),
                     _ => return Step::Done(i),
                 },
-                St::Close => {
-                    return match lit(rest, LFM_CLOSE, true, eof) {
-                        Lit::Match { len, .. } => Step::Done(i + len),
-                        Lit::Partial => Step::Need(i),
-                        Lit::No => Step::Done(i),
-                    }
-                }
+                St::Close => return optional_close(rest, LFM_CLOSE, eof, i),
             }
         }
     }
