@@ -1,5 +1,6 @@
 //! `wick`: a local LLM runtime over llama.cpp.
 
+mod bench;
 mod cache;
 mod chat;
 mod flags;
@@ -35,6 +36,9 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Chat in the terminal with a model, or with a running server (`--url`).
     Chat(chat::ChatArgs),
+    /// Measure wick against llama.cpp's llama-bench and llama-server in one run (built on
+    /// demand): speed, concurrency, restart, multi-turn and tool-call streaming.
+    Bench(bench::BenchArgs),
     /// Inspect or empty the prompt cache's KV snapshots on disk (`$WICK_HOME/kv`).
     Cache(cache::CacheArgs),
     /// Fetch a model into the store (resuming, verifying its SHA-256) and name it.
@@ -57,6 +61,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Serve(args) => serve::run(args),
         Command::Chat(args) => chat::run(&args),
+        Command::Bench(args) => bench::run(&args),
         Command::Cache(args) => cache::run(&args),
         Command::Pull(args) => models::pull(&args),
         Command::Ls => models::ls(),

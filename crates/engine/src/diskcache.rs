@@ -8,12 +8,12 @@
 //! bit-flipped, made for another layout) is removed and the request goes on cold. A byte
 //! budget is kept by removing the least recently used files.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
@@ -69,13 +69,18 @@ struct Entry {
 #[derive(Debug)]
 pub(crate) struct DiskCache {
     dir: PathBuf,
-    budget: u64,
     min_tokens: usize,
     entries: HashMap<String, Entry>,
     /// The directory's modification time at the last scan: a scan is only needed when files
     /// were added or removed since (by this or another process).
     scanned: Option<SystemTime>,
     stats: Arc<CacheStats>,
+    /// Snapshots handed to the writer thread and not yet written.
+    in_flight: HashSet<String>,
+    writer: mpsc::Sender<PendingWrite>,
+    writer_thread: Option<std::thread::JoinHandle<()>>,
+    /// Names the writer thread has finished with.
+    written: mpsc::Receiver<String>,
 }
 
 impl DiskCache {
@@ -88,26 +93,43 @@ impl DiskCache {
         let key = hex(&Sha256::digest(format!("{}\n{layout}", config.model_id)))[..32].to_owned();
         let dir = config.dir.join(key);
         fs::create_dir_all(&dir)?;
+        let (writer, jobs) = mpsc::channel();
+        let (done, written) = mpsc::channel();
+        let writer_thread = {
+            let (dir, budget, stats) = (dir.clone(), config.budget_bytes, Arc::clone(&stats));
+            std::thread::Builder::new()
+                .name("wick-kv-writer".into())
+                .spawn(move || write_loop(&dir, budget, &stats, &jobs, &done))?
+        };
         let mut cache = DiskCache {
             dir,
-            budget: config.budget_bytes,
             min_tokens: config.min_tokens.max(1),
             entries: HashMap::new(),
             scanned: None,
             stats,
+            in_flight: HashSet::new(),
+            writer,
+            writer_thread: Some(writer_thread),
+            written,
         };
         cache.refresh();
         Ok(cache)
     }
 
     /// Whether a sequence of `n` tokens is worth saving.
-    pub(crate) fn wants(&self, tokens: &[TokenId]) -> bool {
-        tokens.len() >= self.min_tokens && !self.entries.contains_key(&file_name(tokens))
+    pub(crate) fn wants(&mut self, tokens: &[TokenId]) -> bool {
+        if tokens.len() < self.min_tokens {
+            return false;
+        }
+        self.drain_written();
+        let name = file_name(tokens);
+        !self.entries.contains_key(&name) && !self.in_flight.contains(&name)
     }
 
     /// Picks up snapshots written since the last look (by this or another process) and
     /// forgets removed ones; does nothing when the directory has not changed.
     fn refresh(&mut self) {
+        self.drain_written();
         let modified = fs::metadata(&self.dir).and_then(|m| m.modified()).ok();
         if modified.is_some() && modified == self.scanned {
             return;
@@ -178,57 +200,110 @@ impl DiskCache {
         CacheStats::add(&self.stats.rejects, 1);
     }
 
-    /// Writes the snapshot of `tokens` (temp file, fsync, rename), then keeps the budget.
-    pub(crate) fn save(&mut self, tokens: &[TokenId], snapshot: &[u8]) -> std::io::Result<()> {
+    /// Hands the snapshot of `tokens` to the writer thread (temp file, fsync, rename, then the
+    /// budget), which runs `then` once the file is in place, or has failed to be. The engine
+    /// thread only copies the KV; the disk work no longer stalls the other streams.
+    pub(crate) fn save(&mut self, tokens: &[TokenId], snapshot: Vec<u8>, then: Then) {
         let name = file_name(tokens);
-        let tmp = self.dir.join(format!(".{name}.{}.tmp", std::process::id()));
-        let result = (|| {
-            let mut f = fs::File::create(&tmp)?;
-            f.write_all(snapshot)?;
-            f.sync_all()?;
-            fs::rename(&tmp, self.dir.join(&name))
-        })();
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        result?;
-        self.entries.insert(
+        self.in_flight.insert(name.clone());
+        let write = PendingWrite {
             name,
-            Entry {
-                tokens: tokens.to_vec(),
-            },
-        );
-        CacheStats::add(&self.stats.saved, 1);
-        self.keep_budget();
-        Ok(())
+            bytes: snapshot,
+            then,
+        };
+        if let Err(mpsc::SendError(write)) = self.writer.send(write) {
+            self.in_flight.remove(&write.name);
+            (write.then)();
+        }
     }
 
-    /// Removes the least recently used snapshots until the directory fits the budget.
-    fn keep_budget(&mut self) {
-        let Ok(dir) = fs::read_dir(&self.dir) else {
-            return;
-        };
-        let mut files: Vec<(SystemTime, u64, PathBuf)> = dir
-            .flatten()
-            .filter(|e| is_snapshot(&e.path()))
-            .filter_map(|e| {
-                let meta = e.metadata().ok()?;
-                Some((meta.modified().ok()?, meta.len(), e.path()))
-            })
-            .collect();
-        let mut total: u64 = files.iter().map(|f| f.1).sum();
-        files.sort();
-        for (_, len, path) in files {
-            if total <= self.budget {
-                break;
+    /// Forgets writes that have finished (their files show up in the next scan).
+    fn drain_written(&mut self) {
+        while let Ok(name) = self.written.try_recv() {
+            self.in_flight.remove(&name);
+        }
+    }
+}
+
+impl Drop for DiskCache {
+    /// Waits for the snapshots still being written, so a shutdown loses none.
+    fn drop(&mut self) {
+        let (closed, _) = mpsc::channel();
+        drop(std::mem::replace(&mut self.writer, closed));
+        if let Some(thread) = self.writer_thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// What the writer thread runs once a snapshot is written (the answer's final event).
+pub(crate) type Then = Box<dyn FnOnce() + Send>;
+
+/// One snapshot for the writer thread.
+struct PendingWrite {
+    name: String,
+    bytes: Vec<u8>,
+    then: Then,
+}
+
+/// The writer thread: writes each snapshot, keeps the budget, reports the name back.
+fn write_loop(
+    dir: &Path,
+    budget: u64,
+    stats: &CacheStats,
+    jobs: &mpsc::Receiver<PendingWrite>,
+    written: &mpsc::Sender<String>,
+) {
+    for write in jobs {
+        match write_atomically(dir, &write.name, &write.bytes) {
+            Ok(()) => {
+                CacheStats::add(&stats.saved, 1);
+                keep_budget(dir, budget, stats);
             }
-            if fs::remove_file(&path).is_ok() {
-                total -= len;
-                if let Some(name) = path.file_name() {
-                    self.entries.remove(&*name.to_string_lossy());
-                }
-                CacheStats::add(&self.stats.evictions, 1);
-            }
+            Err(e) => tracing::warn!("prompt cache: cannot save a snapshot: {e}"),
+        }
+        let _ = written.send(write.name);
+        (write.then)();
+    }
+}
+
+/// Temp file, fsync, rename: a reader sees the whole snapshot or none.
+fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, dir.join(name))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Removes the least recently used snapshots until the directory fits the budget.
+fn keep_budget(dir: &Path, budget: u64, stats: &CacheStats) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let mut files: Vec<(SystemTime, u64, PathBuf)> = entries
+        .flatten()
+        .filter(|e| is_snapshot(&e.path()))
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            Some((meta.modified().ok()?, meta.len(), e.path()))
+        })
+        .collect();
+    let mut total: u64 = files.iter().map(|f| f.1).sum();
+    files.sort();
+    for (_, len, path) in files {
+        if total <= budget {
+            break;
+        }
+        if fs::remove_file(&path).is_ok() {
+            total -= len;
+            CacheStats::add(&stats.evictions, 1);
         }
     }
 }

@@ -12,7 +12,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use wick_backend::{Backend, Decoded, SamplerId, StepOp, StepResult};
 use wick_types::{FinishReason, SeqId, TokenId, Usage};
 
-use crate::diskcache::{common_prefix, CacheStats, DiskCache};
+use crate::diskcache::{common_prefix, CacheStats, DiskCache, Then};
 use crate::stop::{StopMatcher, StopScan};
 use crate::utf8::Utf8Stream;
 use crate::{EngineConfig, EngineError, Finished, GenEvent, GenerateRequest};
@@ -368,27 +368,28 @@ impl State {
     }
 
     /// Saves the slot's exactly reusable prefix (its whole prompt blocks) to the disk cache
-    /// when it is long and new enough. The sequence is cut to that prefix first: nothing
+    /// when it is long and new enough, then runs `then`: right away, or on the cache's writer
+    /// thread once the file is written. The sequence is cut to that prefix first: nothing
     /// after it could be reused exactly anyway.
-    fn save_to_disk(&mut self, backend: &mut dyn Backend, index: usize) {
+    fn save_to_disk(&mut self, backend: &mut dyn Backend, index: usize, then: Then) {
         let Some(disk) = self.disk.as_mut() else {
-            return;
+            return then();
         };
         let slot = &mut self.slots[index];
         if !disk.wants(&slot.tokens[..slot.exact]) {
-            return;
+            return then();
         }
         let extra = slot.tokens.len() - slot.exact;
         if backend.seq_rm_last(slot.seq, extra).is_err() {
-            return;
+            return then();
         }
         slot.tokens.truncate(slot.exact);
-        let saved = backend
-            .kv_pack(slot.seq)
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| disk.save(&slot.tokens, &bytes).map_err(|e| e.to_string()));
-        if let Err(e) = saved {
-            tracing::warn!("prompt cache: cannot save a snapshot: {e}");
+        match backend.kv_pack(slot.seq) {
+            Ok(bytes) => disk.save(&slot.tokens, bytes, then),
+            Err(e) => {
+                tracing::warn!("prompt cache: cannot save a snapshot: {e}");
+                then();
+            }
         }
     }
 
@@ -518,17 +519,24 @@ impl State {
             completion_tokens: job.generated,
             cached_tokens: job.cached,
         };
-        // Saved before the answer ends, so a client that got its answer can count on the
-        // snapshot being there (a restart right after, a second process).
+        // The answer ends once its snapshot is written, so a client that got its answer can
+        // count on the snapshot being there (a restart right after, a second process); the
+        // writing happens off this thread, so the other streams go on meanwhile.
         let done = GenEvent::Done(Finished {
             finish_reason: reason,
             usage,
             stop,
         });
-        self.save_to_disk(backend, index);
-        if let Some(job) = &self.slots[index].job {
-            let _ = job.events.send(done);
-        }
+        let events = self.slots[index].job.as_ref().map(|job| job.events.clone());
+        self.save_to_disk(
+            backend,
+            index,
+            Box::new(move || {
+                if let Some(events) = events {
+                    let _ = events.send(done);
+                }
+            }),
+        );
         self.release(backend, index);
     }
 

@@ -1,0 +1,281 @@
+//! `wick bench`: wick against llama.cpp's own tools, on the same model, threads and context,
+//! in one run.
+//!
+//! (a) pp512/tg128 of wick's backend vs `llama-bench`; (b) 1, 4 and 8 concurrent streaming
+//! clients, wick serve vs `llama-server -np 8`; (c) time to first token of a request sharing a
+//! long prefix right after a server restart (512, 2,048 and 4,096 tokens); (d) prompt tokens a
+//! 10-turn chat makes each server compute; (e) server CPU per token while a long tool call
+//! streams. Both servers run as real processes driven by the same client code.
+
+mod client;
+mod kernel;
+mod report;
+mod scenarios;
+mod server;
+mod tools;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use wick_backend::{Backend, BackendConfig};
+use wick_llama::LlamaBackend;
+
+use report::Report;
+use server::{Launch, Side};
+
+/// Arguments of `wick bench`.
+#[derive(Debug, Args)]
+#[allow(clippy::struct_excessive_bools)]
+pub(crate) struct BenchArgs {
+    /// The model to measure: a GGUF file or any model reference [default: the default model].
+    #[arg(short, long, value_name = "REF")]
+    model: Option<String>,
+
+    /// CPU threads, the same for both sides [default: every core].
+    #[arg(short, long, value_name = "N")]
+    threads: Option<u32>,
+
+    /// A shorter run (fewer repetitions, shorter answers; under 5 minutes on 2 cores once
+    /// llama.cpp's tools are built).
+    #[arg(long)]
+    quick: bool,
+
+    /// Only these measurements (comma-separated letters a–e) [default: all].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    only: Vec<char>,
+
+    /// Where bench.md, bench.json and bench.png go.
+    #[arg(short, long, default_value = "wick-bench", value_name = "DIR")]
+    out: PathBuf,
+
+    /// llama-cpp-python source distribution whose vendored llama.cpp provides llama-bench and
+    /// llama-server (built once into the cache directory).
+    #[arg(long, default_value = tools::DEFAULT_LLAMA_CPP_PYTHON, value_name = "VERSION")]
+    llama_cpp_python: String,
+}
+
+/// Sizes of one run.
+struct Plan {
+    repetitions: usize,
+    levels: Vec<usize>,
+    rounds: usize,
+    load_tokens: u32,
+    prefixes: Vec<usize>,
+    chat_tokens: u32,
+    tool_tokens: u32,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Self {
+        if quick {
+            Plan {
+                repetitions: 2,
+                levels: vec![1, 4, 8],
+                rounds: 1,
+                load_tokens: 32,
+                prefixes: vec![512, 2048, 4096],
+                chat_tokens: 16,
+                tool_tokens: 1024,
+            }
+        } else {
+            Plan {
+                repetitions: 5,
+                levels: vec![1, 4, 8],
+                rounds: 2,
+                load_tokens: 128,
+                prefixes: vec![512, 2048, 4096],
+                chat_tokens: 48,
+                tool_tokens: 16384,
+            }
+        }
+    }
+}
+
+impl BenchArgs {
+    fn wants(&self, part: char) -> bool {
+        self.only.is_empty() || self.only.contains(&part)
+    }
+}
+
+pub(crate) fn run(args: &BenchArgs) -> Result<()> {
+    if let Some(bad) = args.only.iter().find(|c| !('a'..='e').contains(*c)) {
+        bail!("--only takes letters a to e, not {bad:?}");
+    }
+    let started = Instant::now();
+    let model = crate::run::resolve_model(args.model.as_deref())?;
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(4, |n| u32::try_from(n.get()).unwrap_or(4))
+    });
+    let tools = tools::ensure(&wick_models::wick_home(), &args.llama_cpp_python)?;
+    let plan = Plan::new(args.quick);
+    let mut report = Report {
+        wick_version: env!("CARGO_PKG_VERSION").to_owned(),
+        wick_llama_cpp: format!(
+            "llama.cpp from llama-cpp-sys-2 {}",
+            tools::WICK_LLAMA_CPP_SYS
+        ),
+        llama_cpp_tools: tools.version.clone(),
+        model: model.display().to_string(),
+        threads,
+        quick: args.quick,
+        ..Report::default()
+    };
+    eprintln!(
+        "wick bench: {} ({} threads); wick links {}, measured against {}",
+        model.display(),
+        threads,
+        report.wick_llama_cpp,
+        tools.version
+    );
+    if args.wants('a') {
+        eprintln!("wick bench: (a) pp512 / tg128");
+        let test = kernel::KernelTest {
+            n_prompt: 512,
+            n_gen: 128,
+            repetitions: plan.repetitions,
+            threads,
+        };
+        let wick = kernel::wick(&model, test)?;
+        let (llama, build) = kernel::llama_bench(&tools.llama_bench, &model, test)?;
+        report.llama_cpp_tools = format!("{} {build}", tools.version);
+        report.kernel = Some([wick, llama]);
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("wick-bench-")
+        .tempdir_in(std::env::temp_dir())?;
+    let launch = |name: &str, ctx: u32, parallel: u32| Launch {
+        model: model.clone(),
+        threads,
+        ctx,
+        parallel,
+        wick_home: scratch.path().join(name),
+        llama_server: tools.llama_server.clone(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    if let Err(e) = runtime.block_on(servers(args, &plan, &model, &launch, &mut report)) {
+        let kept = scratch.keep();
+        return Err(e.context(format!("the servers' logs are kept in {}", kept.display())));
+    }
+    println!("{}", report.markdown());
+    report.write(&args.out)?;
+    eprintln!(
+        "wick bench: wrote {0}/bench.md, {0}/bench.json and {0}/bench.png in {1:.0}s",
+        args.out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// (b) to (e): each against wick serve, then llama-server, each in a fresh process.
+async fn servers(
+    args: &BenchArgs,
+    plan: &Plan,
+    model: &std::path::Path,
+    launch: &impl Fn(&str, u32, u32) -> Launch,
+    report: &mut Report,
+) -> Result<()> {
+    const SIDES: [Side; 2] = [Side::Wick, Side::LlamaCpp];
+    let against = |side: Side| move || format!("against {}", side.label());
+    if args.wants('b') {
+        eprintln!("wick bench: (b) 1/4/8 concurrent streaming clients");
+        let mut sides = Vec::new();
+        for side in SIDES {
+            let l = launch(&format!("load-{}", side.label()), 2048, 8);
+            let levels = &plan.levels;
+            let load = scenarios::load(&l, side, levels, plan.rounds, plan.load_tokens).await;
+            sides.push(load.with_context(against(side))?);
+        }
+        report.load = Some(pair(sides));
+    }
+    if args.wants('c') {
+        eprintln!("wick bench: (c) time to first token after a restart");
+        let document = Document::load(model)?;
+        let mut sides = vec![Vec::new(), Vec::new()];
+        for &length in &plan.prefixes {
+            let prefix = document.prefix(length)?;
+            for (i, side) in SIDES.into_iter().enumerate() {
+                let l = launch(&format!("restart-{length}-{}", side.label()), 8192, 1);
+                let restart = scenarios::restart(&l, side, &prefix).await;
+                sides[i].push(restart.with_context(against(side))?);
+            }
+        }
+        report.restart = Some(pair(sides));
+    }
+    if args.wants('d') {
+        eprintln!("wick bench: (d) a 10-turn chat");
+        let mut sides = Vec::new();
+        for side in SIDES {
+            let l = launch(&format!("chat-{}", side.label()), 4096, 1);
+            let chat = scenarios::conversation(&l, side, 10, plan.chat_tokens).await;
+            sides.push(chat.with_context(against(side))?);
+        }
+        report.conversation = Some(pair(sides));
+    }
+    if args.wants('e') {
+        eprintln!("wick bench: (e) a streamed tool call with long arguments");
+        let mut sides = Vec::new();
+        for side in SIDES {
+            let l = launch(&format!("tool-{}", side.label()), plan.tool_tokens + 512, 1);
+            let tool = scenarios::tool_stream(&l, side, plan.tool_tokens).await;
+            sides.push(tool.with_context(against(side))?);
+        }
+        report.tool_stream = Some(pair(sides));
+    }
+    Ok(())
+}
+
+/// The two sides' results, wick first.
+fn pair<T>(sides: Vec<T>) -> [T; 2] {
+    let mut it = sides.into_iter();
+    match (it.next(), it.next()) {
+        (Some(wick), Some(llama)) => [wick, llama],
+        _ => unreachable!("both sides ran"),
+    }
+}
+
+/// A long, varied text and the model's tokenizer, to cut prefixes of exact token counts.
+struct Document {
+    backend: LlamaBackend,
+    tokens: Vec<wick_types::TokenId>,
+}
+
+impl Document {
+    fn load(model: &std::path::Path) -> Result<Self> {
+        let backend =
+            LlamaBackend::load(&BackendConfig::new(model).with_n_ctx(512).with_n_seq_max(1))?;
+        let places = [
+            "harbour", "mill", "market", "bridge", "library", "orchard", "quarry",
+        ];
+        let things = [
+            "lanterns", "barrels", "letters", "ropes", "maps", "clocks", "nets",
+        ];
+        let mut text = String::from("A ledger of the town's records.\n");
+        for i in 0..3000usize {
+            let place = places[i % places.len()];
+            let thing = things[(i * 3 + 1) % things.len()];
+            let _ = writeln!(
+                text,
+                "Record {i}: at the {place}, {} {thing} were counted on day {}.",
+                (i * 37) % 101 + 2,
+                (i * 13) % 365 + 1
+            );
+        }
+        let tokens = backend.tokenize(&text, false)?;
+        Ok(Document { backend, tokens })
+    }
+
+    /// The text of the document's first `n` tokens.
+    fn prefix(&self, n: usize) -> Result<String> {
+        if n > self.tokens.len() {
+            bail!("the bench document has only {} tokens", self.tokens.len());
+        }
+        let bytes = self.backend.detokenize(&self.tokens[..n])?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}

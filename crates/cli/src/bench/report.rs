@@ -1,0 +1,447 @@
+//! The results: one table of both sides and their ratio (terminal and markdown), JSON, and a
+//! PNG chart.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use plotters::prelude::*;
+
+use super::kernel::Kernel;
+use super::scenarios::{Conversation, Load, Restart, ToolStream};
+
+/// Everything one `wick bench` run measured.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub(crate) struct Report {
+    pub(crate) wick_version: String,
+    pub(crate) wick_llama_cpp: String,
+    pub(crate) llama_cpp_tools: String,
+    pub(crate) model: String,
+    pub(crate) threads: u32,
+    pub(crate) quick: bool,
+    pub(crate) kernel: Option<[Kernel; 2]>,
+    pub(crate) load: Option<[Vec<Load>; 2]>,
+    pub(crate) restart: Option<[Vec<Restart>; 2]>,
+    pub(crate) conversation: Option<[Conversation; 2]>,
+    pub(crate) tool_stream: Option<[ToolStream; 2]>,
+}
+
+/// One table row: what, wick, llama.cpp, and which way is better.
+struct Row {
+    what: String,
+    wick: f64,
+    llama: f64,
+    unit: &'static str,
+    higher_is_better: bool,
+}
+
+impl Row {
+    fn new(
+        what: impl Into<String>,
+        wick: f64,
+        llama: f64,
+        unit: &'static str,
+        higher: bool,
+    ) -> Self {
+        Row {
+            what: what.into(),
+            wick,
+            llama,
+            unit,
+            higher_is_better: higher,
+        }
+    }
+
+    /// wick's advantage: above 1 means wick is better, whichever way the metric goes.
+    fn ratio(&self) -> Option<f64> {
+        let (better, worse) = if self.higher_is_better {
+            (self.wick, self.llama)
+        } else {
+            (self.llama, self.wick)
+        };
+        (worse > 0.0).then(|| better / worse)
+    }
+}
+
+impl Report {
+    fn rows(&self) -> Vec<Row> {
+        let mut rows = Vec::new();
+        if let Some([w, l]) = &self.kernel {
+            rows.push(Row::new("(a) pp512", w.pp.mean, l.pp.mean, "tok/s", true));
+            rows.push(Row::new("(a) tg128", w.tg.mean, l.tg.mean, "tok/s", true));
+        }
+        if let Some([w, l]) = &self.load {
+            for (w, l) in w.iter().zip(l) {
+                let n = w.clients;
+                rows.push(Row::new(
+                    format!("(b) {n} clients: TTFT p50"),
+                    w.ttft.p50_ms,
+                    l.ttft.p50_ms,
+                    "ms",
+                    false,
+                ));
+                rows.push(Row::new(
+                    format!("(b) {n} clients: TTFT p99"),
+                    w.ttft.p99_ms,
+                    l.ttft.p99_ms,
+                    "ms",
+                    false,
+                ));
+                rows.push(Row::new(
+                    format!("(b) {n} clients: per-token p50"),
+                    w.per_token.p50_ms,
+                    l.per_token.p50_ms,
+                    "ms",
+                    false,
+                ));
+                rows.push(Row::new(
+                    format!("(b) {n} clients: per-token p99"),
+                    w.per_token.p99_ms,
+                    l.per_token.p99_ms,
+                    "ms",
+                    false,
+                ));
+                rows.push(Row::new(
+                    format!("(b) {n} clients: throughput"),
+                    w.tokens_per_second,
+                    l.tokens_per_second,
+                    "tok/s",
+                    true,
+                ));
+            }
+        }
+        if let Some([w, l]) = &self.restart {
+            for (w, l) in w.iter().zip(l) {
+                let n = w.prefix_tokens;
+                rows.push(Row::new(
+                    format!("(c) {n}-token prefix: TTFT after restart"),
+                    w.after_restart_ms,
+                    l.after_restart_ms,
+                    "ms",
+                    false,
+                ));
+                rows.push(Row::new(
+                    format!("(c) {n}-token prefix: TTFT cold"),
+                    w.cold_ms,
+                    l.cold_ms,
+                    "ms",
+                    false,
+                ));
+            }
+        }
+        if let Some([w, l]) = &self.conversation {
+            #[allow(clippy::cast_precision_loss)]
+            rows.push(Row::new(
+                format!("(d) {}-turn chat: prompt tokens computed", w.turns),
+                w.processed_tokens as f64,
+                l.processed_tokens as f64,
+                "tokens",
+                false,
+            ));
+        }
+        if let Some([w, l]) = &self.tool_stream {
+            rows.push(Row::new(
+                "(e) streamed tool call: server CPU per token",
+                w.cpu_ms_per_token,
+                l.cpu_ms_per_token,
+                "ms",
+                false,
+            ));
+        }
+        rows
+    }
+
+    /// The table as GitHub markdown, with the setup above it.
+    pub(crate) fn markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# wick bench{}\n",
+            if self.quick { " (--quick)" } else { "" }
+        );
+        let _ = writeln!(out, "- model: `{}`, {} threads", self.model, self.threads);
+        let _ = writeln!(
+            out,
+            "- wick {} linking {}",
+            self.wick_version, self.wick_llama_cpp
+        );
+        let _ = writeln!(out, "- against {}", self.llama_cpp_tools);
+        let _ = writeln!(out, "- ratio: wick's advantage (above 1: wick better)\n");
+        let _ = writeln!(out, "| measurement | wick | llama.cpp | unit | ratio |");
+        let _ = writeln!(out, "|---|---:|---:|---|---:|");
+        for row in self.rows() {
+            let ratio = row
+                .ratio()
+                .map_or_else(|| "–".to_owned(), |r| format!("{r:.2}×"));
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {ratio} |",
+                row.what,
+                number(row.wick),
+                number(row.llama),
+                row.unit
+            );
+        }
+        out.push_str(&self.details());
+        out
+    }
+
+    /// Facts behind the rows that a ratio hides.
+    fn details(&self) -> String {
+        let mut out = String::new();
+        if let Some([w, l]) = &self.restart {
+            out.push_str("\n(c) prompt tokens served from cache after the restart:");
+            for (w, l) in w.iter().zip(l) {
+                let _ = write!(
+                    out,
+                    " {}-token prefix: wick {}, llama.cpp {};",
+                    w.prefix_tokens, w.cached_tokens, l.cached_tokens
+                );
+            }
+            out.push('\n');
+        }
+        if let Some([w, l]) = &self.conversation {
+            let _ = writeln!(
+                out,
+                "\n(d) prompt tokens sent over all turns: wick {}, llama.cpp {}.",
+                w.prompt_tokens, l.prompt_tokens
+            );
+        }
+        if let Some([w, l]) = &self.tool_stream {
+            let _ = writeln!(
+                out,
+                "\n(e) wick: {} tokens, {} argument bytes, {:.2} ms wall per token; llama.cpp: {} tokens, {} argument bytes, {:.2} ms wall per token.",
+                w.completion_tokens, w.argument_bytes, w.wall_ms_per_token,
+                l.completion_tokens, l.argument_bytes, l.wall_ms_per_token
+            );
+        }
+        out
+    }
+
+    /// Writes `bench.md`, `bench.json` and `bench.png` into `dir`.
+    pub(crate) fn write(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::write(dir.join("bench.md"), self.markdown())?;
+        std::fs::write(dir.join("bench.json"), serde_json::to_string_pretty(self)?)?;
+        self.chart(&dir.join("bench.png"))
+    }
+
+    /// Tokens/s against concurrency, and time to first token against prefix length.
+    fn chart(&self, path: &Path) -> Result<()> {
+        register_font();
+        let root = BitMapBackend::new(path, (1200, 500)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw)?;
+        let (left, right) = root.split_horizontally(600);
+        if let Some([w, l]) = &self.load {
+            #[allow(clippy::cast_precision_loss)]
+            let series = |loads: &[Load]| -> Vec<(f64, f64)> {
+                loads
+                    .iter()
+                    .map(|x| (x.clients as f64, x.tokens_per_second))
+                    .collect()
+            };
+            plot(
+                &left,
+                "Throughput vs concurrent clients",
+                "clients",
+                "tokens/s",
+                &[("wick", series(w), BLUE), ("llama-server", series(l), RED)],
+            )?;
+        }
+        if let Some([w, l]) = &self.restart {
+            #[allow(clippy::cast_precision_loss)]
+            let series = |r: &[Restart], warm: bool| -> Vec<(f64, f64)> {
+                r.iter()
+                    .map(|x| {
+                        (
+                            x.prefix_tokens as f64,
+                            if warm { x.after_restart_ms } else { x.cold_ms },
+                        )
+                    })
+                    .collect()
+            };
+            plot(
+                &right,
+                "Time to first token after a restart",
+                "prefix tokens",
+                "ms",
+                &[
+                    ("wick (disk cache)", series(w, true), BLUE),
+                    ("wick cold", series(w, false), CYAN),
+                    ("llama-server", series(l, true), RED),
+                ],
+            )?;
+        }
+        root.present().map_err(draw)?;
+        Ok(())
+    }
+}
+
+fn number(x: f64) -> String {
+    if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+fn draw<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+    anyhow::anyhow!("drawing the chart: {e:?}")
+}
+
+/// The chart's text is drawn with the `DejaVu` Sans font, embedded, so no system font is needed.
+fn register_font() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            dejavu::sans::regular(),
+        );
+    });
+}
+
+type Series = (&'static str, Vec<(f64, f64)>, RGBColor);
+
+fn plot<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let points = series.iter().flat_map(|s| s.1.iter());
+    let x_max = points.clone().map(|p| p.0).fold(1.0, f64::max) * 1.05;
+    let y_max = points.map(|p| p.1).fold(1.0, f64::max) * 1.15;
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+        .map_err(draw)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .label_style(("sans-serif", 13))
+        .draw()
+        .map_err(draw)?;
+    for (name, data, color) in series {
+        let color = *color;
+        chart
+            .draw_series(LineSeries::new(data.iter().copied(), color.stroke_width(2)))
+            .map_err(draw)?
+            .label(*name)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        chart
+            .draw_series(data.iter().map(|&p| Circle::new(p, 4, color.filled())))
+            .map_err(draw)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(draw)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::client::Percentiles;
+    use crate::bench::kernel::Rate;
+
+    fn sample() -> Report {
+        let rate = |mean| Rate { mean, stddev: 0.0 };
+        let load = |clients, tps| Load {
+            clients,
+            ttft: Percentiles {
+                p50_ms: 10.0,
+                p99_ms: 20.0,
+            },
+            per_token: Percentiles {
+                p50_ms: 5.0,
+                p99_ms: 9.0,
+            },
+            tokens_per_second: tps,
+            completion_tokens: 100,
+        };
+        let restart = |n, warm| Restart {
+            prefix_tokens: n,
+            cold_ms: 400.0,
+            after_restart_ms: warm,
+            cached_tokens: 0,
+        };
+        Report {
+            model: "m.gguf".into(),
+            threads: 2,
+            kernel: Some([
+                Kernel {
+                    pp: rate(1000.0),
+                    tg: rate(100.0),
+                },
+                Kernel {
+                    pp: rate(500.0),
+                    tg: rate(200.0),
+                },
+            ]),
+            load: Some([
+                vec![load(1, 90.0), load(8, 300.0)],
+                vec![load(1, 100.0), load(8, 250.0)],
+            ]),
+            restart: Some([
+                vec![restart(512, 40.0), restart(2048, 50.0)],
+                vec![restart(512, 400.0), restart(2048, 1600.0)],
+            ]),
+            ..Report::default()
+        }
+    }
+
+    #[test]
+    fn ratios_say_which_side_is_better_either_way() {
+        let rows = sample().rows();
+        let pp = rows.iter().find(|r| r.what == "(a) pp512").unwrap();
+        assert!((pp.ratio().unwrap() - 2.0).abs() < 1e-12);
+        let tg = rows.iter().find(|r| r.what == "(a) tg128").unwrap();
+        assert!((tg.ratio().unwrap() - 0.5).abs() < 1e-12);
+        let warm = rows
+            .iter()
+            .find(|r| r.what == "(c) 2048-token prefix: TTFT after restart")
+            .unwrap();
+        assert!((warm.ratio().unwrap() - 32.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn markdown_has_a_row_per_measurement() {
+        let md = sample().markdown();
+        assert!(
+            md.contains("| (a) pp512 | 1000 | 500 | tok/s | 2.00× |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| (b) 8 clients: throughput | 300 | 250 | tok/s | 1.20× |"),
+            "{md}"
+        );
+        assert_eq!(md.matches("\n| (").count(), 2 + 2 * 5 + 2 * 2);
+    }
+
+    #[test]
+    fn writes_markdown_json_and_a_png() {
+        let dir = tempfile::tempdir().unwrap();
+        sample().write(dir.path()).unwrap();
+        let png = std::fs::read(dir.path().join("bench.png")).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("bench.json")).unwrap()).unwrap();
+        assert!((json["kernel"][0]["pp"]["mean"].as_f64().unwrap() - 1000.0).abs() < 1e-9);
+    }
+}

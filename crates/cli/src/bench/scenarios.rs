@@ -1,0 +1,241 @@
+//! (b)–(e): the server scenarios, run the same way against wick and llama-server.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+
+use super::client::{Percentiles, Streamed};
+use super::server::{Launch, Side};
+
+/// (b) One concurrency level on one server.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Load {
+    pub(crate) clients: usize,
+    pub(crate) ttft: Percentiles,
+    pub(crate) per_token: Percentiles,
+    pub(crate) tokens_per_second: f64,
+    pub(crate) completion_tokens: u64,
+}
+
+const STORY_PROMPTS: [&str; 8] = [
+    "Write a long story about a lighthouse keeper who finds a map.",
+    "Explain in detail how a steam engine works, step by step.",
+    "Describe a journey across a desert, day by day, at length.",
+    "Write a long letter from a sailor to his family at home.",
+    "Tell the history of a small mountain village over a century.",
+    "Write a detailed recipe for bread and explain every step.",
+    "Describe a city in the year 3000, street by street.",
+    "Write a long dialogue between a teacher and a curious student.",
+];
+
+fn chat_body(prompt: &str, max_tokens: u32) -> Value {
+    json!({
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+    })
+}
+
+/// (b) `clients` streaming clients at once, each sending `rounds` requests one after another.
+pub(crate) async fn load(
+    launch: &Launch,
+    side: Side,
+    levels: &[usize],
+    rounds: usize,
+    max_tokens: u32,
+) -> Result<Vec<Load>> {
+    let server = launch.start(side).await?;
+    // One request first, so neither side's first-request costs land in the measurement.
+    server
+        .client
+        .stream("/v1/chat/completions", chat_body("Hello!", 8))
+        .await?;
+    let mut out = Vec::new();
+    for &clients in levels {
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for client in 0..clients {
+            let http = server.client.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut seen = Vec::new();
+                for round in 0..rounds {
+                    let prompt = STORY_PROMPTS[(client + round) % STORY_PROMPTS.len()];
+                    seen.push(
+                        http.stream("/v1/chat/completions", chat_body(prompt, max_tokens))
+                            .await?,
+                    );
+                }
+                anyhow::Ok(seen)
+            }));
+        }
+        let mut all: Vec<Streamed> = Vec::new();
+        for task in tasks {
+            all.extend(task.await??);
+        }
+        let wall = started.elapsed().as_secs_f64();
+        let ttfts: Vec<Duration> = all.iter().map(|s| s.ttft).collect();
+        let gaps: Vec<Duration> = all.iter().flat_map(|s| s.gaps.iter().copied()).collect();
+        let tokens: u64 = all.iter().map(|s| s.completion_tokens).sum();
+        #[allow(clippy::cast_precision_loss)]
+        out.push(Load {
+            clients,
+            ttft: Percentiles::of(&ttfts),
+            per_token: Percentiles::of(&gaps),
+            tokens_per_second: tokens as f64 / wall,
+            completion_tokens: tokens,
+        });
+    }
+    server.stop().await;
+    Ok(out)
+}
+
+/// (c) Time to first token of a request sharing a long prefix, on a fresh server and right
+/// after a restart of one that answered a request with the same prefix.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Restart {
+    pub(crate) prefix_tokens: u64,
+    /// The first request, on a server that never saw the prefix.
+    pub(crate) cold_ms: f64,
+    /// The second request (same prefix, another question), after a restart.
+    pub(crate) after_restart_ms: f64,
+    /// Prompt tokens the server reported as cached for the second request.
+    pub(crate) cached_tokens: u64,
+}
+
+/// (c) for one prefix `prefix` (already cut to the wanted number of tokens).
+pub(crate) async fn restart(launch: &Launch, side: Side, prefix: &str) -> Result<Restart> {
+    let ask = |question: &str| {
+        json!({
+            "prompt": format!("{prefix}\n\nQuestion: {question}\nAnswer:"),
+            "max_tokens": 4,
+            "temperature": 0.0,
+        })
+    };
+    let server = launch.start(side).await?;
+    let cold = server
+        .client
+        .stream("/v1/completions", ask("what is the first record about?"))
+        .await?;
+    server.stop().await;
+    let server = launch.start(side).await?;
+    let warm = server
+        .client
+        .stream("/v1/completions", ask("which records mention a harbour?"))
+        .await?;
+    server.stop().await;
+    Ok(Restart {
+        prefix_tokens: cold.prompt_tokens,
+        cold_ms: cold.ttft.as_secs_f64() * 1e3,
+        after_restart_ms: warm.ttft.as_secs_f64() * 1e3,
+        cached_tokens: warm.cached_tokens,
+    })
+}
+
+/// (d) A multi-turn chat: the prompt tokens the server actually computed.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Conversation {
+    pub(crate) turns: usize,
+    /// Prompt tokens over all turns (what a server without any cache would compute).
+    pub(crate) prompt_tokens: u64,
+    /// Prompt tokens not served from the cache: `prompt_tokens - cached_tokens`, summed.
+    pub(crate) processed_tokens: u64,
+}
+
+const QUESTIONS: [&str; 10] = [
+    "Hi! What is a good name for a cat?",
+    "Why is that a good name?",
+    "What should I feed it?",
+    "How often should it eat?",
+    "What toys do cats like?",
+    "How do I keep it from scratching the sofa?",
+    "Should it go outside?",
+    "How long do cats live?",
+    "What are signs that a cat is ill?",
+    "Thanks! Can you summarise your advice in one sentence?",
+];
+
+/// (d) on one server.
+pub(crate) async fn conversation(
+    launch: &Launch,
+    side: Side,
+    turns: usize,
+    max_tokens: u32,
+) -> Result<Conversation> {
+    let server = launch.start(side).await?;
+    let mut messages = vec![json!({"role": "system", "content": "You are a helpful assistant."})];
+    let mut out = Conversation {
+        turns,
+        prompt_tokens: 0,
+        processed_tokens: 0,
+    };
+    for question in QUESTIONS.iter().cycle().take(turns) {
+        messages.push(json!({"role": "user", "content": question}));
+        let body = json!({"messages": messages, "max_tokens": max_tokens, "temperature": 0.0});
+        let answer = server.client.post("/v1/chat/completions", &body).await?;
+        let number = |p: &str| answer.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+        let prompt = number("/usage/prompt_tokens");
+        let cached = number("/usage/prompt_tokens_details/cached_tokens");
+        out.prompt_tokens += prompt;
+        out.processed_tokens += prompt.saturating_sub(cached);
+        let content = answer
+            .pointer("/choices/0/message/content")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        messages.push(json!({"role": "assistant", "content": content}));
+    }
+    server.stop().await;
+    Ok(out)
+}
+
+/// (e) A streamed tool call with long arguments: the server's CPU time per generated token.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct ToolStream {
+    pub(crate) completion_tokens: u64,
+    pub(crate) argument_bytes: u64,
+    /// Server CPU time (user + system) per generated token, in milliseconds.
+    pub(crate) cpu_ms_per_token: f64,
+    pub(crate) wall_ms_per_token: f64,
+}
+
+/// (e) on one server: a forced call of a `write_file` tool whose content the prompt makes long.
+pub(crate) async fn tool_stream(
+    launch: &Launch,
+    side: Side,
+    max_tokens: u32,
+) -> Result<ToolStream> {
+    let server = launch.start(side).await?;
+    let body = json!({
+        "messages": [{"role": "user", "content":
+            "Call write_file to save numbers.txt. Its content must be every number from 1 to \
+             100000, in words, separated by commas: one, two, three, four, five, six, …"}],
+        "tools": [{"type": "function", "function": {
+            "name": "write_file",
+            "description": "Write a text file.",
+            "parameters": {"type": "object", "properties": {
+                "path": {"type": "string"}, "content": {"type": "string"}},
+                "required": ["path", "content"]}}}],
+        "tool_choice": "required",
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+    });
+    let cpu_before = server.cpu_time();
+    let started = Instant::now();
+    let streamed = server.client.stream("/v1/chat/completions", body).await?;
+    let wall = started.elapsed();
+    let cpu = server
+        .cpu_time()
+        .zip(cpu_before)
+        .map(|(after, before)| after.saturating_sub(before))
+        .context("the server's CPU time is not readable on this system (needs /proc)")?;
+    server.stop().await;
+    #[allow(clippy::cast_precision_loss)]
+    let tokens = streamed.completion_tokens.max(1) as f64;
+    Ok(ToolStream {
+        completion_tokens: streamed.completion_tokens,
+        argument_bytes: streamed.argument_bytes,
+        cpu_ms_per_token: cpu.as_secs_f64() * 1e3 / tokens,
+        wall_ms_per_token: wall.as_secs_f64() * 1e3 / tokens,
+    })
+}

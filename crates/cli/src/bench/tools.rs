@@ -1,0 +1,209 @@
+//! llama.cpp's own `llama-bench` and `llama-server`, built on demand into the cache directory.
+//!
+//! llama-cpp-sys-2 ships a llama.cpp trimmed to the library, so the tools come from the
+//! llama-cpp-python source distribution, which vendors the whole tree under `vendor/llama.cpp`.
+//! It is fetched with `pip download` (the only network wick's machines have is the package
+//! registries), unpacked once, configured with the same CPU flags wick builds with
+//! (`GGML_NATIVE`, see `.cargo/config.toml`) and only the two targets are built.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// llama-cpp-python's version whose vendored llama.cpp is nearest the one wick links.
+pub(crate) const DEFAULT_LLAMA_CPP_PYTHON: &str = "0.3.36";
+
+/// The llama-cpp-sys-2 version wick links (read from Cargo.lock by the build script).
+pub(crate) const WICK_LLAMA_CPP_SYS: &str = env!("WICK_LLAMA_CPP_SYS_VERSION");
+
+/// The two built tools and where they came from.
+#[derive(Debug, Clone)]
+pub(crate) struct Tools {
+    pub(crate) llama_bench: PathBuf,
+    pub(crate) llama_server: PathBuf,
+    /// `llama-cpp-python <version> vendor/llama.cpp`, plus the build number when known.
+    pub(crate) version: String,
+}
+
+/// Where one llama-cpp-python version's tree and build live.
+fn root(cache: &Path, version: &str) -> PathBuf {
+    cache
+        .join("llama.cpp")
+        .join(format!("llama-cpp-python-{version}"))
+}
+
+/// The tools for `version`, building them first when they are missing.
+pub(crate) fn ensure(cache: &Path, version: &str) -> Result<Tools> {
+    let root = root(cache, version);
+    let bin = root.join("build").join("bin");
+    let tools = Tools {
+        llama_bench: bin.join("llama-bench"),
+        llama_server: bin.join("llama-server"),
+        version: format!("llama-cpp-python {version} vendor/llama.cpp"),
+    };
+    if tools.llama_bench.is_file() && tools.llama_server.is_file() {
+        return Ok(tools);
+    }
+    let src = root.join("src");
+    if !src.join("CMakeLists.txt").is_file() {
+        fetch_source(&root, version)?;
+    }
+    build(&root)?;
+    if !(tools.llama_bench.is_file() && tools.llama_server.is_file()) {
+        bail!(
+            "the llama.cpp build finished but {} or {} is missing; see {}",
+            tools.llama_bench.display(),
+            tools.llama_server.display(),
+            root.join("build.log").display()
+        );
+    }
+    Ok(tools)
+}
+
+/// `pip download` the sdist and unpack its `vendor/llama.cpp` into `root/src`.
+fn fetch_source(root: &Path, version: &str) -> Result<()> {
+    std::fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
+    let download = root.join("sdist");
+    eprintln!("wick bench: fetching llama-cpp-python {version}'s source (pip download)…");
+    let status = Command::new(python())
+        .args(["-m", "pip", "download", "--no-deps", "--no-binary", ":all:"])
+        .arg(format!("llama-cpp-python=={version}"))
+        .arg("-d")
+        .arg(&download)
+        .stdout(Stdio::null())
+        .status()
+        .context("running python3 -m pip (install Python 3 with pip)")?;
+    if !status.success() {
+        bail!("pip download of llama-cpp-python=={version} failed ({status})");
+    }
+    let archive = std::fs::read_dir(&download)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
+        .with_context(|| format!("no .tar.gz in {}", download.display()))?;
+    let unpack = root.join("unpack");
+    let _ = std::fs::remove_dir_all(&unpack);
+    std::fs::create_dir_all(&unpack)?;
+    let status = Command::new("tar")
+        .arg("xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&unpack)
+        .arg("--wildcards")
+        .arg("*/vendor/llama.cpp/*")
+        .status()
+        .context("running tar")?;
+    if !status.success() {
+        bail!("unpacking {} failed ({status})", archive.display());
+    }
+    let vendored = unpack
+        .join(format!("llama_cpp_python-{version}"))
+        .join("vendor")
+        .join("llama.cpp");
+    let src = root.join("src");
+    let _ = std::fs::remove_dir_all(&src);
+    std::fs::rename(&vendored, &src)
+        .with_context(|| format!("moving {} to {}", vendored.display(), src.display()))?;
+    let _ = std::fs::remove_dir_all(&unpack);
+    let _ = std::fs::remove_dir_all(&download);
+    Ok(())
+}
+
+fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned())
+}
+
+/// Configures and builds `llama-bench` and `llama-server`, showing cmake's progress.
+fn build(root: &Path) -> Result<()> {
+    let log_path = root.join("build.log");
+    let log = std::fs::File::create(&log_path)?;
+    let configure = Command::new("cmake")
+        .arg("-S")
+        .arg(root.join("src"))
+        .arg("-B")
+        .arg(root.join("build"))
+        .args([
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DLLAMA_CURL=OFF",
+            "-DLLAMA_USE_PREBUILT_UI=OFF",
+            "-DLLAMA_BUILD_TESTS=OFF",
+            "-DLLAMA_BUILD_EXAMPLES=OFF",
+            "-DGGML_NATIVE=ON",
+        ])
+        .stdout(log.try_clone()?)
+        .stderr(log.try_clone()?)
+        .status()
+        .context("running cmake (scripts/common.sh installs it)")?;
+    if !configure.success() {
+        bail!("configuring llama.cpp failed; see {}", log_path.display());
+    }
+    let jobs = std::thread::available_parallelism().map_or(2, usize::from);
+    let started = Instant::now();
+    let bar = ProgressBar::new(100).with_style(
+        ProgressStyle::with_template(
+            "building llama-bench + llama-server {bar:30} {pos}% {elapsed} {msg}",
+        )
+        .expect("a valid template"),
+    );
+    let mut child = Command::new("cmake")
+        .arg("--build")
+        .arg(root.join("build"))
+        .args(["--target", "llama-bench", "llama-server", "-j"])
+        .arg(jobs.to_string())
+        .stdout(Stdio::piped())
+        .stderr(log.try_clone()?)
+        .spawn()
+        .context("running cmake --build")?;
+    let mut log = log;
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+        let line = line?;
+        std::io::Write::write_all(&mut log, format!("{line}\n").as_bytes())?;
+        if let Some(percent) = percent(&line) {
+            bar.set_position(percent);
+        }
+    }
+    let status = child.wait()?;
+    bar.finish_and_clear();
+    if !status.success() {
+        bail!(
+            "building llama.cpp's tools failed; see {}",
+            log_path.display()
+        );
+    }
+    eprintln!(
+        "wick bench: built llama-bench and llama-server in {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The percentage of a cmake/make progress line (`[ 42%] Building …`).
+fn percent(line: &str) -> Option<u64> {
+    let rest = line.trim_start().strip_prefix('[')?;
+    let (number, _) = rest.split_once("%]")?;
+    number.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_cmake_progress() {
+        assert_eq!(percent("[ 42%] Building CXX object x.o"), Some(42));
+        assert_eq!(percent("[100%] Built target llama-bench"), Some(100));
+        assert_eq!(percent("-- Configuring done"), None);
+    }
+
+    #[test]
+    fn knows_the_linked_version() {
+        assert!(
+            WICK_LLAMA_CPP_SYS.split('.').count() == 3,
+            "{WICK_LLAMA_CPP_SYS}"
+        );
+    }
+}
