@@ -23,6 +23,7 @@
 //! |---|---|---|---|
 //! | tokenize (`special` flag), detokenize (bytes) | yes | yes | yes |
 //! | prefill, decode_one, seq_tokens | yes | yes | yes |
+| decode_one_logprobs, step with logprobs | default: via step | yes | yes |
 //! | kv_pack / kv_unpack (checksummed snapshots) | yes | yes | yes |
 //! | step (batched prefill + decode) | default: one at a time | yes | one batch |
 //! | samplers, grammar | optional | literal-alternative grammars | GBNF + JSON schema |
@@ -35,6 +36,7 @@ pub mod conformance;
 mod contract;
 mod error;
 mod info;
+mod logprobs;
 pub mod snapshot;
 mod stub;
 pub mod thinking;
@@ -44,5 +46,6 @@ pub use contract::{
     check_distinct, AdapterId, Backend, Decoded, SamplerId, StepOp, StepResult, Verified,
 };
 pub use error::{BackendError, Result};
+pub use logprobs::{Logprobs, TokenLogprob, MAX_TOP_LOGPROBS};
 pub use info::{ModelInfo, SpecialTokens, ThinkingTokens, THINKING_MARKERS};
 pub use stub::StubBackend;
