@@ -23,7 +23,7 @@
 //! |---|---|---|---|
 //! | tokenize (`special` flag), detokenize (bytes) | yes | yes | yes |
 //! | prefill, decode_one, seq_tokens | yes | yes | yes |
-| decode_one_logprobs, step with logprobs | default: via step | yes | yes |
+//! | decode_one_logprobs (log-probabilities of the raw logits) | default: via step | yes | yes |
 //! | kv_pack / kv_unpack (checksummed snapshots) | yes | yes | yes |
 //! | step (batched prefill + decode) | default: one at a time | yes | one batch |
 //! | samplers, grammar | optional | literal-alternative grammars | GBNF + JSON schema |

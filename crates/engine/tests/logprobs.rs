@@ -1,7 +1,7 @@
 //! Log-probabilities through the engine (stub backend): one entry per generated token, in
 //! order, lined up with the text events, none for text a stop string cut off.
 
-use wick_backend::{Backend, BackendConfig, StubBackend};
+use wick_backend::{BackendConfig, StubBackend};
 use wick_engine::{Engine, EngineConfig, Finished, GenEvent, GenerateRequest, ScoredToken};
 use wick_types::{FinishReason, Grammar, SamplerOpts};
 
