@@ -97,16 +97,20 @@ fn new_id(prefix: &str) -> String {
     )
 }
 
-/// Reads the stream to its end; the last item carries the whole message and usage.
+/// Reads the stream to its end; the last item carries the whole message and usage, and
+/// every item's tokens.
 async fn finish(
     state: &AppState,
     mut stream: AsyncChatStream,
     first: ChatResponse,
 ) -> Result<ChatResponse, ApiError> {
     let mut last = first;
+    let mut logprobs = std::mem::take(&mut last.logprobs);
     while let Some(item) = stream.next().await {
         last = item?;
+        logprobs.append(&mut last.logprobs);
     }
+    last.logprobs = logprobs;
     if let Some(usage) = &last.usage {
         state.metrics().usage(usage);
     }

@@ -62,9 +62,12 @@ pub(crate) async fn handler(
         return Ok(sse::response(run.frames()));
     }
     let mut last = first;
+    let mut tokens = std::mem::take(&mut last.logprobs);
     while let Some(item) = stream.next().await {
         last = item?;
+        tokens.append(&mut last.logprobs);
     }
+    last.logprobs = tokens;
     if let Some(u) = &last.usage {
         state.metrics().usage(u);
     }
