@@ -197,14 +197,25 @@ fn check_logprobs(decoded: Decoded, logprobs: &Logprobs, top: usize, greedy: boo
     assert!(logprobs.sampled.logprob <= 0.0, "a log-probability is ≤ 0");
     assert!(logprobs.top.iter().all(|t| t.logprob <= 0.0));
     assert!(
-        logprobs.top.windows(2).all(|w| w[0].logprob >= w[1].logprob),
+        logprobs
+            .top
+            .windows(2)
+            .all(|w| w[0].logprob >= w[1].logprob),
         "alternatives come most likely first: {:?}",
         logprobs.top
     );
-    let mass: f64 = logprobs.top.iter().map(|t| f64::from(t.logprob).exp()).sum();
+    let mass: f64 = logprobs
+        .top
+        .iter()
+        .map(|t| f64::from(t.logprob).exp())
+        .sum();
     assert!(mass <= 1.0 + 1e-4, "the top alternatives hold {mass} > 1");
     if greedy {
-        assert_eq!(logprobs.top[0].token, decoded.token(), "greedy picks the top");
+        assert_eq!(
+            logprobs.top[0].token,
+            decoded.token(),
+            "greedy picks the top"
+        );
         assert!(
             (logprobs.top[0].logprob - logprobs.sampled.logprob).abs() < 1e-6,
             "the top-1 log-probability is the sampled one's"
@@ -226,7 +237,11 @@ pub fn logprobs_match_greedy_decoding(backend: &mut dyn Backend) {
         let (decoded, logprobs) = backend
             .decode_one_logprobs(SeqId(0), None, top)
             .expect("conformance: decode_one_logprobs must work");
-        assert_eq!(decoded.token(), expected, "logprobs change the decoded token");
+        assert_eq!(
+            decoded.token(),
+            expected,
+            "logprobs change the decoded token"
+        );
         check_logprobs(decoded, &logprobs, usize::from(top), top > 0);
         solo.push(logprobs);
     }
@@ -261,7 +276,10 @@ pub fn logprobs_match_greedy_decoding(backend: &mut dyn Backend) {
         .unwrap();
     assert_ne!(decoded.token(), plain[0]);
     check_logprobs(decoded, &logprobs, 3, false);
-    assert_eq!(logprobs.top[0].token, plain[0], "the bias is not in the logprobs");
+    assert_eq!(
+        logprobs.top[0].token, plain[0],
+        "the bias is not in the logprobs"
+    );
     assert!(logprobs.sampled.logprob <= logprobs.top[0].logprob);
     assert!(
         (logprobs.top[0].logprob - solo[0].sampled.logprob).abs() < 1e-2,

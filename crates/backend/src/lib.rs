@@ -46,6 +46,6 @@ pub use contract::{
     check_distinct, AdapterId, Backend, Decoded, SamplerId, StepOp, StepResult, Verified,
 };
 pub use error::{BackendError, Result};
-pub use logprobs::{Logprobs, TokenLogprob, MAX_TOP_LOGPROBS};
 pub use info::{ModelInfo, SpecialTokens, ThinkingTokens, THINKING_MARKERS};
+pub use logprobs::{Logprobs, TokenLogprob, MAX_TOP_LOGPROBS};
 pub use stub::StubBackend;

@@ -48,9 +48,9 @@ impl Logprobs {
         };
         #[allow(clippy::cast_possible_truncation)]
         let at = |id: TokenId| {
-            logits
-                .get(id.0 as usize)
-                .map_or(f32::NEG_INFINITY, |&l| (l.into() - log_norm).min(0.0) as f32)
+            logits.get(id.0 as usize).map_or(f32::NEG_INFINITY, |&l| {
+                (l.into() - log_norm).min(0.0) as f32
+            })
         };
         let k = usize::from(top.min(MAX_TOP_LOGPROBS)).min(logits.len());
         let top = top_k(logits, k)
@@ -119,8 +119,14 @@ mod tests {
     #[test]
     fn top_is_capped_by_the_limit_and_the_vocabulary() {
         let logits: Vec<f32> = (0..50u8).map(f32::from).collect();
-        assert_eq!(Logprobs::from_logits(&logits, TokenId(0), 200).top.len(), 20);
-        assert_eq!(Logprobs::from_logits(&logits[..3], TokenId(0), 9).top.len(), 3);
+        assert_eq!(
+            Logprobs::from_logits(&logits, TokenId(0), 200).top.len(),
+            20
+        );
+        assert_eq!(
+            Logprobs::from_logits(&logits[..3], TokenId(0), 9).top.len(),
+            3
+        );
         let top = Logprobs::from_logits(&logits, TokenId(0), 3).top;
         assert_eq!(top[0].token, TokenId(49));
         assert_eq!(top[2].token, TokenId(47));

@@ -530,15 +530,24 @@ fn greedy_logprobs_name_the_top_token_and_agree_when_streamed() {
         for e in &content {
             let top = e["top_logprobs"].as_array().unwrap();
             assert_eq!(top.len(), 3, "{e}");
-            assert_eq!(top[0]["token"], e["token"], "greedy takes the top token: {e}");
+            assert_eq!(
+                top[0]["token"], e["token"],
+                "greedy takes the top token: {e}"
+            );
             assert_eq!(top[0]["logprob"], e["logprob"], "{e}");
             assert!(e["logprob"].as_f64().unwrap() <= 0.0);
             let logprobs: Vec<f64> = top.iter().map(|t| t["logprob"].as_f64().unwrap()).collect();
             assert!(logprobs.windows(2).all(|w| w[0] >= w[1]), "{e}");
             let bytes: Vec<u8> = serde_json::from_value(e["bytes"].clone()).unwrap();
-            assert_eq!(String::from_utf8_lossy(&bytes), e["token"].as_str().unwrap());
+            assert_eq!(
+                String::from_utf8_lossy(&bytes),
+                e["token"].as_str().unwrap()
+            );
         }
-        let joined: String = content.iter().map(|e| e["token"].as_str().unwrap()).collect();
+        let joined: String = content
+            .iter()
+            .map(|e| e["token"].as_str().unwrap())
+            .collect();
         assert_eq!(joined, choice["message"]["content"].as_str().unwrap());
 
         let events = sse_events(&stream_text(&server, &body));
@@ -549,7 +558,10 @@ fn greedy_logprobs_name_the_top_token_and_agree_when_streamed() {
                 entries(&chunk["choices"][0])
             })
             .collect();
-        assert_eq!(streamed, content, "streamed entries equal the whole answer's");
+        assert_eq!(
+            streamed, content,
+            "streamed entries equal the whole answer's"
+        );
     }
 }
 
@@ -568,7 +580,10 @@ fn a_full_queue_answers_503_with_retry_after() {
     let mut live = BufReader::new(live);
     let mut line = String::new();
     live.read_line(&mut line).unwrap();
-    assert!(line.starts_with("data: "), "the first request generates: {line}");
+    assert!(
+        line.starts_with("data: "),
+        "the first request generates: {line}"
+    );
     // The second waits in the queue (its answer starts only when the first ends).
     let queued_url = server.url("/v1/completions");
     let queued_body = long.clone();
@@ -600,8 +615,14 @@ fn a_full_queue_answers_503_with_retry_after() {
     assert!(retry.parse::<u64>().is_ok_and(|s| s > 0), "{retry}");
     let body: Value = r.json().unwrap();
     let error = &body["error"];
-    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
     assert!(error["type"].is_string(), "{body}");
-    assert!(error.get("param").is_some() && error.get("code").is_some(), "{body}");
+    assert!(
+        error.get("param").is_some() && error.get("code").is_some(),
+        "{body}"
+    );
     drop(live);
 }

@@ -14,8 +14,8 @@ use wick_types::{FinishReason, SeqId, TokenId, Usage};
 
 use crate::diskcache::{common_prefix, CacheStats, DiskCache};
 use crate::logprobs::TokenLog;
-use crate::ticket::Ticket;
 use crate::stop::{StopMatcher, StopScan};
+use crate::ticket::Ticket;
 use crate::utf8::Utf8Stream;
 use crate::{EngineConfig, EngineError, Finished, GenEvent, GenerateRequest, ScoredToken};
 

@@ -63,7 +63,10 @@ mod tests {
         cancelled.cancel();
         assert_eq!(inflight.load(Ordering::SeqCst), 1);
         assert!(cancelled.is_cancelled());
-        assert!(!cancelled.take(), "the engine must not take a cancelled request");
+        assert!(
+            !cancelled.take(),
+            "the engine must not take a cancelled request"
+        );
 
         let taken = Ticket::new(Arc::clone(&inflight));
         assert!(taken.take());

@@ -30,7 +30,10 @@ fn collect(events: impl Iterator<Item = GenEvent>) -> (Vec<(String, Vec<ScoredTo
     for event in events {
         match event {
             GenEvent::TextWithLogprobs { text, tokens } => {
-                assert!(!text.is_empty() || !tokens.is_empty(), "events carry something");
+                assert!(
+                    !text.is_empty() || !tokens.is_empty(),
+                    "events carry something"
+                );
                 out.push((text, tokens));
             }
             GenEvent::Text(t) => panic!("a logprobs request got a plain text event {t:?}"),
@@ -46,7 +49,10 @@ fn text_of(events: &[(String, Vec<ScoredToken>)]) -> String {
 }
 
 fn bytes_of(tokens: &[ScoredToken]) -> Vec<u8> {
-    tokens.iter().flat_map(|t| t.bytes.iter().copied()).collect()
+    tokens
+        .iter()
+        .flat_map(|t| t.bytes.iter().copied())
+        .collect()
 }
 
 #[test]
@@ -61,7 +67,10 @@ fn every_token_is_reported_once_with_its_greedy_top_alternative() {
         assert_eq!(tokens.len() as u32 + eog, done.usage.completion_tokens);
         for t in &tokens {
             assert_eq!(t.top.len(), 3);
-            assert_eq!(t.top[0].token, t.token, "greedy picks the most likely token");
+            assert_eq!(
+                t.top[0].token, t.token,
+                "greedy picks the most likely token"
+            );
             assert_eq!(t.top[0].logprob, t.logprob);
             assert_eq!(t.top[0].bytes, t.bytes);
             assert!(t.top.windows(2).all(|w| w[0].logprob >= w[1].logprob));

@@ -196,7 +196,9 @@ fn a_request_cancelled_while_queued_frees_its_queue_slot_at_once() {
     // The engine is still blocked: the slot comes back from the drop itself.
     drop(queued);
     assert_eq!(engine.inflight(), 1);
-    let third = engine.submit(request("third", 5)).expect("the slot is free");
+    let third = engine
+        .submit(request("third", 5))
+        .expect("the slot is free");
 
     release.send(()).expect("engine alive");
     blocker.join().expect("blocker").expect("engine alive");

@@ -149,7 +149,9 @@ impl Worker<'_> {
             |ctx, p, _, idx| {
                 let op = &ops[p].1;
                 // The raw logits of this output, read before the sampler sees them.
-                let logits = op.logprobs().map(|top| (ctx.get_logits_ith(idx).to_vec(), top));
+                let logits = op
+                    .logprobs()
+                    .map(|top| (ctx.get_logits_ith(idx).to_vec(), top));
                 let token = from_llama(samplers.chain(op.sampler())?.sample(ctx, idx));
                 let logprobs = logits.map(|(l, top)| Logprobs::from_logits(&l, token, top));
                 sampled[p] = Some((token, logprobs));

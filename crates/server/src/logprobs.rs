@@ -88,7 +88,11 @@ mod tests {
 
     #[test]
     fn chat_entries_have_openai_fields() {
-        let v = chat(&[token(b"Hi", -0.25, &[(b"Hi", -0.25), (b"Ho", f32::NEG_INFINITY)])]);
+        let v = chat(&[token(
+            b"Hi",
+            -0.25,
+            &[(b"Hi", -0.25), (b"Ho", f32::NEG_INFINITY)],
+        )]);
         assert_eq!(v["refusal"], Value::Null);
         let e = &v["content"][0];
         assert_eq!(e["token"], "Hi");

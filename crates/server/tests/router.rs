@@ -193,9 +193,18 @@ async fn bad_input_gets_a_400_naming_the_field() {
         (json!({"logit_bias": {"abc": 1}}), "logit_bias"),
         (json!({"logit_bias": {"5": 500}}), "logit_bias"),
         (json!({"top_logprobs": 2}), "top_logprobs"),
-        (json!({"logprobs": false, "top_logprobs": 0}), "top_logprobs"),
-        (json!({"logprobs": true, "top_logprobs": 21}), "top_logprobs"),
-        (json!({"logprobs": true, "top_logprobs": -1}), "top_logprobs"),
+        (
+            json!({"logprobs": false, "top_logprobs": 0}),
+            "top_logprobs",
+        ),
+        (
+            json!({"logprobs": true, "top_logprobs": 21}),
+            "top_logprobs",
+        ),
+        (
+            json!({"logprobs": true, "top_logprobs": -1}),
+            "top_logprobs",
+        ),
         (json!({"messages": []}), "messages"),
         (
             json!({"messages": [{"role": "wizard", "content": "x"}]}),
@@ -577,12 +586,19 @@ async fn chat_logprobs_whole_and_streamed_agree() {
     let choice = &whole["choices"][0];
     let entries = content_entries(&choice["logprobs"], 3);
     assert!(!entries.is_empty());
-    let joined: String = entries.iter().map(|e| e["token"].as_str().unwrap()).collect();
+    let joined: String = entries
+        .iter()
+        .map(|e| e["token"].as_str().unwrap())
+        .collect();
     assert_eq!(joined, choice["message"]["content"].as_str().unwrap());
 
     let mut streamed_body = chat_body(&extra);
     streamed_body["stream"] = json!(true);
-    let (_, _, text) = send(app.clone(), post("/v1/chat/completions", streamed_body.to_string())).await;
+    let (_, _, text) = send(
+        app.clone(),
+        post("/v1/chat/completions", streamed_body.to_string()),
+    )
+    .await;
     let events = sse_events(&text);
     let mut streamed = Vec::new();
     for e in &events[..events.len() - 1] {
@@ -600,7 +616,10 @@ async fn chat_logprobs_whole_and_streamed_agree() {
     assert_eq!(plain["choices"][0]["logprobs"], Value::Null);
     let zero = json!({"logprobs": true, "top_logprobs": 0});
     let (_, body) = post_json(app, "/v1/chat/completions", &chat_body(&zero)).await;
-    assert_eq!(content_entries(&body["choices"][0]["logprobs"], 0).len(), entries.len());
+    assert_eq!(
+        content_entries(&body["choices"][0]["logprobs"], 0).len(),
+        entries.len()
+    );
 }
 
 /// The legacy `logprobs` object, checked for its shape; returns its tokens.
@@ -615,7 +634,10 @@ fn legacy_tokens(logprobs: &Value, top: usize) -> Vec<String> {
         let t = t.as_object().expect("a token → logprob object");
         assert!(t.len() <= top, "{t:?}");
         if top > 0 {
-            assert!(t.contains_key(&tokens[i]), "greedy picks a top token: {t:?}");
+            assert!(
+                t.contains_key(&tokens[i]),
+                "greedy picks a top token: {t:?}"
+            );
         }
     }
     tokens

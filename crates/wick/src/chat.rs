@@ -4,8 +4,8 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use wick_parse::{EndedBy, Event, Format, ParseOptions, ParsedMessage, Parser, ToolSchemas};
 use wick_engine::ScoredToken;
+use wick_parse::{EndedBy, Event, Format, ParseOptions, ParsedMessage, Parser, ToolSchemas};
 use wick_types::{FinishReason, Usage};
 
 use crate::{AsyncCompletionStream, CompletionResponse, CompletionStream, Result};
