@@ -572,17 +572,18 @@ fn a_full_queue_answers_503_with_retry_after() {
     let long = json!({"prompt": "Tell me a very long story.", "max_tokens": 3000,
                       "temperature": 0, "stream": true,
                       "logit_bias": {"0": -100, "1": -100, "2": -100}});
-    let live = client()
-        .post(server.url("/v1/completions"))
-        .json(&long)
-        .send()
-        .unwrap();
-    let mut live = BufReader::new(live);
-    let mut line = String::new();
-    live.read_line(&mut line).unwrap();
+    let mut live = BufReader::new(
+        client()
+            .post(server.url("/v1/completions"))
+            .json(&long)
+            .send()
+            .unwrap(),
+    );
+    let mut first = String::new();
+    live.read_line(&mut first).unwrap();
     assert!(
-        line.starts_with("data: "),
-        "the first request generates: {line}"
+        first.starts_with("data: "),
+        "the first request generates: {first}"
     );
     // The second waits in the queue (its answer starts only when the first ends).
     let queued_url = server.url("/v1/completions");

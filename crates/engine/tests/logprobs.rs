@@ -64,14 +64,17 @@ fn every_token_is_reported_once_with_its_greedy_top_alternative() {
         assert_eq!(bytes_of(&tokens), text_of(&events).as_bytes());
         // The end-of-generation token is not part of the answer.
         let eog = u32::from(done.finish_reason == FinishReason::Stop);
-        assert_eq!(tokens.len() as u32 + eog, done.usage.completion_tokens);
+        assert_eq!(
+            u32::try_from(tokens.len()).unwrap() + eog,
+            done.usage.completion_tokens
+        );
         for t in &tokens {
             assert_eq!(t.top.len(), 3);
             assert_eq!(
                 t.top[0].token, t.token,
                 "greedy picks the most likely token"
             );
-            assert_eq!(t.top[0].logprob, t.logprob);
+            assert_eq!(t.top[0].logprob.to_bits(), t.logprob.to_bits());
             assert_eq!(t.top[0].bytes, t.bytes);
             assert!(t.top.windows(2).all(|w| w[0].logprob >= w[1].logprob));
             assert!(t.top.iter().all(|a| a.logprob <= 0.0));

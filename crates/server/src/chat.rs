@@ -43,8 +43,7 @@ pub(crate) async fn handler(
             head,
             include_usage: valid.include_usage,
             single_call: valid.single_call,
-            logprobs: valid.options.logprobs.is_some(),
-            held: Vec::new(),
+            held: valid.options.logprobs.map(|_| Vec::new()),
             pending: Some(first),
             last: Instant::now(),
             done: false,
@@ -60,7 +59,7 @@ pub(crate) async fn handler(
         Some(_) => crate::logprobs::chat(&last.logprobs),
         None => Value::Null,
     };
-    Ok(axum::Json(whole(&head, &last, logprobs)).into_response())
+    Ok(axum::Json(whole(&head, &last, &logprobs)).into_response())
 }
 
 /// What every chunk of one response shares.
@@ -154,7 +153,7 @@ fn message_json(m: &ParsedMessage) -> Value {
 
 /// The `chat.completion` object. Its `logprobs` cover every generated token, reasoning and
 /// tool-call text included (what llama.cpp's server reports too), not only `content`.
-fn whole(head: &Head, last: &ChatResponse, logprobs: Value) -> Value {
+fn whole(head: &Head, last: &ChatResponse, logprobs: &Value) -> Value {
     json!({
         "id": head.id,
         "object": "chat.completion",
@@ -186,11 +185,9 @@ struct StreamRun {
     head: Head,
     include_usage: bool,
     single_call: bool,
-    /// Whether the request asked for log-probabilities.
-    logprobs: bool,
-    /// Tokens not yet sent: they go with the next chunk that is sent (a parser may hold text
-    /// back, e.g. while it could still open a tool call).
-    held: Vec<ScoredToken>,
+    /// With log-probabilities asked for, the tokens not yet sent: they go with the next chunk
+    /// that is sent (a parser may hold text back, e.g. while it could still open a tool call).
+    held: Option<Vec<ScoredToken>>,
     pending: Option<ChatResponse>,
     last: Instant,
     done: bool,
@@ -234,7 +231,9 @@ impl StreamRun {
     }
 
     fn chunks(&mut self, mut item: ChatResponse) -> Vec<Bytes> {
-        self.held.append(&mut item.logprobs);
+        if let Some(held) = &mut self.held {
+            held.append(&mut item.logprobs);
+        }
         let mut events = item.events;
         if self.single_call {
             events.retain(|e| !is_later_call(e));
@@ -250,8 +249,8 @@ impl StreamRun {
         let mut out = Vec::with_capacity(choices.len() + 1);
         for choice in choices {
             let mut choice = json!(choice);
-            if self.logprobs && !self.held.is_empty() {
-                choice["logprobs"] = crate::logprobs::chat(&std::mem::take(&mut self.held));
+            if let Some(held) = self.held.as_mut().filter(|h| !h.is_empty()) {
+                choice["logprobs"] = crate::logprobs::chat(&std::mem::take(held));
             }
             out.push(self.chunk(&json!([choice]), None));
         }

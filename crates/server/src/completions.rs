@@ -79,7 +79,7 @@ pub(crate) async fn handler(
         &head,
         &last.text,
         &last,
-        logprobs,
+        &logprobs,
         Some(usage_json(last.usage.as_ref())),
     );
     Ok(axum::Json(body).into_response())
@@ -126,7 +126,7 @@ fn object(
     head: &Head,
     text: &str,
     item: &CompletionResponse,
-    logprobs: Value,
+    logprobs: &Value,
     usage: Option<Value>,
 ) -> Value {
     let mut body = json!({
@@ -201,14 +201,14 @@ impl StreamRun {
             } else {
                 Value::Null
             };
-            let chunk = object(&self.head, &item.delta, &item, logprobs, null_usage);
+            let chunk = object(&self.head, &item.delta, &item, &logprobs, null_usage);
             out.push(sse::event(&chunk));
         }
         if let Some(usage) = &item.usage {
             self.state.metrics().usage(usage);
             if self.include_usage {
                 let usage = Some(usage_json(Some(usage)));
-                let mut chunk = object(&self.head, "", &item, Value::Null, usage);
+                let mut chunk = object(&self.head, "", &item, &Value::Null, usage);
                 chunk["choices"] = json!([]);
                 out.push(sse::event(&chunk));
             }
