@@ -19,7 +19,7 @@
 
 use wick_types::{ChatRequest, Grammar, Message, Role, SamplerOpts, SeqId, TokenId};
 
-use crate::{Backend, BackendError, Decoded, StepOp, StepResult};
+use crate::{Backend, BackendError, Decoded, Logprobs, StepOp, StepResult};
 
 /// Prompts the checks decode from.
 const PROMPTS: [&str; 4] = [
@@ -188,6 +188,104 @@ pub fn step_mixes_prefill_and_decode(backend: &mut dyn Backend) {
         duplicate.is_err(),
         "a sequence twice in one step is an error"
     );
+}
+
+/// Checks one position's log-probabilities against the token decoded there.
+fn check_logprobs(decoded: Decoded, logprobs: &Logprobs, top: usize, greedy: bool) {
+    assert_eq!(logprobs.sampled.token, decoded.token(), "sampled token");
+    assert_eq!(logprobs.top.len(), top, "number of alternatives");
+    assert!(logprobs.sampled.logprob <= 0.0, "a log-probability is ≤ 0");
+    assert!(logprobs.top.iter().all(|t| t.logprob <= 0.0));
+    assert!(
+        logprobs
+            .top
+            .windows(2)
+            .all(|w| w[0].logprob >= w[1].logprob),
+        "alternatives come most likely first: {:?}",
+        logprobs.top
+    );
+    let mass: f64 = logprobs
+        .top
+        .iter()
+        .map(|t| f64::from(t.logprob).exp())
+        .sum();
+    assert!(mass <= 1.0 + 1e-4, "the top alternatives hold {mass} > 1");
+    if greedy {
+        assert_eq!(
+            logprobs.top[0].token,
+            decoded.token(),
+            "greedy picks the top"
+        );
+        assert!(
+            (logprobs.top[0].logprob - logprobs.sampled.logprob).abs() < 1e-6,
+            "the top-1 log-probability is the sampled one's"
+        );
+    }
+}
+
+/// Log-probabilities: a normalised, sorted distribution whose top token is the greedy one, the
+/// same tokens as plain greedy decoding, the same values batched as alone, and of the raw
+/// logits (a logit bias changes the pick, not the reported distribution).
+pub fn logprobs_match_greedy_decoding(backend: &mut dyn Backend) {
+    let p = prompt(backend, 0);
+    fresh(backend, SeqId(0), &p);
+    let plain = greedy(backend, SeqId(0), 5);
+    fresh(backend, SeqId(0), &p);
+    let mut solo = Vec::new();
+    for (i, &expected) in plain.iter().enumerate() {
+        let top = if i == 0 { 0 } else { 5 };
+        let (decoded, logprobs) = backend
+            .decode_one_logprobs(SeqId(0), None, top)
+            .expect("conformance: decode_one_logprobs must work");
+        assert_eq!(
+            decoded.token(),
+            expected,
+            "logprobs change the decoded token"
+        );
+        check_logprobs(decoded, &logprobs, usize::from(top), top > 0);
+        solo.push(logprobs);
+    }
+    // Batched, next to a plain decode of another sequence.
+    fresh(backend, SeqId(0), &p);
+    let other = prompt(backend, 1);
+    fresh(backend, SeqId(1), &other);
+    for (i, alone) in solo.iter().enumerate() {
+        let top = if i == 0 { 0 } else { 5 };
+        let results = backend
+            .step(&[
+                (SeqId(1), StepOp::Decode(None)),
+                (SeqId(0), StepOp::DecodeLogprobs { sampler: None, top }),
+            ])
+            .unwrap();
+        assert!(results[0].1.logprobs().is_none(), "a plain decode has none");
+        let batched = results[1].1.logprobs().expect("a logprobs decode has them");
+        assert_eq!(results[1].1.token(), Some(plain[i]));
+        assert_eq!(batched.sampled.token, alone.sampled.token);
+        assert!((batched.sampled.logprob - alone.sampled.logprob).abs() < 1e-2);
+    }
+    // A bias that bans the greedy token: another token is picked, the distribution is the
+    // model's own.
+    fresh(backend, SeqId(0), &p);
+    let banned = SamplerOpts {
+        logit_bias: vec![(plain[0], f32::NEG_INFINITY)],
+        ..SamplerOpts::greedy()
+    };
+    let sampler = backend.sampler_new(&banned).unwrap();
+    let (decoded, logprobs) = backend
+        .decode_one_logprobs(SeqId(0), Some(sampler), 3)
+        .unwrap();
+    assert_ne!(decoded.token(), plain[0]);
+    check_logprobs(decoded, &logprobs, 3, false);
+    assert_eq!(
+        logprobs.top[0].token, plain[0],
+        "the bias is not in the logprobs"
+    );
+    assert!(logprobs.sampled.logprob <= logprobs.top[0].logprob);
+    assert!(
+        (logprobs.top[0].logprob - solo[0].sampled.logprob).abs() < 1e-2,
+        "the same position has the same distribution"
+    );
+    backend.sampler_free(sampler).unwrap();
 }
 
 /// `kv_pack` then `kv_unpack` into another sequence continues exactly as the original.
@@ -498,6 +596,7 @@ macro_rules! backend_conformance {
             greedy_decode_is_deterministic,
             step_matches_solo_decoding,
             step_mixes_prefill_and_decode,
+            logprobs_match_greedy_decoding,
             kv_pack_unpack_continues_exactly,
             kv_unpack_rejects_bad_snapshots,
             seq_rm_last_then_redecode_reproduces,

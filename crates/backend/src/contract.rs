@@ -2,7 +2,7 @@ use std::path::Path;
 
 use wick_types::{ChatRequest, Grammar, SamplerOpts, SeqId, TokenId};
 
-use crate::{BackendError, ModelInfo, Result};
+use crate::{BackendError, Logprobs, ModelInfo, Result, MAX_TOP_LOGPROBS};
 
 /// A sampler created with [`Backend::sampler_new`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -42,10 +42,37 @@ pub enum StepOp {
     Prefill(Vec<TokenId>),
     /// Sample the sequence's next token with this sampler (greedy when `None`) and append it.
     Decode(Option<SamplerId>),
+    /// [`StepOp::Decode`] that also reports the position's log-probabilities: its result is a
+    /// [`StepResult::WithLogprobs`] around what the plain decode would have returned.
+    DecodeLogprobs {
+        /// The sampler (greedy when `None`).
+        sampler: Option<SamplerId>,
+        /// How many most likely alternatives to report (0: only the sampled token's; capped
+        /// at [`MAX_TOP_LOGPROBS`]).
+        top: u8,
+    },
+}
+
+impl StepOp {
+    /// The sampler of a decode (of either kind); `None` for a prefill or a greedy decode.
+    pub fn sampler(&self) -> Option<SamplerId> {
+        match self {
+            StepOp::Prefill(_) => None,
+            StepOp::Decode(sampler) | StepOp::DecodeLogprobs { sampler, .. } => *sampler,
+        }
+    }
+
+    /// How many alternatives a [`StepOp::DecodeLogprobs`] wants (capped); `None` for other ops.
+    pub fn logprobs(&self) -> Option<u8> {
+        match self {
+            StepOp::DecodeLogprobs { top, .. } => Some((*top).min(MAX_TOP_LOGPROBS)),
+            _ => None,
+        }
+    }
 }
 
 /// What one [`StepOp`] produced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum StepResult {
     /// The prefill was evaluated.
     Prefilled,
@@ -55,15 +82,45 @@ pub enum StepResult {
     ThinkingToken(TokenId),
     /// The token that closed a reasoning block.
     ThinkingEnd(TokenId),
+    /// The result of a [`StepOp::DecodeLogprobs`]: the plain decode's result (never itself a
+    /// `WithLogprobs`) and the log-probabilities of the position it was sampled at.
+    WithLogprobs(Box<StepResult>, Logprobs),
 }
 
 impl StepResult {
     /// The decoded token, if this result carries one.
-    pub fn token(self) -> Option<TokenId> {
+    pub fn token(&self) -> Option<TokenId> {
         match self {
             StepResult::Prefilled => None,
             StepResult::Token(d) => Some(d.token()),
-            StepResult::ThinkingToken(t) | StepResult::ThinkingEnd(t) => Some(t),
+            StepResult::ThinkingToken(t) | StepResult::ThinkingEnd(t) => Some(*t),
+            StepResult::WithLogprobs(inner, _) => inner.token(),
+        }
+    }
+
+    /// The result without its log-probabilities.
+    pub fn plain(&self) -> &StepResult {
+        match self {
+            StepResult::WithLogprobs(inner, _) => inner.plain(),
+            other => other,
+        }
+    }
+
+    /// The log-probabilities, for the result of a [`StepOp::DecodeLogprobs`].
+    pub fn logprobs(&self) -> Option<&Logprobs> {
+        match self {
+            StepResult::WithLogprobs(_, logprobs) => Some(logprobs),
+            _ => None,
+        }
+    }
+
+    /// The decoded token as [`Backend::decode_one`] reports it (a reasoning token is a
+    /// [`Decoded::Token`]); `None` for a prefill.
+    pub fn decoded(&self) -> Option<Decoded> {
+        match self.plain() {
+            StepResult::Token(d) => Some(*d),
+            StepResult::ThinkingToken(t) | StepResult::ThinkingEnd(t) => Some(Decoded::Token(*t)),
+            StepResult::Prefilled | StepResult::WithLogprobs(..) => None,
         }
     }
 }
@@ -75,6 +132,13 @@ pub struct Verified {
     pub accepted: usize,
     /// The model's own token after the accepted ones.
     pub next: Decoded,
+}
+
+/// The error of a decode that produced no token.
+fn no_token(op: &'static str) -> BackendError {
+    BackendError::Decode {
+        reason: format!("{op}: a decode produced no token"),
+    }
 }
 
 /// Checks that every sequence appears at most once in a step.
@@ -102,6 +166,12 @@ pub fn check_distinct(ops: &[(SeqId, StepOp)]) -> Result<()> {
 /// * [`Backend::prefill`] appends tokens; [`Backend::decode_one`] samples the next token, appends
 ///   it and returns it. Both are checked: unknown sequences, out-of-range token ids, empty input
 ///   and context overflow are errors, never a panic or an abort inside the engine.
+/// * [`Backend::decode_one_logprobs`] and [`StepOp::DecodeLogprobs`] also report the
+///   log-probabilities of the decoded position: the log-softmax of the model's raw logits
+///   there (before logit bias, penalties, grammar and temperature), the sampled token's and the
+///   `top` most likely tokens' ([`Logprobs`]). Greedy decoding without bias samples the first
+///   of them. The default [`Backend::step`] cannot compute them and answers
+///   [`BackendError::Unsupported`].
 /// * [`Backend::tokenize`] takes an explicit `special`: with `false`, text such as
 ///   `<|im_start|>` is plain text and never yields a control token. User content must always be
 ///   tokenized with `false`.
@@ -150,6 +220,45 @@ pub trait Backend: Send {
     /// Unknown sequence or sampler, an empty sequence, or a full context window.
     fn decode_one(&mut self, seq: SeqId, sampler: Option<SamplerId>) -> Result<Decoded>;
 
+    /// [`Backend::decode_one`] that also returns the log-probabilities of the decoded position
+    /// (the sampled token's and the `top` most likely tokens', `top` capped at
+    /// [`MAX_TOP_LOGPROBS`]). The default runs a one-operation [`Backend::step`] of
+    /// [`StepOp::DecodeLogprobs`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Backend::decode_one`], and [`BackendError::Unsupported`] for a backend that cannot
+    /// compute log-probabilities.
+    fn decode_one_logprobs(
+        &mut self,
+        seq: SeqId,
+        sampler: Option<SamplerId>,
+        top: u8,
+    ) -> Result<(Decoded, Logprobs)> {
+        let results = self.step(&[(seq, StepOp::DecodeLogprobs { sampler, top })])?;
+        match results.into_iter().next().map(|(_, r)| r) {
+            Some(StepResult::WithLogprobs(inner, logprobs)) => inner
+                .decoded()
+                .map(|d| (d, logprobs))
+                .ok_or_else(|| no_token("decode_one_logprobs")),
+            _ => Err(no_token("decode_one_logprobs")),
+        }
+    }
+
+    /// The bytes of each token on its own ([`Backend::detokenize`] of each); their
+    /// concatenation is the detokenization of all of them. The default calls
+    /// [`Backend::detokenize`] once per token.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::TokenOutOfRange`] for an id not in the vocabulary.
+    fn token_pieces(&self, tokens: &[TokenId]) -> Result<Vec<Vec<u8>>> {
+        tokens
+            .iter()
+            .map(|t| self.detokenize(std::slice::from_ref(t)))
+            .collect()
+    }
+
     /// The token history of `seq`.
     ///
     /// # Errors
@@ -193,7 +302,8 @@ pub trait Backend: Send {
     /// Runs many prefill and decode operations; backends that can batch evaluate them all in one
     /// forward pass. Each sequence may appear at most once. Results come in the order of `ops`.
     ///
-    /// The default runs the operations one at a time.
+    /// The default runs the operations one at a time; it answers [`BackendError::Unsupported`]
+    /// for a [`StepOp::DecodeLogprobs`], which needs the logits.
     ///
     /// # Errors
     ///
@@ -215,6 +325,7 @@ pub trait Backend: Send {
                         decoded,
                     )
                 }
+                StepOp::DecodeLogprobs { .. } => return Err(self.unsupported("logprobs")),
             };
             out.push((*seq, result));
         }

@@ -23,6 +23,7 @@
 //! |---|---|---|---|
 //! | tokenize (`special` flag), detokenize (bytes) | yes | yes | yes |
 //! | prefill, decode_one, seq_tokens | yes | yes | yes |
+//! | decode_one_logprobs (log-probabilities of the raw logits) | default: via step | yes | yes |
 //! | kv_pack / kv_unpack (checksummed snapshots) | yes | yes | yes |
 //! | step (batched prefill + decode) | default: one at a time | yes | one batch |
 //! | samplers, grammar | optional | literal-alternative grammars | GBNF + JSON schema |
@@ -35,6 +36,7 @@ pub mod conformance;
 mod contract;
 mod error;
 mod info;
+mod logprobs;
 pub mod snapshot;
 mod stub;
 pub mod thinking;
@@ -45,4 +47,5 @@ pub use contract::{
 };
 pub use error::{BackendError, Result};
 pub use info::{ModelInfo, SpecialTokens, ThinkingTokens, THINKING_MARKERS};
+pub use logprobs::{Logprobs, TokenLogprob, MAX_TOP_LOGPROBS};
 pub use stub::StubBackend;

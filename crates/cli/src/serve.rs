@@ -40,6 +40,11 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 4, value_name = "N")]
     parallel: u32,
 
+    /// Requests that may wait per model while all `--parallel` ones generate; more get a
+    /// 503 with `Retry-After`.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    queue_size: usize,
+
     /// Context window of each request, in tokens.
     #[arg(short = 'c', long, default_value_t = 4096, value_name = "N")]
     ctx_size: u32,
@@ -164,6 +169,7 @@ fn builder(args: &ServeArgs, reference: Option<&str>) -> wick::LlmBuilder {
             n_threads: args.threads,
             n_gpu_layers: args.gpu_layers,
             n_seq_max: args.parallel,
+            queue_capacity: args.queue_size,
             ..ModelKwargs::default()
         });
     if let Some(reference) = reference {

@@ -159,6 +159,21 @@ def completions():
     check(streamed == out.choices[0].text, "streamed completion == whole")
 
 
+def logprobs():
+    out = client.chat.completions.create(model=MODEL, messages=messages("Name a fruit."),
+                                         max_tokens=12, temperature=0, logprobs=True,
+                                         top_logprobs=2)
+    content = out.choices[0].logprobs.content
+    check(content is not None and len(content) > 0, f"logprobs.content: {content}")
+    for entry in content:
+        check(entry.logprob <= 0 and len(entry.top_logprobs) == 2,
+              f"an entry with two alternatives: {entry}")
+        check(entry.top_logprobs[0].token == entry.token, f"greedy takes the top: {entry}")
+        check(bytes(entry.bytes).decode("utf-8", "replace") == entry.token, "bytes match")
+    check("".join(e.token for e in content) == out.choices[0].message.content,
+          "the tokens spell the content")
+
+
 def embeddings():
     out = client.embeddings.create(model=MODEL, input=["a cat", "a dog"])
     check(len(out.data) == 2 and len(out.data[0].embedding) > 0, "two embeddings (base64 path)")
@@ -182,6 +197,7 @@ def errors():
         check(e.body.get("code") == "model_not_found", f"unknown model is a 404: {e.body}")
 
 
-for test in (models, chat_whole_and_streamed, tools, json_schema, completions, embeddings, errors):
+for test in (models, chat_whole_and_streamed, tools, json_schema, completions, logprobs,
+             embeddings, errors):
     test()
 print("all openai client checks passed")

@@ -1,5 +1,6 @@
 //! `wick serve` driven by the official `openai` Python package (`openai_client.py`): chat,
-//! streaming, tool calls accumulated by the SDK, `json_schema` output, embeddings, models, usage.
+//! streaming, tool calls accumulated by the SDK, `json_schema` output, logprobs, embeddings,
+//! models, usage.
 //!
 //! The package lives in a virtual environment under the cache dir (`scripts/test` creates it,
 //! `ensure_openai_venv` in `scripts/common.sh`; its python is `$WICK_OPENAI_PYTHON`). When it

@@ -140,9 +140,14 @@ fn every_error_is_an_openai_error_with_the_right_status() {
         ),
         (chat("hi", &json!({"n": 3})).to_string(), 400, "n"),
         (
-            chat("hi", &json!({"logprobs": true})).to_string(),
+            chat("hi", &json!({"top_logprobs": 3})).to_string(),
             400,
-            "logprobs",
+            "top_logprobs",
+        ),
+        (
+            chat("hi", &json!({"logprobs": true, "top_logprobs": 21})).to_string(),
+            400,
+            "top_logprobs",
         ),
         (
             chat("hi", &json!({"model": "nope"})).to_string(),
@@ -420,6 +425,7 @@ fn serve_help_names_every_flag() {
         "WICK_API_KEY",
         "--cors-origin",
         "--parallel",
+        "--queue-size",
         "--ctx-size",
         "--max-tokens",
         "--max-body-size",
@@ -498,4 +504,126 @@ fn a_restarted_server_restores_the_prompt_from_its_disk_cache() {
         "{cleared}"
     );
     assert!(wick(&["cache", "ls"]).starts_with("no prompt-cache snapshots"));
+}
+
+/// The `logprobs.content` entries of a chat answer or chunk (none when `null`).
+fn entries(choice: &Value) -> Vec<Value> {
+    match &choice["logprobs"] {
+        Value::Null => Vec::new(),
+        logprobs => logprobs["content"].as_array().unwrap().clone(),
+    }
+}
+
+#[test]
+fn greedy_logprobs_name_the_top_token_and_agree_when_streamed() {
+    let server = Server::start(&[]);
+    for prompt in ["Write one sentence about the sea.", "Name three colors."] {
+        let body = chat(
+            prompt,
+            &json!({"temperature": 0, "logprobs": true, "top_logprobs": 3}),
+        );
+        let (status, whole) = post(&server, "/v1/chat/completions", &body);
+        assert_eq!(status, 200, "{whole}");
+        let choice = &whole["choices"][0];
+        let content = entries(choice);
+        assert!(!content.is_empty(), "{whole}");
+        for e in &content {
+            let top = e["top_logprobs"].as_array().unwrap();
+            assert_eq!(top.len(), 3, "{e}");
+            assert_eq!(
+                top[0]["token"], e["token"],
+                "greedy takes the top token: {e}"
+            );
+            assert_eq!(top[0]["logprob"], e["logprob"], "{e}");
+            assert!(e["logprob"].as_f64().unwrap() <= 0.0);
+            let logprobs: Vec<f64> = top.iter().map(|t| t["logprob"].as_f64().unwrap()).collect();
+            assert!(logprobs.windows(2).all(|w| w[0] >= w[1]), "{e}");
+            let bytes: Vec<u8> = serde_json::from_value(e["bytes"].clone()).unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&bytes),
+                e["token"].as_str().unwrap()
+            );
+        }
+        let joined: String = content
+            .iter()
+            .map(|e| e["token"].as_str().unwrap())
+            .collect();
+        assert_eq!(joined, choice["message"]["content"].as_str().unwrap());
+
+        let events = sse_events(&stream_text(&server, &body));
+        let streamed: Vec<Value> = events[..events.len() - 1]
+            .iter()
+            .flat_map(|e| {
+                let chunk: Value = serde_json::from_str(e).unwrap();
+                entries(&chunk["choices"][0])
+            })
+            .collect();
+        assert_eq!(
+            streamed, content,
+            "streamed entries equal the whole answer's"
+        );
+    }
+}
+
+#[test]
+fn a_full_queue_answers_503_with_retry_after() {
+    let server = Server::start(&["--parallel", "1", "--queue-size", "1"]);
+    // A completion that cannot end early: end-of-generation tokens are banned.
+    let long = json!({"prompt": "Tell me a very long story.", "max_tokens": 3000,
+                      "temperature": 0, "stream": true,
+                      "logit_bias": {"0": -100, "1": -100, "2": -100}});
+    let mut live = BufReader::new(
+        client()
+            .post(server.url("/v1/completions"))
+            .json(&long)
+            .send()
+            .unwrap(),
+    );
+    let mut first = String::new();
+    live.read_line(&mut first).unwrap();
+    assert!(
+        first.starts_with("data: "),
+        "the first request generates: {first}"
+    );
+    // The second waits in the queue (its answer starts only when the first ends).
+    let queued_url = server.url("/v1/completions");
+    let queued_body = long.clone();
+    std::thread::spawn(move || {
+        let _ = client().post(queued_url).json(&queued_body).send();
+    });
+    let mut metrics = String::new();
+    for _ in 0..300 {
+        metrics = client()
+            .get(server.url("/metrics"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        if metrics.contains("wick_queue_depth 1") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(metrics.contains("wick_queue_depth 1"), "{metrics}");
+    // The third finds the queue full.
+    let r = client()
+        .post(server.url("/v1/chat/completions"))
+        .json(&chat("hi", &json!({})))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    let retry = r.headers()["retry-after"].to_str().unwrap().to_owned();
+    assert!(retry.parse::<u64>().is_ok_and(|s| s > 0), "{retry}");
+    let body: Value = r.json().unwrap();
+    let error = &body["error"];
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    assert!(error["type"].is_string(), "{body}");
+    assert!(
+        error.get("param").is_some() && error.get("code").is_some(),
+        "{body}"
+    );
+    drop(live);
 }

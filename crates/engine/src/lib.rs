@@ -14,7 +14,7 @@
 //! let mut text = String::new();
 //! for event in engine.submit(request)? {
 //!     match event {
-//!         GenEvent::Text(t) => text.push_str(&t),
+//!         GenEvent::Text(t) | GenEvent::TextWithLogprobs { text: t, .. } => text.push_str(&t),
 //!         GenEvent::Done(done) => assert!(done.usage.completion_tokens <= 8),
 //!         GenEvent::Error(e) => return Err(e.into()),
 //!     }
@@ -26,16 +26,19 @@
 mod config;
 mod diskcache;
 mod error;
+mod logprobs;
 mod prompt;
 mod request;
 mod scheduler;
 mod stop;
+mod ticket;
 mod utf8;
 mod worker;
 
 pub use config::EngineConfig;
 pub use diskcache::{CacheStats, DiskCacheConfig};
 pub use error::EngineError;
+pub use logprobs::{Alternative, ScoredToken};
 pub use prompt::{segment_tokens, special_texts, ChatFormat, RenderedPrompt};
 pub use request::{Finished, GenEvent, GenerateRequest};
 pub use stop::{StopMatcher, StopScan};

@@ -2,7 +2,7 @@
 
 use wick_types::{FinishReason, SamplerOpts, TokenId, Usage};
 
-use crate::EngineError;
+use crate::{EngineError, ScoredToken};
 
 /// One generation: prompt tokens in, text out.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -16,6 +16,10 @@ pub struct GenerateRequest {
     pub sampler: SamplerOpts,
     /// Generation ends before the first of these strings; it is never emitted.
     pub stop: Vec<String>,
+    /// Log-probabilities: `None` (the default) for none; `Some(k)` for each generated token's
+    /// own and its position's `k` most likely alternatives (capped at 20), in
+    /// [`GenEvent::TextWithLogprobs`] events instead of [`GenEvent::Text`].
+    pub logprobs: Option<u8>,
 }
 
 /// How a generation ended.
@@ -34,6 +38,16 @@ pub struct Finished {
 pub enum GenEvent {
     /// New text: non-empty, never a split UTF-8 character, never part of a stop string.
     Text(String),
+    /// New text (possibly empty) with the tokens it completes, in order, for a request with
+    /// [`GenerateRequest::logprobs`]. A token is reported with the event whose text holds its
+    /// last byte; the end-of-generation token and tokens swallowed whole by a stop string are
+    /// never reported. Either `text` or `tokens` is non-empty.
+    TextWithLogprobs {
+        /// New text, as in [`GenEvent::Text`].
+        text: String,
+        /// The generated tokens this text completes.
+        tokens: Vec<ScoredToken>,
+    },
     /// The end; nothing follows.
     Done(Finished),
     /// The generation failed; nothing follows.

@@ -13,15 +13,18 @@ use wick_backend::{Backend, Decoded, SamplerId, StepOp, StepResult};
 use wick_types::{FinishReason, SeqId, TokenId, Usage};
 
 use crate::diskcache::{common_prefix, CacheStats, DiskCache, Then};
+use crate::logprobs::TokenLog;
 use crate::stop::{StopMatcher, StopScan};
+use crate::ticket::Ticket;
 use crate::utf8::Utf8Stream;
-use crate::{EngineConfig, EngineError, Finished, GenEvent, GenerateRequest};
+use crate::{EngineConfig, EngineError, Finished, GenEvent, GenerateRequest, ScoredToken};
 
 /// A request waiting for a free sequence.
 #[derive(Debug)]
 pub(crate) struct Pending {
     pub(crate) request: GenerateRequest,
     pub(crate) events: UnboundedSender<GenEvent>,
+    pub(crate) ticket: Arc<Ticket>,
 }
 
 /// One backend sequence: the tokens it holds (kept after a request ends, for prefix reuse)
@@ -50,6 +53,39 @@ struct Job {
     cached: u32,
     text: Utf8Stream,
     stop: StopMatcher,
+    /// How many alternatives to report per token, when log-probabilities are on.
+    logprobs: Option<u8>,
+    log: TokenLog,
+}
+
+impl Job {
+    /// Hands out `text` (with the tokens it completes, when log-probabilities are on).
+    fn emit(&mut self, text: String) {
+        let tokens = match self.logprobs {
+            Some(_) => self.log.release(&text),
+            None => Vec::new(),
+        };
+        self.send(text, tokens);
+    }
+
+    /// Hands out the last `text`; `stopped`: a stop string cut the answer after it.
+    fn emit_last(&mut self, text: String, stopped: bool) {
+        let tokens = match self.logprobs {
+            Some(_) => self.log.finish(&text, stopped),
+            None => Vec::new(),
+        };
+        self.send(text, tokens);
+    }
+
+    fn send(&self, text: String, tokens: Vec<ScoredToken>) {
+        if self.logprobs.is_none() {
+            send_text(&self.events, text);
+        } else if !text.is_empty() || !tokens.is_empty() {
+            let _ = self
+                .events
+                .send(GenEvent::TextWithLogprobs { text, tokens });
+        }
+    }
 }
 
 /// What happened to a job in a step.
@@ -193,10 +229,13 @@ impl State {
                 self.release(backend, i);
             }
         }
-        let before = self.queue.len();
-        self.queue.retain(|p| !p.events.is_closed());
-        self.inflight
-            .fetch_sub(before - self.queue.len(), Ordering::SeqCst);
+        // A cancelled request released its queue slot when its stream was dropped.
+        self.queue.retain(|p| {
+            if p.events.is_closed() {
+                p.ticket.cancel();
+            }
+            !p.ticket.is_cancelled()
+        });
     }
 
     fn admit(&mut self, backend: &mut dyn Backend) {
@@ -204,6 +243,9 @@ impl State {
             let Some(pending) = self.queue.pop_front() else {
                 return;
             };
+            if !pending.ticket.take() {
+                continue;
+            }
             if let Err(e) = self.start(backend, target, pending.request, &pending.events) {
                 let _ = pending.events.send(GenEvent::Error(e));
                 self.inflight.fetch_sub(1, Ordering::SeqCst);
@@ -250,6 +292,8 @@ impl State {
             cached: u32::try_from(cached).unwrap_or(u32::MAX),
             text: Utf8Stream::default(),
             stop: StopMatcher::new(request.stop),
+            logprobs: request.logprobs,
+            log: TokenLog::default(),
         });
         Ok(())
     }
@@ -415,7 +459,14 @@ impl State {
                     ));
                 }
             } else {
-                ops.push((slot.seq, StepOp::Decode(job.sampler)));
+                let op = match job.logprobs {
+                    Some(top) => StepOp::DecodeLogprobs {
+                        sampler: job.sampler,
+                        top,
+                    },
+                    None => StepOp::Decode(job.sampler),
+                };
+                ops.push((slot.seq, op));
             }
         }
         ops
@@ -441,8 +492,8 @@ impl State {
                     }
                     Outcome::Running
                 }
-                (StepOp::Decode(_), result) => match result.token() {
-                    Some(token) => self.on_token(backend, index, token, result),
+                (_, result) => match result.token() {
+                    Some(token) => self.on_token(backend, index, token, &result),
                     None => Outcome::Running,
                 },
             };
@@ -459,27 +510,36 @@ impl State {
         backend: &mut dyn Backend,
         index: usize,
         token: TokenId,
-        result: StepResult,
+        result: &StepResult,
     ) -> Outcome {
         let n_ctx = self.n_ctx;
         let slot = &mut self.slots[index];
         slot.tokens.push(token);
         let job = slot.job.as_mut().expect("invariant: planned jobs are live");
         job.generated += 1;
-        if matches!(result, StepResult::Token(Decoded::Eog(_))) {
+        if matches!(result.plain(), StepResult::Token(Decoded::Eog(_))) {
             return Outcome::Finished(FinishReason::Stop, None);
         }
         let bytes = match backend.detokenize(&[token]) {
             Ok(bytes) => bytes,
             Err(e) => return Outcome::Failed(e.into()),
         };
+        if let (Some(_), Some(logprobs)) = (job.logprobs, result.logprobs()) {
+            let top: Vec<TokenId> = logprobs.top.iter().map(|t| t.token).collect();
+            match backend.token_pieces(&top) {
+                Ok(pieces) => job
+                    .log
+                    .push(ScoredToken::new(logprobs, bytes.clone(), pieces)),
+                Err(e) => return Outcome::Failed(e.into()),
+            }
+        }
         let piece = job.text.push(&bytes);
         match job.stop.push(&piece) {
             StopScan::Stopped { text, stop } => {
-                send_text(&job.events, text);
+                job.emit_last(text, true);
                 return Outcome::Finished(FinishReason::Stop, Some(stop));
             }
-            StopScan::Continue(text) => send_text(&job.events, text),
+            StopScan::Continue(text) => job.emit(text),
         }
         let out_of_budget = job.max_tokens.is_some_and(|m| job.generated >= m);
         if out_of_budget || slot.tokens.len() >= n_ctx {
@@ -508,7 +568,7 @@ impl State {
                 tail.push_str(&more);
                 found = last;
             }
-            send_text(&job.events, tail);
+            job.emit_last(tail, found.is_some());
             if found.is_some() {
                 reason = FinishReason::Stop;
                 stop = found;
@@ -565,8 +625,10 @@ impl State {
             self.fail(backend, i, EngineError::Stopped);
         }
         for p in self.queue.drain(..) {
-            let _ = p.events.send(GenEvent::Error(EngineError::Stopped));
-            self.inflight.fetch_sub(1, Ordering::SeqCst);
+            if p.ticket.take() {
+                let _ = p.events.send(GenEvent::Error(EngineError::Stopped));
+                self.inflight.fetch_sub(1, Ordering::SeqCst);
+            }
         }
     }
 }
@@ -616,7 +678,12 @@ mod tests {
             ..EngineConfig::default()
         };
         let inflight = Arc::new(AtomicUsize::new(2));
-        let mut state = State::new(&backend, engine_config, inflight, Arc::default());
+        let mut state = State::new(
+            &backend,
+            engine_config,
+            Arc::clone(&inflight),
+            Arc::default(),
+        );
         let (a_events, _a_rx) = unbounded_channel();
         state.enqueue(Pending {
             request: GenerateRequest {
@@ -625,6 +692,7 @@ mod tests {
                 ..GenerateRequest::default()
             },
             events: a_events,
+            ticket: Ticket::new(Arc::clone(&inflight)),
         });
         // A prefills, then decodes.
         state.tick(&mut backend);
@@ -640,6 +708,7 @@ mod tests {
                 ..GenerateRequest::default()
             },
             events: b_events,
+            ticket: Ticket::new(Arc::clone(&inflight)),
         });
         // 300 prompt tokens in chunks of 32: ten steps, and A decodes in every one of them.
         for step in 1..=10 {

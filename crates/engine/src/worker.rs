@@ -9,6 +9,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use wick_backend::{Backend, ModelInfo};
 
 use crate::scheduler::{Pending, State};
+use crate::ticket::Ticket;
 use crate::{CacheStats, EngineConfig, EngineError, GenEvent, GenerateRequest};
 
 type Job = Box<dyn FnOnce(&mut dyn Backend) + Send>;
@@ -101,15 +102,17 @@ impl Engine {
             });
         }
         let (events, rx) = unbounded_channel();
-        if self
-            .commands
-            .send(Command::Generate(Pending { request, events }))
-            .is_err()
-        {
+        let ticket = Ticket::new(Arc::clone(&self.inflight));
+        let pending = Pending {
+            request,
+            events,
+            ticket: Arc::clone(&ticket),
+        };
+        if self.commands.send(Command::Generate(pending)).is_err() {
             self.inflight.fetch_sub(1, Ordering::SeqCst);
             return Err(EngineError::Stopped);
         }
-        Ok(Generation { events: rx })
+        Ok(Generation { events: rx, ticket })
     }
 
     /// Runs `job` on the engine's thread between two steps and returns its result
@@ -188,11 +191,18 @@ impl Engine {
     }
 }
 
-/// The stream of one generation. Dropping it cancels the generation: its sequence is freed
-/// at the engine's next step.
+/// The stream of one generation. Dropping it cancels the generation: a queued request frees
+/// its queue slot at once, a live one its sequence at the engine's next step.
 #[derive(Debug)]
 pub struct Generation {
     events: UnboundedReceiver<GenEvent>,
+    ticket: Arc<Ticket>,
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        self.ticket.cancel();
+    }
 }
 
 impl Generation {

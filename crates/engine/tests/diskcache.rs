@@ -48,6 +48,7 @@ fn run(engine: &Engine, prompt: Vec<TokenId>) -> (String, Finished) {
             GenEvent::Text(t) => text.push_str(&t),
             GenEvent::Done(done) => return (text, done),
             GenEvent::Error(e) => panic!("{e}"),
+            GenEvent::TextWithLogprobs { .. } => panic!("no logprobs were asked for"),
         }
     }
     panic!("no Done")

@@ -34,6 +34,7 @@ fn collect(events: impl Iterator<Item = GenEvent>) -> (String, Finished) {
             GenEvent::Text(t) => text.push_str(&t),
             GenEvent::Done(done) => return (text, done),
             GenEvent::Error(e) => panic!("generation failed: {e}"),
+            GenEvent::TextWithLogprobs { .. } => panic!("no logprobs were asked for"),
         }
     }
     panic!("the stream ended without Done")

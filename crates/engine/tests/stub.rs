@@ -40,6 +40,7 @@ fn collect(events: impl Iterator<Item = GenEvent>) -> (String, Finished) {
             }
             GenEvent::Done(done) => return (text, done),
             GenEvent::Error(e) => panic!("generation failed: {e}"),
+            GenEvent::TextWithLogprobs { .. } => panic!("no logprobs were asked for"),
         }
     }
     panic!("the stream ended without Done")
@@ -163,6 +164,51 @@ fn a_dropped_stream_frees_its_sequence_for_the_queued_request() {
     drop(first);
     let (text, _) = collect(second);
     assert_eq!(text, alone("queued", 10).0);
+}
+
+#[test]
+fn a_request_cancelled_while_queued_frees_its_queue_slot_at_once() {
+    let config = EngineConfig {
+        max_live: Some(1),
+        queue_capacity: 1,
+        ..EngineConfig::default()
+    };
+    let engine = engine(1, config);
+    // Hold the engine's thread so nothing is admitted or stepped meanwhile.
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let holder = engine.clone();
+    let blocker = std::thread::spawn(move || {
+        holder.with_backend(move |_| {
+            started_tx.send(()).expect("test alive");
+            gate.recv().expect("test alive");
+        })
+    });
+    started.recv().expect("the engine runs the job");
+
+    let live = engine.submit(request("first", 5)).expect("submit");
+    let queued = engine.submit(request("second", 5)).expect("submit");
+    assert!(matches!(
+        engine.submit(request("third", 5)),
+        Err(EngineError::Busy { live: 1, queued: 1 })
+    ));
+    assert_eq!(engine.inflight(), 2);
+    // The engine is still blocked: the slot comes back from the drop itself.
+    drop(queued);
+    assert_eq!(engine.inflight(), 1);
+    let third = engine
+        .submit(request("third", 5))
+        .expect("the slot is free");
+
+    release.send(()).expect("engine alive");
+    blocker.join().expect("blocker").expect("engine alive");
+    let (text, _) = collect(live);
+    assert_eq!(text, alone("first", 5).0);
+    let (text, _) = collect(third);
+    assert_eq!(text, alone("third", 5).0);
+    // Runs after the step that finished both: nothing is counted twice.
+    engine.with_backend(|_| ()).expect("engine alive");
+    assert_eq!(engine.inflight(), 0);
 }
 
 #[test]
@@ -300,6 +346,7 @@ async fn async_streams_yield_events_as_they_come() {
             GenEvent::Text(t) => text.push_str(&t),
             GenEvent::Done(d) => done = Some(d),
             GenEvent::Error(e) => panic!("{e}"),
+            GenEvent::TextWithLogprobs { .. } => panic!("no logprobs were asked for"),
         }
     }
     assert!(done.is_some());
@@ -337,6 +384,7 @@ fn multibyte_characters_split_across_tokens_are_never_split_in_the_text() {
             GenEvent::Text(t) => pieces.push(t),
             GenEvent::Done(d) => done = Some(d),
             GenEvent::Error(e) => panic!("{e}"),
+            GenEvent::TextWithLogprobs { .. } => panic!("no logprobs were asked for"),
         }
     }
     let done = done.expect("done");

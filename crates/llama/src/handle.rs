@@ -267,15 +267,23 @@ impl Backend for LlamaBackend {
 
     fn decode_one(&mut self, seq: SeqId, sampler: Option<SamplerId>) -> Result<Decoded> {
         let results = self.step(&[(seq, StepOp::Decode(sampler))])?;
-        match results.first().map(|(_, r)| *r) {
-            Some(StepResult::Token(decoded)) => Ok(decoded),
-            Some(StepResult::ThinkingToken(t) | StepResult::ThinkingEnd(t)) => {
-                Ok(Decoded::Token(t))
-            }
-            Some(StepResult::Prefilled) | None => Err(BackendError::Decode {
+        results
+            .first()
+            .and_then(|(_, r)| r.decoded())
+            .ok_or_else(|| BackendError::Decode {
                 reason: "a decode produced no token".into(),
-            }),
-        }
+            })
+    }
+
+    fn token_pieces(&self, tokens: &[TokenId]) -> Result<Vec<Vec<u8>>> {
+        crate::vocab::check_range(tokens, self.info.n_vocab)?;
+        let tokens = tokens.to_vec();
+        self.call(move |w| {
+            Ok(tokens
+                .iter()
+                .map(|t| crate::vocab::detokenize(w.model, std::slice::from_ref(t)))
+                .collect())
+        })
     }
 
     fn seq_tokens(&self, seq: SeqId) -> Result<Vec<TokenId>> {

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::model::{LlamaLoraAdapter, LlamaModel};
 use wick_backend::{
-    check_distinct, snapshot, thinking, BackendConfig, BackendError, Decoded, ModelInfo, StepOp,
-    StepResult, Verified,
+    check_distinct, snapshot, thinking, BackendConfig, BackendError, Decoded, Logprobs, ModelInfo,
+    StepOp, StepResult, Verified,
 };
 use wick_types::{SeqId, TokenId};
 
@@ -115,13 +115,13 @@ impl Worker<'_> {
                     outputs: Outputs::None,
                 })
             }
-            StepOp::Decode(sampler) => {
+            decode => {
                 let Some(&last) = history.last() else {
                     return Err(BackendError::EmptyInput {
                         what: "decode needs a sequence with at least one token",
                     });
                 };
-                self.state.samplers.check(*sampler)?;
+                self.state.samplers.check(decode.sampler())?;
                 self.check_fits(seq, history.len() + 1)?;
                 Ok(Pass {
                     seq: seq_i32(index),
@@ -140,40 +140,39 @@ impl Worker<'_> {
             .iter()
             .map(|(seq, op)| self.plan(*seq, op))
             .collect::<Result<Vec<_>>>()?;
-        let mut sampled: Vec<Option<TokenId>> = vec![None; ops.len()];
+        let mut sampled: Vec<Option<(TokenId, Option<Logprobs>)>> = vec![None; ops.len()];
         let samplers = &mut self.state.samplers;
         eval(
             &mut self.ctx,
             self.state.config.n_batch as usize,
             &passes,
             |ctx, p, _, idx| {
-                let chosen = match &ops[p].1 {
-                    StepOp::Decode(s) => *s,
-                    StepOp::Prefill(_) => None,
-                };
-                sampled[p] = Some(from_llama(samplers.chain(chosen)?.sample(ctx, idx)));
+                let op = &ops[p].1;
+                // The raw logits of this output, read before the sampler sees them.
+                let logits = op
+                    .logprobs()
+                    .map(|top| (ctx.get_logits_ith(idx).to_vec(), top));
+                let token = from_llama(samplers.chain(op.sampler())?.sample(ctx, idx));
+                let logprobs = logits.map(|(l, top)| Logprobs::from_logits(&l, token, top));
+                sampled[p] = Some((token, logprobs));
                 Ok(())
             },
         )?;
-        let vocab = self.model.vocab();
         let mut out = Vec::with_capacity(ops.len());
         for ((seq, op), token) in ops.iter().zip(sampled) {
-            let history = &mut self.state.seqs[seq.0 as usize];
             let result = match (op, token) {
                 (StepOp::Prefill(tokens), _) => {
-                    history.extend_from_slice(tokens);
+                    self.state.seqs[seq.0 as usize].extend_from_slice(tokens);
                     StepResult::Prefilled
                 }
-                (StepOp::Decode(_), Some(t)) => {
-                    history.push(t);
-                    let decoded = if vocab.is_eog(to_llama(t)) {
-                        Decoded::Eog(t)
-                    } else {
-                        Decoded::Token(t)
-                    };
-                    thinking::classify(self.state.info.special.thinking, history, decoded)
+                (_, Some((t, logprobs))) => {
+                    let result = self.append_decoded(seq.0 as usize, t);
+                    match logprobs {
+                        Some(l) => StepResult::WithLogprobs(Box::new(result), l),
+                        None => result,
+                    }
                 }
-                (StepOp::Decode(_), None) => {
+                (_, None) => {
                     return Err(BackendError::Decode {
                         reason: "llama.cpp produced no logits for a decode".into(),
                     })
@@ -182,6 +181,18 @@ impl Worker<'_> {
             out.push((*seq, result));
         }
         Ok(out)
+    }
+
+    /// Appends the decoded token `t` to sequence `index` and classifies it.
+    fn append_decoded(&mut self, index: usize, t: TokenId) -> StepResult {
+        let decoded = if self.model.vocab().is_eog(to_llama(t)) {
+            Decoded::Eog(t)
+        } else {
+            Decoded::Token(t)
+        };
+        let history = &mut self.state.seqs[index];
+        history.push(t);
+        thinking::classify(self.state.info.special.thinking, history, decoded)
     }
 
     pub(crate) fn verify(&mut self, seq: SeqId, candidates: &[TokenId]) -> Result<Verified> {

@@ -7,7 +7,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
-use wick::{AsyncChatStream, ChatResponse, Event, ParsedMessage};
+use wick::{AsyncChatStream, ChatResponse, Event, ParsedMessage, ScoredToken};
 use wick_parse::DeltaBuilder;
 
 use crate::extract::ApiJson;
@@ -43,6 +43,7 @@ pub(crate) async fn handler(
             head,
             include_usage: valid.include_usage,
             single_call: valid.single_call,
+            held: valid.options.logprobs.map(|_| Vec::new()),
             pending: Some(first),
             last: Instant::now(),
             done: false,
@@ -54,7 +55,11 @@ pub(crate) async fn handler(
     if valid.single_call {
         last.message.tool_calls.truncate(1);
     }
-    Ok(axum::Json(whole(&head, &last)).into_response())
+    let logprobs = match valid.options.logprobs {
+        Some(_) => crate::logprobs::chat(&last.logprobs),
+        None => Value::Null,
+    };
+    Ok(axum::Json(whole(&head, &last, &logprobs)).into_response())
 }
 
 /// What every chunk of one response shares.
@@ -91,16 +96,20 @@ fn new_id(prefix: &str) -> String {
     )
 }
 
-/// Reads the stream to its end; the last item carries the whole message and usage.
+/// Reads the stream to its end; the last item carries the whole message and usage, and
+/// every item's tokens.
 async fn finish(
     state: &AppState,
     mut stream: AsyncChatStream,
     first: ChatResponse,
 ) -> Result<ChatResponse, ApiError> {
     let mut last = first;
+    let mut logprobs = std::mem::take(&mut last.logprobs);
     while let Some(item) = stream.next().await {
         last = item?;
+        logprobs.append(&mut last.logprobs);
     }
+    last.logprobs = logprobs;
     if let Some(usage) = &last.usage {
         state.metrics().usage(usage);
     }
@@ -142,8 +151,9 @@ fn message_json(m: &ParsedMessage) -> Value {
     out
 }
 
-/// The `chat.completion` object.
-fn whole(head: &Head, last: &ChatResponse) -> Value {
+/// The `chat.completion` object. Its `logprobs` cover every generated token, reasoning and
+/// tool-call text included (what llama.cpp's server reports too), not only `content`.
+fn whole(head: &Head, last: &ChatResponse, logprobs: &Value) -> Value {
     json!({
         "id": head.id,
         "object": "chat.completion",
@@ -152,7 +162,7 @@ fn whole(head: &Head, last: &ChatResponse) -> Value {
         "choices": [{
             "index": 0,
             "message": message_json(&last.message),
-            "logprobs": null,
+            "logprobs": logprobs,
             "finish_reason": last.finish_reason.or(last.message.finish_reason),
         }],
         "usage": usage_json(last.usage.as_ref()),
@@ -175,6 +185,9 @@ struct StreamRun {
     head: Head,
     include_usage: bool,
     single_call: bool,
+    /// With log-probabilities asked for, the tokens not yet sent: they go with the next chunk
+    /// that is sent (a parser may hold text back, e.g. while it could still open a tool call).
+    held: Option<Vec<ScoredToken>>,
     pending: Option<ChatResponse>,
     last: Instant,
     done: bool,
@@ -217,7 +230,10 @@ impl StreamRun {
         }
     }
 
-    fn chunks(&mut self, item: ChatResponse) -> Vec<Bytes> {
+    fn chunks(&mut self, mut item: ChatResponse) -> Vec<Bytes> {
+        if let Some(held) = &mut self.held {
+            held.append(&mut item.logprobs);
+        }
         let mut events = item.events;
         if self.single_call {
             events.retain(|e| !is_later_call(e));
@@ -229,12 +245,15 @@ impl StreamRun {
                 });
             }
         }
-        let mut out: Vec<Bytes> = self
-            .deltas
-            .push(&events)
-            .into_iter()
-            .map(|choice| self.chunk(&json!([choice]), None))
-            .collect();
+        let choices = self.deltas.push(&events);
+        let mut out = Vec::with_capacity(choices.len() + 1);
+        for choice in choices {
+            let mut choice = json!(choice);
+            if let Some(held) = self.held.as_mut().filter(|h| !h.is_empty()) {
+                choice["logprobs"] = crate::logprobs::chat(&std::mem::take(held));
+            }
+            out.push(self.chunk(&json!([choice]), None));
+        }
         if let Some(usage) = &item.usage {
             self.state.metrics().usage(usage);
             if self.include_usage {

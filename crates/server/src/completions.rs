@@ -6,10 +6,11 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
-use wick::{AsyncCompletionStream, CompletionResponse, PromptInput, TokenId};
+use wick::{AsyncCompletionStream, CompletionResponse, PromptInput, ScoredToken, TokenId};
 
 use crate::chat::{usage_json, Head};
 use crate::extract::ApiJson;
+use crate::metrics::LiveGuard;
 use crate::wire::{CompletionRequest, Prompt};
 use crate::{sse, validate, ApiError, AppState};
 
@@ -24,14 +25,10 @@ pub(crate) async fn handler(
             param: "echo",
         });
     }
-    if req.logprobs.as_ref().is_some_and(|v| !v.is_null()) {
-        return Err(ApiError::Unsupported {
-            message: "logprobs are not supported yet; leave `logprobs` unset".into(),
-            param: "logprobs",
-        });
-    }
+    let logprobs = validate::completion_logprobs(req.logprobs.as_ref())?;
     let input = prompt(req.prompt)?;
-    let options = validate::options(&req.sampling, req.sampling.max_tokens, "max_tokens")?;
+    let mut options = validate::options(&req.sampling, req.sampling.max_tokens, "max_tokens")?;
+    options.logprobs = logprobs;
     let served = state.model(req.model.as_deref())?;
     let started = Instant::now();
     let mut stream = served
@@ -50,20 +47,39 @@ pub(crate) async fn handler(
         .and_then(|o| o.include_usage)
         .unwrap_or(false);
     if req.stream.unwrap_or(false) {
-        let frames = frames(state, stream, first, head, include_usage);
-        return Ok(sse::response(frames));
+        let run = StreamRun {
+            _live: state.metrics().live(),
+            state,
+            stream,
+            head,
+            include_usage,
+            logprobs: logprobs.is_some(),
+            held: Vec::new(),
+            offset: 0,
+            pending: Some(first),
+            done: false,
+        };
+        return Ok(sse::response(run.frames()));
     }
     let mut last = first;
+    let mut tokens = std::mem::take(&mut last.logprobs);
     while let Some(item) = stream.next().await {
         last = item?;
+        tokens.append(&mut last.logprobs);
     }
+    last.logprobs = tokens;
     if let Some(u) = &last.usage {
         state.metrics().usage(u);
     }
+    let logprobs = match logprobs {
+        Some(_) => crate::logprobs::legacy(&last.logprobs, &mut 0),
+        None => Value::Null,
+    };
     let body = object(
         &head,
         &last.text,
         &last,
+        &logprobs,
         Some(usage_json(last.usage.as_ref())),
     );
     Ok(axum::Json(body).into_response())
@@ -105,14 +121,20 @@ pub(crate) fn tokens(ids: &[i64]) -> Result<Vec<TokenId>, ApiError> {
         .collect()
 }
 
-/// A `text_completion` object carrying `text`.
-fn object(head: &Head, text: &str, item: &CompletionResponse, usage: Option<Value>) -> Value {
+/// A `text_completion` object carrying `text` and `logprobs`.
+fn object(
+    head: &Head,
+    text: &str,
+    item: &CompletionResponse,
+    logprobs: &Value,
+    usage: Option<Value>,
+) -> Value {
     let mut body = json!({
         "id": head.id,
         "object": "text_completion",
         "created": head.created,
         "model": head.model,
-        "choices": [{"text": text, "index": 0, "logprobs": null,
+        "choices": [{"text": text, "index": 0, "logprobs": logprobs,
                      "finish_reason": item.finish_reason}],
     });
     if let Some(usage) = usage {
@@ -121,58 +143,76 @@ fn object(head: &Head, text: &str, item: &CompletionResponse, usage: Option<Valu
     body
 }
 
-fn frames(
+/// A streamed completion in progress.
+struct StreamRun {
     state: AppState,
     stream: AsyncCompletionStream,
-    first: CompletionResponse,
     head: Head,
     include_usage: bool,
-) -> impl futures_core::Stream<Item = Bytes> + Send + 'static {
-    let live = state.metrics().live();
-    let run = (stream, Some(first), false, live);
-    let steps = futures_util::stream::unfold(run, move |(mut stream, pending, done, live)| {
-        let head = head.clone();
-        let state = state.clone();
-        async move {
-            if done {
-                return None;
-            }
-            let item = match pending {
-                Some(item) => Some(Ok(item)),
-                None => stream.next().await,
-            };
-            let (frames, done) = match item {
-                Some(Ok(item)) => (chunk_frames(&state, &head, &item, include_usage), false),
-                Some(Err(e)) => (vec![sse::event(&ApiError::from(e).body())], true),
-                None => (vec![sse::done()], true),
-            };
-            Some((
-                futures_util::stream::iter(frames),
-                (stream, None, done, live),
-            ))
-        }
-    });
-    futures_util::StreamExt::flatten(steps)
+    /// Whether the request asked for log-probabilities.
+    logprobs: bool,
+    /// Tokens not yet sent: they go with the next chunk that is sent.
+    held: Vec<ScoredToken>,
+    /// Characters of text sent so far (for `text_offset`).
+    offset: usize,
+    pending: Option<CompletionResponse>,
+    done: bool,
+    _live: LiveGuard,
 }
 
-fn chunk_frames(
-    state: &AppState,
-    head: &Head,
-    item: &CompletionResponse,
-    include_usage: bool,
-) -> Vec<Bytes> {
-    let mut out = Vec::new();
-    let null_usage = include_usage.then_some(Value::Null);
-    if !item.delta.is_empty() || item.finish_reason.is_some() {
-        out.push(sse::event(&object(head, &item.delta, item, null_usage)));
+impl StreamRun {
+    fn frames(self) -> impl futures_core::Stream<Item = Bytes> + Send + 'static {
+        let steps = futures_util::stream::unfold(self, |mut run| async move {
+            let frames = run.step().await?;
+            Some((futures_util::stream::iter(frames), run))
+        });
+        futures_util::StreamExt::flatten(steps)
     }
-    if let Some(usage) = &item.usage {
-        state.metrics().usage(usage);
-        if include_usage {
-            let mut chunk = object(head, "", item, Some(usage_json(Some(usage))));
-            chunk["choices"] = json!([]);
+
+    async fn step(&mut self) -> Option<Vec<Bytes>> {
+        if self.done {
+            return None;
+        }
+        let item = match self.pending.take() {
+            Some(item) => Some(Ok(item)),
+            None => self.stream.next().await,
+        };
+        Some(match item {
+            Some(Ok(item)) => self.chunks(item),
+            Some(Err(e)) => {
+                self.done = true;
+                vec![sse::event(&ApiError::from(e).body())]
+            }
+            None => {
+                self.done = true;
+                vec![sse::done()]
+            }
+        })
+    }
+
+    fn chunks(&mut self, mut item: CompletionResponse) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        let null_usage = self.include_usage.then_some(Value::Null);
+        self.held.append(&mut item.logprobs);
+        if !item.delta.is_empty() || item.finish_reason.is_some() {
+            let logprobs = if self.logprobs {
+                let held = std::mem::take(&mut self.held);
+                crate::logprobs::legacy(&held, &mut self.offset)
+            } else {
+                Value::Null
+            };
+            let chunk = object(&self.head, &item.delta, &item, &logprobs, null_usage);
             out.push(sse::event(&chunk));
         }
+        if let Some(usage) = &item.usage {
+            self.state.metrics().usage(usage);
+            if self.include_usage {
+                let usage = Some(usage_json(Some(usage)));
+                let mut chunk = object(&self.head, "", &item, &Value::Null, usage);
+                chunk["choices"] = json!([]);
+                out.push(sse::event(&chunk));
+            }
+        }
+        out
     }
-    out
 }

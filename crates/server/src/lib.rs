@@ -23,6 +23,7 @@ mod completions;
 mod embeddings;
 mod error;
 mod extract;
+mod logprobs;
 mod metrics;
 mod routes;
 mod sse;

@@ -25,12 +25,7 @@ pub(crate) struct ValidChat {
 
 /// Checks a chat request.
 pub(crate) fn chat(req: ChatCompletionRequest) -> Result<ValidChat, ApiError> {
-    if req.logprobs == Some(true) || req.top_logprobs.is_some_and(|n| n > 0) {
-        return Err(ApiError::Unsupported {
-            message: "logprobs are not supported yet; leave `logprobs` unset or false".into(),
-            param: "logprobs",
-        });
-    }
+    let logprobs = chat_logprobs(req.logprobs, req.top_logprobs)?;
     let Some(messages) = req.messages else {
         return Err(ApiError::bad("messages", "`messages` is required"));
     };
@@ -52,6 +47,7 @@ pub(crate) fn chat(req: ChatCompletionRequest) -> Result<ValidChat, ApiError> {
     };
     let mut options = options(&req.sampling, max, field)?;
     options.tool_choice = tool_choice;
+    options.logprobs = logprobs;
     if let Some(format) = response_format(req.response_format.as_ref())? {
         if req.sampling.grammar.is_some() {
             return Err(ApiError::bad(
@@ -146,7 +142,44 @@ pub(crate) fn options(
         sampling: Some(sampling),
         stop: stops(s.stop.clone())?,
         tool_choice: ToolChoice::Auto,
+        logprobs: None,
     })
+}
+
+/// Chat's `logprobs` and `top_logprobs` (0 to 20, only with `logprobs: true`).
+fn chat_logprobs(on: Option<bool>, top: Option<i64>) -> Result<Option<u8>, ApiError> {
+    match (on == Some(true), top) {
+        (false, None) => Ok(None),
+        (false, Some(_)) => Err(ApiError::bad(
+            "top_logprobs",
+            "`top_logprobs` needs `logprobs: true`",
+        )),
+        (true, top) => top_count(top.unwrap_or(0), "top_logprobs", 20).map(Some),
+    }
+}
+
+/// Legacy completions' `logprobs`: `null` or a count of alternatives, 0 to 5.
+pub(crate) fn completion_logprobs(value: Option<&Value>) -> Result<Option<u8>, ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) if n.as_i64().is_some() => {
+            top_count(n.as_i64().unwrap_or(-1), "logprobs", 5).map(Some)
+        }
+        Some(other) => Err(ApiError::bad(
+            "logprobs",
+            format!("logprobs = {other}: must be an integer from 0 to 5"),
+        )),
+    }
+}
+
+fn top_count(n: i64, field: &'static str, max: u8) -> Result<u8, ApiError> {
+    match u8::try_from(n) {
+        Ok(k) if k <= max => Ok(k),
+        _ => Err(ApiError::bad(
+            field,
+            format!("{field} = {n} is out of range (allowed: 0 to {max})"),
+        )),
+    }
 }
 
 #[allow(clippy::cast_possible_truncation)]

@@ -192,7 +192,19 @@ async fn bad_input_gets_a_400_naming_the_field() {
         (json!({"frequency_penalty": 3}), "frequency_penalty"),
         (json!({"logit_bias": {"abc": 1}}), "logit_bias"),
         (json!({"logit_bias": {"5": 500}}), "logit_bias"),
-        (json!({"logprobs": true}), "logprobs"),
+        (json!({"top_logprobs": 2}), "top_logprobs"),
+        (
+            json!({"logprobs": false, "top_logprobs": 0}),
+            "top_logprobs",
+        ),
+        (
+            json!({"logprobs": true, "top_logprobs": 21}),
+            "top_logprobs",
+        ),
+        (
+            json!({"logprobs": true, "top_logprobs": -1}),
+            "top_logprobs",
+        ),
         (json!({"messages": []}), "messages"),
         (
             json!({"messages": [{"role": "wizard", "content": "x"}]}),
@@ -539,4 +551,136 @@ async fn a_long_completion_prompt_names_the_prompt_field() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_error(&body, Some("prompt"));
     assert_eq!(body["error"]["code"], "context_length_exceeded");
+}
+
+/// The `logprobs.content` entries of a chat answer, checked for OpenAI's shape.
+fn content_entries(logprobs: &Value, top: usize) -> Vec<Value> {
+    assert_eq!(logprobs["refusal"], Value::Null, "{logprobs}");
+    let entries = logprobs["content"].as_array().expect("content[]").clone();
+    for e in &entries {
+        let token = e["token"].as_str().expect("token");
+        let bytes: Vec<u8> = serde_json::from_value(e["bytes"].clone()).expect("bytes");
+        assert_eq!(String::from_utf8_lossy(&bytes), token);
+        assert!(e["logprob"].as_f64().expect("logprob") <= 0.0);
+        let alts = e["top_logprobs"].as_array().expect("top_logprobs[]");
+        assert_eq!(alts.len(), top, "{e}");
+        for a in alts {
+            assert!(a["token"].is_string() && a["bytes"].is_array(), "{a}");
+            assert!(a["logprob"].as_f64().expect("logprob") <= 0.0);
+        }
+        if top > 0 {
+            // Greedy (temperature 0, no bias): the token is the most likely one.
+            assert_eq!(alts[0]["token"], e["token"], "{e}");
+            assert_eq!(alts[0]["logprob"], e["logprob"], "{e}");
+        }
+    }
+    entries
+}
+
+#[tokio::test]
+async fn chat_logprobs_whole_and_streamed_agree() {
+    let app = app();
+    let extra = json!({"logprobs": true, "top_logprobs": 3});
+    let (status, whole) = post_json(app.clone(), "/v1/chat/completions", &chat_body(&extra)).await;
+    assert_eq!(status, StatusCode::OK, "{whole}");
+    let choice = &whole["choices"][0];
+    let entries = content_entries(&choice["logprobs"], 3);
+    assert!(!entries.is_empty());
+    let joined: String = entries
+        .iter()
+        .map(|e| e["token"].as_str().unwrap())
+        .collect();
+    assert_eq!(joined, choice["message"]["content"].as_str().unwrap());
+
+    let mut streamed_body = chat_body(&extra);
+    streamed_body["stream"] = json!(true);
+    let (_, _, text) = send(
+        app.clone(),
+        post("/v1/chat/completions", streamed_body.to_string()),
+    )
+    .await;
+    let events = sse_events(&text);
+    let mut streamed = Vec::new();
+    for e in &events[..events.len() - 1] {
+        let chunk: Value = serde_json::from_str(e).unwrap();
+        let logprobs = &chunk["choices"][0]["logprobs"];
+        if !logprobs.is_null() {
+            streamed.extend(content_entries(logprobs, 3));
+        }
+    }
+    assert_eq!(streamed, entries, "the stream reports the same tokens");
+
+    // Without logprobs, `logprobs` stays null; `top_logprobs: 0` gives entries without
+    // alternatives.
+    let (_, plain) = post_json(app.clone(), "/v1/chat/completions", &chat_body(&json!({}))).await;
+    assert_eq!(plain["choices"][0]["logprobs"], Value::Null);
+    let zero = json!({"logprobs": true, "top_logprobs": 0});
+    let (_, body) = post_json(app, "/v1/chat/completions", &chat_body(&zero)).await;
+    assert_eq!(
+        content_entries(&body["choices"][0]["logprobs"], 0).len(),
+        entries.len()
+    );
+}
+
+/// The legacy `logprobs` object, checked for its shape; returns its tokens.
+fn legacy_tokens(logprobs: &Value, top: usize) -> Vec<String> {
+    let tokens: Vec<String> = serde_json::from_value(logprobs["tokens"].clone()).expect("tokens");
+    let n = tokens.len();
+    assert_eq!(logprobs["token_logprobs"].as_array().unwrap().len(), n);
+    assert_eq!(logprobs["text_offset"].as_array().unwrap().len(), n);
+    let tops = logprobs["top_logprobs"].as_array().unwrap();
+    assert_eq!(tops.len(), n);
+    for (i, t) in tops.iter().enumerate() {
+        let t = t.as_object().expect("a token → logprob object");
+        assert!(t.len() <= top, "{t:?}");
+        if top > 0 {
+            assert!(
+                t.contains_key(&tokens[i]),
+                "greedy picks a top token: {t:?}"
+            );
+        }
+    }
+    tokens
+}
+
+#[tokio::test]
+async fn completion_logprobs_are_the_legacy_arrays() {
+    let app = app();
+    let body = json!({"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0,
+                      "logprobs": 2});
+    let (status, whole) = post_json(app.clone(), "/v1/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{whole}");
+    let choice = &whole["choices"][0];
+    let tokens = legacy_tokens(&choice["logprobs"], 2);
+    assert_eq!(tokens.concat(), choice["text"].as_str().unwrap());
+    let offsets: Vec<usize> =
+        serde_json::from_value(choice["logprobs"]["text_offset"].clone()).unwrap();
+    let mut expected = 0;
+    for (token, offset) in tokens.iter().zip(&offsets) {
+        assert_eq!(*offset, expected);
+        expected += token.chars().count();
+    }
+
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let (_, _, text) = send(app.clone(), post("/v1/completions", streamed.to_string())).await;
+    let events = sse_events(&text);
+    let mut streamed_tokens = Vec::new();
+    let mut streamed_offsets: Vec<usize> = Vec::new();
+    for e in &events[..events.len() - 1] {
+        let chunk: Value = serde_json::from_str(e).unwrap();
+        let logprobs = &chunk["choices"][0]["logprobs"];
+        streamed_tokens.extend(legacy_tokens(logprobs, 2));
+        streamed_offsets
+            .extend(serde_json::from_value::<Vec<usize>>(logprobs["text_offset"].clone()).unwrap());
+    }
+    assert_eq!(streamed_tokens, tokens);
+    assert_eq!(streamed_offsets, offsets);
+
+    for bad in [json!(6), json!(-1), json!(true), json!("2")] {
+        let body = json!({"prompt": "x", "logprobs": bad});
+        let (status, body) = post_json(app.clone(), "/v1/completions", &body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_error(&body, Some("logprobs"));
+    }
 }

@@ -26,7 +26,9 @@ pub enum ModelSource {
     Reference(String),
 }
 
-/// Settings of the loaded model (the seed's `model_kwargs`); part of the model cache key.
+/// Settings of the loaded model and its engine (the seed's `model_kwargs`); part of the model
+/// cache key. Defaults: llama.cpp's threads, no GPU layers, batches of 512, 4 sequences, a
+/// queue of 64.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ModelKwargs {
     /// CPU threads; `None`: llama.cpp's choice.
@@ -37,6 +39,8 @@ pub struct ModelKwargs {
     pub n_batch: u32,
     /// Requests generating at once (each gets a full context window).
     pub n_seq_max: u32,
+    /// Requests that may wait behind the generating ones; more get a busy error.
+    pub queue_capacity: usize,
 }
 
 /// The disk tier of the prompt cache: where, and how many bytes of KV snapshots per model.
@@ -55,6 +59,7 @@ impl Default for ModelKwargs {
             n_gpu_layers: 0,
             n_batch: 512,
             n_seq_max: 4,
+            queue_capacity: 64,
         }
     }
 }

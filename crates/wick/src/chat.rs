@@ -4,6 +4,7 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use wick_engine::ScoredToken;
 use wick_parse::{EndedBy, Event, Format, ParseOptions, ParsedMessage, Parser, ToolSchemas};
 use wick_types::{FinishReason, Usage};
 
@@ -21,6 +22,10 @@ pub struct ChatResponse {
     pub finish_reason: Option<FinishReason>,
     /// Token accounting: last item only.
     pub usage: Option<Usage>,
+    /// With [`crate::GenerateOptions::logprobs`]: the generated tokens this item completes,
+    /// in order (a whole response: all of them). They cover every generated token, reasoning
+    /// and tool-call text included, not only the message's content. Empty otherwise.
+    pub logprobs: Vec<ScoredToken>,
 }
 
 impl ChatResponse {
@@ -71,14 +76,17 @@ impl ChatParser {
             events,
             finish_reason,
             usage: item.usage,
+            logprobs: item.logprobs,
         })
     }
 }
 
-/// The whole answer from a stream's last item (its events are the stream's, not the answer's).
-fn whole(last: Option<ChatResponse>) -> Result<ChatResponse> {
+/// The whole answer from a stream's last item (its events are the stream's, not the answer's)
+/// and every item's tokens.
+fn whole(last: Option<ChatResponse>, logprobs: Vec<ScoredToken>) -> Result<ChatResponse> {
     let mut last = last.ok_or(crate::Error::Engine(wick_engine::EngineError::Stopped))?;
     last.events.clear();
+    last.logprobs = logprobs;
     Ok(last)
 }
 
@@ -103,11 +111,13 @@ impl ChatStream {
     }
 
     pub(crate) fn last_response(self) -> Result<ChatResponse> {
-        let mut last = None;
+        let (mut last, mut logprobs) = (None, Vec::new());
         for item in self {
-            last = Some(item?);
+            let mut item = item?;
+            logprobs.append(&mut item.logprobs);
+            last = Some(item);
         }
-        whole(last)
+        whole(last, logprobs)
     }
 }
 
@@ -146,11 +156,13 @@ impl AsyncChatStream {
     }
 
     pub(crate) async fn last_response(mut self) -> Result<ChatResponse> {
-        let mut last = None;
+        let (mut last, mut logprobs) = (None, Vec::new());
         while let Some(item) = self.next().await {
-            last = Some(item?);
+            let mut item = item?;
+            logprobs.append(&mut item.logprobs);
+            last = Some(item);
         }
-        whole(last)
+        whole(last, logprobs)
     }
 }
 

@@ -3,7 +3,7 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use wick_engine::{GenEvent, Generation};
+use wick_engine::{GenEvent, Generation, ScoredToken};
 
 use crate::{CompletionResponse, Error, Result};
 
@@ -22,14 +22,8 @@ impl CompletionStream {
             return None;
         }
         let response = match event {
-            Some(GenEvent::Text(delta)) => {
-                self.text.push_str(&delta);
-                CompletionResponse {
-                    text: self.text.clone(),
-                    delta,
-                    ..CompletionResponse::default()
-                }
-            }
+            Some(GenEvent::Text(delta)) => self.delta(delta, Vec::new()),
+            Some(GenEvent::TextWithLogprobs { text, tokens }) => self.delta(text, tokens),
             Some(GenEvent::Done(done)) => {
                 self.done = true;
                 CompletionResponse {
@@ -37,6 +31,7 @@ impl CompletionStream {
                     delta: String::new(),
                     finish_reason: Some(done.finish_reason),
                     usage: Some(done.usage),
+                    logprobs: Vec::new(),
                 }
             }
             Some(GenEvent::Error(e)) => {
@@ -51,12 +46,22 @@ impl CompletionStream {
         Some(Ok(response))
     }
 
-    pub(crate) fn last_response(self) -> Result<CompletionResponse> {
-        let mut last = None;
-        for item in self {
-            last = Some(item?);
+    fn delta(&mut self, delta: String, logprobs: Vec<ScoredToken>) -> CompletionResponse {
+        self.text.push_str(&delta);
+        CompletionResponse {
+            text: self.text.clone(),
+            delta,
+            logprobs,
+            ..CompletionResponse::default()
         }
-        last.ok_or(Error::Engine(wick_engine::EngineError::Stopped))
+    }
+
+    pub(crate) fn last_response(self) -> Result<CompletionResponse> {
+        let mut whole = Whole::default();
+        for item in self {
+            whole.push(item?);
+        }
+        whole.finish()
     }
 }
 
@@ -72,6 +77,28 @@ impl Iterator for CompletionStream {
     }
 }
 
+/// A whole completion gathered from its stream: the last item, with every item's tokens.
+#[derive(Debug, Default)]
+struct Whole {
+    last: Option<CompletionResponse>,
+    logprobs: Vec<ScoredToken>,
+}
+
+impl Whole {
+    fn push(&mut self, mut item: CompletionResponse) {
+        self.logprobs.append(&mut item.logprobs);
+        self.last = Some(item);
+    }
+
+    fn finish(self) -> Result<CompletionResponse> {
+        let mut last = self
+            .last
+            .ok_or(Error::Engine(wick_engine::EngineError::Stopped))?;
+        last.logprobs = self.logprobs;
+        Ok(last)
+    }
+}
+
 /// A completion as an async `Stream` of responses; dropping it cancels the generation.
 #[derive(Debug)]
 pub struct AsyncCompletionStream(pub(crate) CompletionStream);
@@ -83,11 +110,11 @@ impl AsyncCompletionStream {
     }
 
     pub(crate) async fn last_response(mut self) -> Result<CompletionResponse> {
-        let mut last = None;
+        let mut whole = Whole::default();
         while let Some(item) = self.next().await {
-            last = Some(item?);
+            whole.push(item?);
         }
-        last.ok_or(Error::Engine(wick_engine::EngineError::Stopped))
+        whole.finish()
     }
 }
 

@@ -26,7 +26,8 @@ pub struct JsonChat {
 
 impl Llm {
     /// Builds an `Llm` over `backend` (outside the model cache: it is never shared), with the
-    /// generation settings of `builder` (its model source and model settings are ignored).
+    /// generation settings of `builder` and its queue capacity (its model source and other
+    /// model settings are ignored).
     ///
     /// # Errors
     ///
@@ -34,7 +35,11 @@ impl Llm {
     /// template fails to start.
     pub fn from_backend(backend: Box<dyn Backend>, builder: LlmBuilder) -> Result<Llm> {
         builder.validate()?;
-        let engine = Engine::start(backend, EngineConfig::default())?;
+        let config = EngineConfig {
+            queue_capacity: builder.model.queue_capacity,
+            ..EngineConfig::default()
+        };
+        let engine = Engine::start(backend, config)?;
         let chat = engine.with_backend(|b| -> Result<ChatFormat> {
             match ChatFormat::from_model(b)? {
                 Some(format) => Ok(format),

@@ -447,6 +447,7 @@ impl Llm {
             max_tokens: Some(options.max_tokens.unwrap_or(settings.max_new_tokens)),
             sampler,
             stop,
+            logprobs: options.logprobs,
         };
         let generation = self.loaded.engine.submit(request)?;
         Ok(CompletionStream {
@@ -485,6 +486,7 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
         .with_n_gpu_layers(key.kwargs.n_gpu_layers);
     let backend = wick_llama::LlamaBackend::load(&config)?;
     let engine_config = wick_engine::EngineConfig {
+        queue_capacity: key.kwargs.queue_capacity,
         disk_cache: key
             .kv_cache
             .as_ref()

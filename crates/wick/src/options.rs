@@ -13,6 +13,10 @@ pub struct GenerateOptions {
     pub stop: Vec<String>,
     /// Whether and which tool the model must call (chats with tools only).
     pub tool_choice: ToolChoice,
+    /// Log-probabilities: `None` (the default) for none; `Some(k)` for each generated token's
+    /// log-probability and its position's `k` most likely alternatives (capped at 20), in the
+    /// responses' `logprobs`.
+    pub logprobs: Option<u8>,
 }
 
 /// OpenAI's `tool_choice`.

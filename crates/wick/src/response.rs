@@ -1,5 +1,6 @@
 //! What completions and chats return.
 
+use wick_engine::ScoredToken;
 use wick_types::{FinishReason, Usage};
 
 /// A finished (or, in a stream, growing) completion.
@@ -13,6 +14,9 @@ pub struct CompletionResponse {
     pub finish_reason: Option<FinishReason>,
     /// Token accounting: set on the last item only.
     pub usage: Option<Usage>,
+    /// With [`crate::GenerateOptions::logprobs`]: the generated tokens this item completes,
+    /// in order (a whole response: all of them). Empty otherwise.
+    pub logprobs: Vec<ScoredToken>,
 }
 
 /// Facts about the model an [`crate::Llm`] runs.

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use wick_types::{ChatRequest, Grammar, SamplerOpts, SeqId, TokenId};
 
 use crate::{
-    AdapterId, Backend, BackendConfig, BackendError, Decoded, ModelInfo, Result, SamplerId,
-    SpecialTokens, StepOp, StepResult, ThinkingTokens, Verified,
+    AdapterId, Backend, BackendConfig, BackendError, Decoded, Logprobs, ModelInfo, Result,
+    SamplerId, SpecialTokens, StepOp, StepResult, ThinkingTokens, Verified,
 };
 use grammar::LiteralGrammar;
 use model::Sequence;
@@ -209,6 +209,13 @@ impl StubBackend {
         sampler.sample(&self.vocab, logits, seq.tokens())
     }
 
+    /// The log-probabilities of sequence `i`'s next position (raw logits, no sampler), for
+    /// `token` sampled there.
+    fn logprobs(&self, i: usize, token: TokenId, top: u8) -> Logprobs {
+        let ctx = model::context_hash(self.seqs[i].hash(), &self.active);
+        Logprobs::from_logits(&model::logits(&self.vocab, ctx), token, top)
+    }
+
     fn decoded(&self, token: TokenId) -> Decoded {
         if self.info.special.is_eog(token) {
             Decoded::Eog(token)
@@ -253,7 +260,7 @@ impl StubBackend {
 /// A checked step operation, ready to apply.
 enum Planned<'a> {
     Prefill(&'a [TokenId]),
-    Decode(TokenId),
+    Decode(TokenId, Option<Logprobs>),
 }
 
 impl Backend for StubBackend {
@@ -317,7 +324,7 @@ impl Backend for StubBackend {
             .iter()
             .map(|(seq, op)| match op {
                 StepOp::Prefill(tokens) => self.check_prefill(*seq, tokens),
-                StepOp::Decode(sampler) => self.check_decode(*seq, *sampler),
+                decode => self.check_decode(*seq, decode.sampler()),
             })
             .collect::<Result<Vec<usize>>>()?;
         let mut staged = HashMap::new();
@@ -326,9 +333,11 @@ impl Backend for StubBackend {
             .zip(&indices)
             .map(|((_, op), &i)| match op {
                 StepOp::Prefill(tokens) => Ok(Planned::Prefill(tokens)),
-                StepOp::Decode(sampler) => self
-                    .sample_next(i, *sampler, &mut staged)
-                    .map(Planned::Decode),
+                decode => {
+                    let token = self.sample_next(i, decode.sampler(), &mut staged)?;
+                    let logprobs = decode.logprobs().map(|top| self.logprobs(i, token, top));
+                    Ok(Planned::Decode(token, logprobs))
+                }
             })
             .collect::<Result<Vec<Planned<'_>>>>()?;
         self.samplers.extend(staged);
@@ -339,11 +348,16 @@ impl Backend for StubBackend {
                     self.seqs[i].extend(tokens);
                     StepResult::Prefilled
                 }
-                Planned::Decode(token) => {
+                Planned::Decode(token, logprobs) => {
                     self.seqs[i].extend(&[token]);
                     let decoded = self.decoded(token);
                     let thinking = self.info.special.thinking;
-                    crate::thinking::classify(thinking, self.seqs[i].tokens(), decoded)
+                    let result =
+                        crate::thinking::classify(thinking, self.seqs[i].tokens(), decoded);
+                    match logprobs {
+                        Some(l) => StepResult::WithLogprobs(Box::new(result), l),
+                        None => result,
+                    }
                 }
             };
             out.push((seq, result));

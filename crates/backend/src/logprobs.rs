@@ -1,0 +1,134 @@
+//! Log-probabilities of a decoded position: the log-softmax of the model's raw logits (before
+//! logit bias, penalties, grammar or temperature), as llama.cpp's server reports `n_probs` with
+//! `post_sampling_probs` off.
+
+use wick_types::TokenId;
+
+/// The most alternatives one position reports (OpenAI's `top_logprobs` limit).
+pub const MAX_TOP_LOGPROBS: u8 = 20;
+
+/// A token and its log-probability.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenLogprob {
+    /// The token.
+    pub token: TokenId,
+    /// Its natural-log probability under the model's distribution (≤ 0; `-inf` for a token
+    /// whose logit is `-inf`).
+    pub logprob: f32,
+}
+
+/// The log-probabilities of one decoded position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Logprobs {
+    /// The token that was sampled, with its log-probability.
+    pub sampled: TokenLogprob,
+    /// The most likely tokens, most likely first (ties: lowest id first), as many as asked
+    /// for (at most [`MAX_TOP_LOGPROBS`] and the vocabulary size).
+    pub top: Vec<TokenLogprob>,
+}
+
+impl Logprobs {
+    /// The log-probabilities of `sampled` and the `top` most likely tokens under `logits`
+    /// (one per vocabulary entry), computed stably: the maximum is subtracted and the sum
+    /// of exponentials accumulated in `f64`. `top` is capped at [`MAX_TOP_LOGPROBS`]. One pass
+    /// over the logits for the normaliser and one for the top tokens.
+    ///
+    /// A `sampled` id outside `logits` gets `-inf`.
+    pub fn from_logits<T: Copy + Into<f64>>(logits: &[T], sampled: TokenId, top: u8) -> Self {
+        let max = logits
+            .iter()
+            .map(|&l| l.into())
+            .filter(|l: &f64| !l.is_nan())
+            .fold(f64::NEG_INFINITY, f64::max);
+        let log_norm = if max == f64::NEG_INFINITY {
+            0.0
+        } else {
+            let sum: f64 = logits.iter().map(|&l| (l.into() - max).exp()).sum();
+            max + sum.ln()
+        };
+        #[allow(clippy::cast_possible_truncation)]
+        let at = |id: TokenId| {
+            logits.get(id.0 as usize).map_or(f32::NEG_INFINITY, |&l| {
+                (l.into() - log_norm).min(0.0) as f32
+            })
+        };
+        let k = usize::from(top.min(MAX_TOP_LOGPROBS)).min(logits.len());
+        let top = top_k(logits, k)
+            .into_iter()
+            .map(|token| TokenLogprob {
+                token,
+                logprob: at(token),
+            })
+            .collect();
+        Logprobs {
+            sampled: TokenLogprob {
+                token: sampled,
+                logprob: at(sampled),
+            },
+            top,
+        }
+    }
+}
+
+/// The ids of the `k` highest logits, highest first, ties broken by the lowest id (as greedy
+/// decoding breaks them). NaN logits are never picked. Linear in the vocabulary for small `k`.
+fn top_k<T: Copy + Into<f64>>(logits: &[T], k: usize) -> Vec<TokenId> {
+    if k == 0 {
+        return Vec::new();
+    }
+    // Sorted best first; scanning ids upward, an equal logit never displaces an earlier id.
+    let mut best: Vec<(f64, u32)> = Vec::with_capacity(k + 1);
+    for (id, &l) in (0u32..).zip(logits) {
+        let l: f64 = l.into();
+        if l.is_nan() || (best.len() == k && l <= best[k - 1].0) {
+            continue;
+        }
+        let at = best.partition_point(|&(b, _)| b >= l);
+        best.insert(at, (l, id));
+        best.truncate(k);
+    }
+    best.into_iter().map(|(_, id)| TokenId(id)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_distribution_is_normalised_and_sorted() {
+        let logits: [f32; 5] = [1.0, 3.0, 3.0, -2.0, 0.5];
+        let lp = Logprobs::from_logits(&logits, TokenId(1), 5);
+        let ids: Vec<u32> = lp.top.iter().map(|t| t.token.0).collect();
+        assert_eq!(ids, [1, 2, 0, 4, 3]);
+        let sum: f64 = lp.top.iter().map(|t| f64::from(t.logprob).exp()).sum();
+        assert!((sum - 1.0).abs() < 1e-5, "{sum}");
+        assert!(lp.top.iter().all(|t| t.logprob <= 0.0));
+        assert_eq!(lp.sampled, lp.top[0]);
+        assert!(lp.top.windows(2).all(|w| w[0].logprob >= w[1].logprob));
+    }
+
+    #[test]
+    fn huge_logits_do_not_overflow_and_bans_are_minus_infinity() {
+        let logits: [f64; 3] = [1e30, 1e30 - 1e15, f64::NEG_INFINITY];
+        let lp = Logprobs::from_logits(&logits, TokenId(2), 2);
+        assert!(lp.top.iter().all(|t| t.logprob.is_finite()));
+        assert!(lp.sampled.logprob.is_infinite() && lp.sampled.logprob < 0.0);
+        assert_eq!(Logprobs::from_logits(&logits, TokenId(9), 0).top, []);
+    }
+
+    #[test]
+    fn top_is_capped_by_the_limit_and_the_vocabulary() {
+        let logits: Vec<f32> = (0..50u8).map(f32::from).collect();
+        assert_eq!(
+            Logprobs::from_logits(&logits, TokenId(0), 200).top.len(),
+            20
+        );
+        assert_eq!(
+            Logprobs::from_logits(&logits[..3], TokenId(0), 9).top.len(),
+            3
+        );
+        let top = Logprobs::from_logits(&logits, TokenId(0), 3).top;
+        assert_eq!(top[0].token, TokenId(49));
+        assert_eq!(top[2].token, TokenId(47));
+    }
+}
