@@ -35,7 +35,10 @@ pub(crate) struct Client {
 
 impl Client {
     pub(crate) fn new(base: &str) -> Result<Self> {
+        // A fresh connection per request: llama-server closes kept-alive connections after a
+        // streamed answer without saying so, and a reused one then fails.
         let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
             .timeout(Duration::from_secs(1800))
             .build()?;
         Ok(Client {
