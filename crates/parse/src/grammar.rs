@@ -1,6 +1,10 @@
 //! Grammars that force a tool call in a format's own syntax (OpenAI `tool_choice: required`
 //! or a named function), so the output parser reads it back as a call.
 
+use serde_json::Value;
+use wick_types::Tool;
+
+use crate::schema_grammar::schema_rules;
 use crate::{Format, ParseError};
 
 /// A GBNF grammar (llama.cpp syntax) whose every sentence is exactly one tool call of `format`
@@ -22,34 +26,75 @@ use crate::{Format, ParseError};
 /// # Ok::<(), wick_parse::ParseError>(())
 /// ```
 pub fn tool_call_grammar(format: Format, names: &[String]) -> Result<String, ParseError> {
+    let calls: Vec<(String, Option<Value>)> = names.iter().map(|n| (n.clone(), None)).collect();
+    build(format, &calls)
+}
+
+/// Like [`tool_call_grammar`], with each tool's arguments held to its JSON schema
+/// (`parameters`): only its own properties, required ones always, values of their types. A
+/// tool without a schema, or with parts the grammar does not cover, takes any JSON there.
+///
+/// # Errors
+///
+/// As [`tool_call_grammar`].
+///
+/// ```
+/// use wick_parse::{tool_call_grammar_for, Format};
+/// use wick_types::Tool;
+///
+/// let tool = Tool {
+///     name: "get_weather".into(),
+///     description: None,
+///     parameters: Some(
+///         r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#.into(),
+///     ),
+/// };
+/// let g = tool_call_grammar_for(Format::Hermes, &[tool])?;
+/// assert!(g.contains(r#""\"city\"" ws ":" ws str"#));
+/// # Ok::<(), wick_parse::ParseError>(())
+/// ```
+pub fn tool_call_grammar_for(format: Format, tools: &[Tool]) -> Result<String, ParseError> {
+    let calls: Vec<(String, Option<Value>)> = tools
+        .iter()
+        .map(|t| {
+            let schema = t
+                .parameters
+                .as_deref()
+                .and_then(|p| serde_json::from_str(p).ok());
+            (t.name.clone(), schema)
+        })
+        .collect();
+    build(format, &calls)
+}
+
+/// The grammar: `root` wraps `call`, one alternative per tool, each with its name and its
+/// arguments' rules.
+fn build(format: Format, calls: &[(String, Option<Value>)]) -> Result<String, ParseError> {
     let unsupported = || ParseError::NoToolGrammar {
         format: format.as_str().to_owned(),
     };
-    if names.is_empty() {
+    if calls.is_empty() {
         return Err(unsupported());
     }
     let (root, call) = shape(format).ok_or_else(unsupported)?;
-    let mut g = format!("root ::= {root}\ncall ::= {call}\n");
-    let alternatives = |quote: bool| {
-        names
-            .iter()
-            .map(|n| {
-                let text = if quote {
-                    serde_json::Value::String(n.clone()).to_string()
-                } else {
-                    n.clone()
-                };
-                literal(&text)
-            })
-            .collect::<Vec<_>>()
-            .join(" | ")
-    };
-    let names = format!(
-        "name-json ::= {}\nname-raw ::= {}\n",
-        alternatives(true),
-        alternatives(false)
-    );
-    g.push_str(&names);
+    let alternatives: Vec<String> = (0..calls.len()).map(|i| format!("call-{i}")).collect();
+    let mut g = format!("root ::= {root}\ncall ::= {}\n", alternatives.join(" | "));
+    for (i, (name, schema)) in calls.iter().enumerate() {
+        let json_name = literal(&Value::String(name.clone()).to_string());
+        let args = match schema {
+            Some(schema) => {
+                let rule = format!("args-{i}");
+                g.push_str(&schema_rules(schema, &rule));
+                rule
+            }
+            None => "obj".to_owned(),
+        };
+        let body = call
+            .replace("name-json", &json_name)
+            .replace("name-raw", &literal(name))
+            .replace(" obj", &format!(" {args}"));
+        g.push_str(&format!("call-{i} ::= {body}\n"));
+    }
     g.push_str(JSON_RULES);
     Ok(g)
 }
@@ -125,7 +170,7 @@ fn shape(format: Format) -> Option<(String, String)> {
 }
 
 /// `text` as a GBNF string literal.
-fn literal(text: &str) -> String {
+pub(crate) fn literal(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {
@@ -194,7 +239,9 @@ mod tests {
             let Ok(g) = tool_call_grammar(format, &names) else {
                 continue;
             };
-            assert!(g.contains("\"\\\"get_weather\\\"\""), "{format:?}: {g}");
+            // One call alternative per tool, each naming it (JSON-quoted or raw).
+            assert!(g.contains("call ::= call-0 | call-1\n"), "{format:?}: {g}");
+            assert!(g.contains("get_weather") && g.contains("other"), "{format:?}: {g}");
             let Some(text) = sample(format) else { continue };
             let parsed = ParsedMessage::parse(
                 if format == Format::ContentOnly {

@@ -42,6 +42,7 @@ mod message;
 mod out;
 mod parser;
 mod scan;
+mod schema_grammar;
 mod seq;
 mod tools;
 mod typed_args;
@@ -50,7 +51,7 @@ pub use delta::{ChoiceChunk, ChoiceDelta, DeltaBuilder, FunctionDelta, ToolCallD
 pub use error::ParseError;
 pub use event::{EndedBy, Event};
 pub use formats::Format;
-pub use grammar::tool_call_grammar;
+pub use grammar::{tool_call_grammar, tool_call_grammar_for};
 pub use message::{ParsedMessage, ParsedToolCall};
 pub use parser::{ParseOptions, Parser};
 pub use tools::ToolSchemas;

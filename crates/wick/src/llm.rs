@@ -373,8 +373,14 @@ impl Llm {
             Format::ContentOnly => Format::Generic,
             format => format,
         };
+        let tools: Vec<wick_types::Tool> = request
+            .tools
+            .iter()
+            .filter(|t| names.contains(&t.name))
+            .cloned()
+            .collect();
         let grammar =
-            wick_parse::tool_call_grammar(format, &names).map_err(|e| Error::Invalid {
+            wick_parse::tool_call_grammar_for(format, &tools).map_err(|e| Error::Invalid {
                 field: "tool_choice",
                 value: e.to_string(),
                 allowed: "auto or none for this model's tool-call format",

@@ -307,7 +307,10 @@ fn weather_request() -> wick::ChatRequest {
         wick::Tool {
             name: "get_time".into(),
             description: Some("Current time of a city".into()),
-            parameters: None,
+            parameters: Some(
+                r#"{"type": "object", "properties": {"city": {"type": "string"}, "utc": {"type": "boolean"}}, "required": ["city"]}"#
+                    .into(),
+            ),
         },
     ];
     request
@@ -346,8 +349,11 @@ fn tool_choice_required_and_named_force_a_parsed_call() {
         if let Some(name) = expect {
             assert_eq!(call.name, name);
         }
+        // The grammar holds the arguments to the tool's schema.
         let args: serde_json::Value = serde_json::from_str(&call.arguments).expect("JSON");
-        assert!(args.is_object(), "{args}");
+        assert!(args["city"].is_string(), "{args}");
+        let keys: Vec<&String> = args.as_object().expect("an object").keys().collect();
+        assert!(keys.iter().all(|k| ["city", "utc"].contains(&k.as_str())), "{args}");
     }
     // tool_choice none: no call, an ordinary answer.
     let options = wick::GenerateOptions {
