@@ -1,6 +1,8 @@
 //! Grammars that force a tool call in a format's own syntax (OpenAI `tool_choice: required`
 //! or a named function), so the output parser reads it back as a call.
 
+use std::fmt::Write as _;
+
 use serde_json::Value;
 use wick_types::Tool;
 
@@ -93,7 +95,7 @@ fn build(format: Format, calls: &[(String, Option<Value>)]) -> Result<String, Pa
             .replace("name-json", &json_name)
             .replace("name-raw", &literal(name))
             .replace(" obj", &format!(" {args}"));
-        g.push_str(&format!("call-{i} ::= {body}\n"));
+        let _ = writeln!(g, "call-{i} ::= {body}");
     }
     g.push_str(JSON_RULES);
     Ok(g)
@@ -241,7 +243,10 @@ mod tests {
             };
             // One call alternative per tool, each naming it (JSON-quoted or raw).
             assert!(g.contains("call ::= call-0 | call-1\n"), "{format:?}: {g}");
-            assert!(g.contains("get_weather") && g.contains("other"), "{format:?}: {g}");
+            assert!(
+                g.contains("get_weather") && g.contains("other"),
+                "{format:?}: {g}"
+            );
             let Some(text) = sample(format) else { continue };
             let parsed = ParsedMessage::parse(
                 if format == Format::ContentOnly {

@@ -6,6 +6,8 @@
 //! back to "any JSON value" for that part, so a schema is never refused, only less strict.
 //! Object keys come in the order of the parsed schema (alphabetical), required ones first.
 
+use std::fmt::Write as _;
+
 use serde_json::Value;
 
 /// Rules for `schema`, named `{prefix}`, `{prefix}-1`, …; the root rule is `{prefix}`. The
@@ -35,7 +37,7 @@ impl Rules {
     fn rule(&mut self, body: &str) -> String {
         self.next += 1;
         let name = format!("{}-{}", self.prefix, self.next);
-        self.text.push_str(&format!("{name} ::= {body}\n"));
+        let _ = writeln!(self.text, "{name} ::= {body}");
         name
     }
 

@@ -353,7 +353,10 @@ fn tool_choice_required_and_named_force_a_parsed_call() {
         let args: serde_json::Value = serde_json::from_str(&call.arguments).expect("JSON");
         assert!(args["city"].is_string(), "{args}");
         let keys: Vec<&String> = args.as_object().expect("an object").keys().collect();
-        assert!(keys.iter().all(|k| ["city", "utc"].contains(&k.as_str())), "{args}");
+        assert!(
+            keys.iter().all(|k| ["city", "utc"].contains(&k.as_str())),
+            "{args}"
+        );
     }
     // tool_choice none: no call, an ordinary answer.
     let options = wick::GenerateOptions {
