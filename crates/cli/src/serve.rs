@@ -62,6 +62,15 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "FORMAT")]
     output_format: Option<Format>,
 
+    /// Format chats with this llama.cpp template name (`chatml`, `llama3`, …) or inline Jinja
+    /// instead of the model's own template [default: the model's].
+    #[arg(long, value_name = "NAME|JINJA", conflicts_with = "chat_template_file")]
+    chat_template: Option<String>,
+
+    /// Format chats with the Jinja template in this file instead of the model's own.
+    #[arg(long, value_name = "FILE")]
+    chat_template_file: Option<std::path::PathBuf>,
+
     /// On SIGINT/SIGTERM, wait this long for in-flight answers before cancelling them.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     shutdown_timeout: u64,
@@ -140,8 +149,19 @@ async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
     } else {
         args.models.iter().cloned().map(Some).collect()
     };
+    let template = match (&args.chat_template, &args.chat_template_file) {
+        (Some(template), _) => Some(template.clone()),
+        (None, Some(file)) => Some(
+            std::fs::read_to_string(file)
+                .with_context(|| format!("reading the chat template {}", file.display()))?,
+        ),
+        (None, None) => None,
+    };
     for reference in refs {
-        let builder = builder(args, reference.as_deref());
+        let mut builder = builder(args, reference.as_deref());
+        if let Some(template) = &template {
+            builder = builder.chat_template(template.clone());
+        }
         let llm = tokio::task::spawn_blocking(move || builder.build())
             .await?
             .with_context(|| {

@@ -627,3 +627,33 @@ fn a_full_queue_answers_503_with_retry_after() {
     );
     drop(live);
 }
+
+#[test]
+fn a_chat_template_file_replaces_the_models_template() {
+    // The model's own template adds a system prompt; this one sends the last message alone.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bare.jinja");
+    std::fs::write(&file, "{{ messages[-1].content }}").unwrap();
+    let body = chat("Hello", &json!({"max_tokens": 1}));
+    let prompt_tokens = |server: &Server| {
+        let (status, answer) = post(server, "/v1/chat/completions", &body);
+        assert_eq!(status, 200, "{answer}");
+        answer["usage"]["prompt_tokens"].as_u64().unwrap()
+    };
+    let bare = prompt_tokens(&Server::start(&[
+        "--chat-template-file",
+        file.to_str().unwrap(),
+    ]));
+    let own = prompt_tokens(&Server::start(&[]));
+    assert!(bare <= 2 && own > 10, "bare {bare}, own {own}");
+    // A template that does not compile stops the server with the reason.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wick"))
+        .args(["serve", "--port", "0", "--chat-template", "{% if %}", "-m"])
+        .arg(wick_testutil::model_path())
+        .env("WICK_HOME", dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("chat_template"), "{stderr}");
+}

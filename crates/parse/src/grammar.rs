@@ -193,7 +193,8 @@ pub(crate) fn literal(text: &str) -> String {
 const JSON_RULES: &str = r#"obj ::= "{" ws ( str ws ":" ws value ( ws "," ws str ws ":" ws value )* )? ws "}"
 value ::= obj | arr | str | num | "true" | "false" | "null"
 arr ::= "[" ws ( value ( ws "," ws value )* )? ws "]"
-str ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] ) )* "\""
+str ::= "\"" strchar* "\""
+strchar ::= [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] )
 num ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
 ws ::= [ \t\n]?
 "#;

@@ -79,7 +79,7 @@ impl Rules {
 
     fn typed(&mut self, t: &str, map: &serde_json::Map<String, Value>, depth: usize) -> String {
         match t {
-            "string" => "str".into(),
+            "string" => string(map),
             "number" => "num".into(),
             "integer" => r#"( "-"? ( "0" | [1-9] [0-9]{0,17} ) )"#.into(),
             "boolean" => r#"( "true" | "false" )"#.into(),
@@ -150,6 +150,25 @@ impl Rules {
     }
 }
 
+/// llama.cpp refuses a grammar repetition above this count.
+const MAX_REPEAT: u64 = 2000;
+
+/// A JSON string, held to `minLength` / `maxLength` when the schema gives them. A minimum
+/// above llama.cpp's repetition cap is lowered to the cap, a maximum above it is dropped.
+fn string(map: &serde_json::Map<String, Value>) -> String {
+    let bound = |key| map.get(key).and_then(Value::as_u64);
+    let min = bound("minLength").map(|n| n.min(MAX_REPEAT));
+    let max = bound("maxLength").filter(|&n| n <= MAX_REPEAT);
+    match (min, max) {
+        (None | Some(0), None) => "str".into(),
+        (min, max) => {
+            let min = min.unwrap_or(0);
+            let max = max.map_or(String::new(), |m| m.max(min).to_string());
+            format!(r#"( "\"" strchar{{{min},{max}}} "\"" )"#)
+        }
+    }
+}
+
 /// `value` as a GBNF literal of its JSON text.
 fn json_literal(value: &Value) -> String {
     super::grammar::literal(&value.to_string())
@@ -195,6 +214,21 @@ mod tests {
             g.contains(r#"( "\"days\"""#) && g.contains(r#"| "\"unit\"""#),
             "{g}"
         );
+    }
+
+    #[test]
+    fn string_lengths_become_bounded_repetitions() {
+        let g = schema_rules(
+            &json!({"type": "string", "minLength": 2, "maxLength": 5}),
+            "a",
+        );
+        assert_eq!(g, "a ::= ( \"\\\"\" strchar{2,5} \"\\\"\" )\n");
+        let g = schema_rules(&json!({"type": "string", "minLength": 3}), "a");
+        assert!(g.contains("strchar{3,}"), "{g}");
+        let g = schema_rules(&json!({"type": "string", "minLength": 1u64 << 40}), "a");
+        assert!(g.contains("strchar{2000,}"), "{g}");
+        let g = schema_rules(&json!({"type": "string", "maxLength": 1u64 << 40}), "a");
+        assert_eq!(g, "a ::= str\n");
     }
 
     #[test]

@@ -80,6 +80,7 @@ pub struct LlmBuilder {
     pub(crate) completion_to_prompt: Option<CompletionToPrompt>,
     pub(crate) output_format: Option<wick_parse::Format>,
     pub(crate) kv_cache: Option<KvCache>,
+    pub(crate) chat_template: Option<String>,
 }
 
 impl fmt::Debug for LlmBuilder {
@@ -96,6 +97,7 @@ impl fmt::Debug for LlmBuilder {
             .field("completion_to_prompt", &self.completion_to_prompt.is_some())
             .field("output_format", &self.output_format)
             .field("kv_cache", &self.kv_cache)
+            .field("chat_template", &self.chat_template.is_some())
             .finish()
     }
 }
@@ -119,6 +121,7 @@ impl Default for LlmBuilder {
             completion_to_prompt: None,
             output_format: None,
             kv_cache: None,
+            chat_template: None,
         }
     }
 }
@@ -214,6 +217,15 @@ impl LlmBuilder {
     #[must_use]
     pub fn output_format(mut self, format: wick_parse::Format) -> Self {
         self.output_format = Some(format);
+        self
+    }
+
+    /// Formats chats with this template instead of the model's own: one of llama.cpp's
+    /// template names (`chatml`, `llama3`, … see `wick template render --help`) or a Jinja
+    /// template's source. The output format follows it unless [`Self::output_format`] says.
+    #[must_use]
+    pub fn chat_template(mut self, template: impl Into<String>) -> Self {
+        self.chat_template = Some(template.into());
         self
     }
 

@@ -45,6 +45,7 @@ impl Llm {
             context_window: settings.context_window,
             kwargs: settings.model,
             kv_cache: settings.kv_cache.clone(),
+            chat_template: settings.chat_template.clone(),
         };
         let loaded = registry::get_or_load(key, load_model)?;
         Ok(Llm {
@@ -501,7 +502,24 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
         ..wick_engine::EngineConfig::default()
     };
     let engine = wick_engine::Engine::start(Box::new(backend), engine_config)?;
-    let chat = engine.with_backend(|b| -> Result<ChatFormat> {
+    let template = key
+        .chat_template
+        .as_deref()
+        .map(|t| {
+            wick_template::ChatTemplate::named(t.trim()).or_else(|_| {
+                wick_template::JinjaTemplate::new(t).map(wick_template::ChatTemplate::Jinja)
+            })
+        })
+        .transpose()
+        .map_err(|e| Error::Invalid {
+            field: "chat_template",
+            value: e.to_string(),
+            allowed: "a llama.cpp template name or a Jinja template",
+        })?;
+    let chat = engine.with_backend(move |b| -> Result<ChatFormat> {
+        if let Some(template) = template {
+            return Ok(ChatFormat::new(template, b)?);
+        }
         match ChatFormat::from_model(b)? {
             Some(format) => Ok(format),
             // llama.cpp's default when a model has no template.

@@ -16,6 +16,8 @@ pub(crate) struct ModelKey {
     pub(crate) context_window: u32,
     pub(crate) kwargs: ModelKwargs,
     pub(crate) kv_cache: Option<KvCache>,
+    /// A template replacing the model's (a llama.cpp name or Jinja source).
+    pub(crate) chat_template: Option<String>,
 }
 
 /// A loaded model and the engine that serves it.

@@ -88,7 +88,7 @@ impl Plan {
                 load_tokens: 128,
                 prefixes: vec![512, 2048, 4096],
                 chat_tokens: 48,
-                tool_tokens: 16384,
+                tool_tokens: 7424,
             }
         }
     }
@@ -153,6 +153,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         parallel,
         wick_home: scratch.path().join(name),
         llama_server: tools.llama_server.clone(),
+        chat_template_file: None,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -221,7 +222,13 @@ async fn servers(
         eprintln!("wick bench: (e) a streamed tool call with long arguments");
         let mut sides = Vec::new();
         for side in SIDES {
-            let l = launch(&format!("tool-{}", side.label()), plan.tool_tokens + 512, 1);
+            let mut l = launch(&format!("tool-{}", side.label()), 8192, 1);
+            // A template with tool calls (Hermes style), the same for both servers: the
+            // test model's own has none, and llama-server then ignores `tool_choice`.
+            let template = l.wick_home.join("tools.jinja");
+            std::fs::create_dir_all(&l.wick_home)?;
+            std::fs::write(&template, scenarios::HERMES_TEMPLATE)?;
+            l.chat_template_file = Some(template);
             let tool = scenarios::tool_stream(&l, side, plan.tool_tokens).await;
             sides.push(tool.with_context(against(side))?);
         }

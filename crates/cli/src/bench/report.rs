@@ -140,8 +140,14 @@ impl Report {
             ));
         }
         if let Some([w, l]) = &self.tool_stream {
+            let what = if w.argument_bytes > 0 && l.argument_bytes == 0 {
+                "(e) streamed tool call: server CPU per token \
+                 (llama-server made no call: not like for like)"
+            } else {
+                "(e) streamed tool call: server CPU per token"
+            };
             rows.push(Row::new(
-                "(e) streamed tool call: server CPU per token",
+                what,
                 w.cpu_ms_per_token,
                 l.cpu_ms_per_token,
                 "ms",

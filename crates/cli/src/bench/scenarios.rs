@@ -189,6 +189,43 @@ pub(crate) async fn conversation(
     Ok(out)
 }
 
+/// A ChatML template with Hermes-style tool calls (`<tool_call>` JSON), for (e).
+pub(crate) const HERMES_TEMPLATE: &str = r#"{%- if tools %}<|im_start|>system
+You are a helpful assistant with tools.
+
+# Tools
+
+You are provided with function signatures within <tools></tools> XML tags:
+<tools>
+{%- for tool in tools %}
+{{ tool | tojson }}
+{%- endfor %}
+</tools>
+
+For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:
+<tool_call>
+{"name": <function-name>, "arguments": <args-json-object>}
+</tool_call><|im_end|>
+{% endif %}
+{%- for message in messages %}
+{%- if message.role == "assistant" and message.tool_calls %}<|im_start|>assistant
+{%- for call in message.tool_calls %}
+{%- if call.function is defined %}{% set call = call.function %}{% endif %}
+<tool_call>
+{"name": "{{ call.name }}", "arguments": {{ call.arguments | tojson }}}
+</tool_call>
+{%- endfor %}<|im_end|>
+{% elif message.role == "tool" %}<|im_start|>user
+<tool_response>
+{{ message.content }}
+</tool_response><|im_end|>
+{% else %}<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"#;
+
 /// (e) A streamed tool call with long arguments: the server's CPU time per generated token.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct ToolStream {
@@ -199,7 +236,9 @@ pub(crate) struct ToolStream {
     pub(crate) wall_ms_per_token: f64,
 }
 
-/// (e) on one server: a forced call of a `write_file` tool whose content the prompt makes long.
+/// (e) on one server: a forced call of a `write_file` tool whose `content` the schema requires
+/// to be long (`minLength` 2,000, the most llama.cpp's grammars allow; the test model writes
+/// on), streamed until `max_tokens` or the model closes it.
 pub(crate) async fn tool_stream(
     launch: &Launch,
     side: Side,
@@ -208,13 +247,13 @@ pub(crate) async fn tool_stream(
     let server = launch.start(side).await?;
     let body = json!({
         "messages": [{"role": "user", "content":
-            "Call write_file to save numbers.txt. Its content must be every number from 1 to \
-             100000, in words, separated by commas: one, two, three, four, five, six, …"}],
+            "Call write_file to save numbers.txt with every number from 1 to 100000 in words."}],
         "tools": [{"type": "function", "function": {
             "name": "write_file",
             "description": "Write a text file.",
             "parameters": {"type": "object", "properties": {
-                "path": {"type": "string"}, "content": {"type": "string"}},
+                "path": {"type": "string", "maxLength": 64},
+                "content": {"type": "string", "minLength": 2000}},
                 "required": ["path", "content"]}}}],
         "tool_choice": "required",
         "max_tokens": max_tokens,

@@ -36,6 +36,8 @@ pub(crate) struct Launch {
     /// wick's `$WICK_HOME` (its disk prompt cache lives there).
     pub(crate) wick_home: PathBuf,
     pub(crate) llama_server: PathBuf,
+    /// A Jinja chat template both servers use instead of the model's.
+    pub(crate) chat_template_file: Option<PathBuf>,
 }
 
 /// A running server; stopped (SIGTERM, then SIGKILL) when dropped.
@@ -86,6 +88,9 @@ impl Launch {
                 c
             }
         };
+        if let Some(file) = &self.chat_template_file {
+            command.arg("--chat-template-file").arg(file);
+        }
         let child = command
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
