@@ -143,12 +143,15 @@ fn parse_llama_bench(rows: &[Value]) -> Result<(Kernel, String)> {
         } else if number("n_gen") > 0.0 && number("n_prompt") == 0.0 {
             kernel.tg = rate;
         }
+        // Built outside git (from the sdist), llama.cpp knows no commit: say nothing then.
         let commit = row
             .get("build_commit")
             .and_then(Value::as_str)
-            .unwrap_or("");
+            .unwrap_or("unknown");
         let number = row.get("build_number").and_then(Value::as_i64).unwrap_or(0);
-        build = format!("build {number} ({commit})");
+        if commit != "unknown" {
+            build = format!("build {number} ({commit})");
+        }
     }
     if kernel.pp.mean == 0.0 || kernel.tg.mean == 0.0 {
         bail!("llama-bench gave no pp/tg rows: {rows:?}");
@@ -173,6 +176,11 @@ mod tests {
         assert!((kernel.pp.mean - 900.5).abs() < 1e-9 && (kernel.tg.mean - 80.25).abs() < 1e-9);
         assert_eq!(build, "build 1 (0c1e570)");
         assert!(parse_llama_bench(&[]).is_err());
+        let unknown = [
+            json!({"n_prompt": 512, "n_gen": 0, "avg_ts": 1.0, "build_commit": "unknown"}),
+            json!({"n_prompt": 0, "n_gen": 128, "avg_ts": 1.0, "build_commit": "unknown"}),
+        ];
+        assert_eq!(parse_llama_bench(&unknown).unwrap().1, "");
     }
 
     #[test]

@@ -140,7 +140,9 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         };
         let wick = kernel::wick(&model, test)?;
         let (llama, build) = kernel::llama_bench(&tools.llama_bench, &model, test)?;
-        report.llama_cpp_tools = format!("{} {build}", tools.version);
+        if !build.is_empty() {
+            report.llama_cpp_tools = format!("{}, {build}", tools.version);
+        }
         report.kernel = Some([wick, llama]);
     }
     let scratch = tempfile::Builder::new()
