@@ -79,8 +79,9 @@ pub(crate) struct DiskCache {
     in_flight: HashSet<String>,
     writer: mpsc::Sender<PendingWrite>,
     writer_thread: Option<std::thread::JoinHandle<()>>,
-    /// Names the writer thread has finished with.
-    written: mpsc::Receiver<String>,
+    /// Snapshots the writer thread has finished with: their tokens when written, `None` when
+    /// the write failed.
+    written: mpsc::Receiver<(String, Option<Vec<TokenId>>)>,
 }
 
 impl DiskCache {
@@ -208,6 +209,7 @@ impl DiskCache {
         self.in_flight.insert(name.clone());
         let write = PendingWrite {
             name,
+            tokens: tokens.to_vec(),
             bytes: snapshot,
             then,
         };
@@ -217,10 +219,14 @@ impl DiskCache {
         }
     }
 
-    /// Forgets writes that have finished (their files show up in the next scan).
+    /// Takes in the writes that have finished: a written snapshot is known at once, without
+    /// reading its header back in the next scan.
     fn drain_written(&mut self) {
-        while let Ok(name) = self.written.try_recv() {
+        while let Ok((name, tokens)) = self.written.try_recv() {
             self.in_flight.remove(&name);
+            if let Some(tokens) = tokens {
+                self.entries.insert(name, Entry { tokens });
+            }
         }
     }
 }
@@ -242,6 +248,7 @@ pub(crate) type Then = Box<dyn FnOnce() + Send>;
 /// One snapshot for the writer thread.
 struct PendingWrite {
     name: String,
+    tokens: Vec<TokenId>,
     bytes: Vec<u8>,
     then: Then,
 }
@@ -252,17 +259,21 @@ fn write_loop(
     budget: u64,
     stats: &CacheStats,
     jobs: &mpsc::Receiver<PendingWrite>,
-    written: &mpsc::Sender<String>,
+    written: &mpsc::Sender<(String, Option<Vec<TokenId>>)>,
 ) {
     for write in jobs {
-        match write_atomically(dir, &write.name, &write.bytes) {
+        let tokens = match write_atomically(dir, &write.name, &write.bytes) {
             Ok(()) => {
                 CacheStats::add(&stats.saved, 1);
                 keep_budget(dir, budget, stats);
+                Some(write.tokens)
             }
-            Err(e) => tracing::warn!("prompt cache: cannot save a snapshot: {e}"),
-        }
-        let _ = written.send(write.name);
+            Err(e) => {
+                tracing::warn!("prompt cache: cannot save a snapshot: {e}");
+                None
+            }
+        };
+        let _ = written.send((write.name, tokens));
         (write.then)();
     }
 }
