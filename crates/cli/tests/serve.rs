@@ -309,19 +309,8 @@ fn clients_that_disconnect_mid_stream_leave_the_server_serving() {
     );
     assert_eq!(status, 200, "{whole}");
     // The server notices a vanished client at its next write; wait for it (bounded).
-    let mut metrics = String::new();
-    for _ in 0..300 {
-        metrics = client()
-            .get(server.url("/metrics"))
-            .send()
-            .unwrap()
-            .text()
-            .unwrap();
-        if metrics.contains("wick_open_streams 0") && metrics.contains("wick_live_sequences 0") {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let metrics = server
+        .metrics_when(|m| m.contains("wick_open_streams 0") && m.contains("wick_live_sequences 0"));
     assert!(metrics.contains("wick_open_streams 0"), "{metrics}");
     assert!(metrics.contains("wick_live_sequences 0"), "{metrics}");
 }
@@ -591,19 +580,7 @@ fn a_full_queue_answers_503_with_retry_after() {
     std::thread::spawn(move || {
         let _ = client().post(queued_url).json(&queued_body).send();
     });
-    let mut metrics = String::new();
-    for _ in 0..300 {
-        metrics = client()
-            .get(server.url("/metrics"))
-            .send()
-            .unwrap()
-            .text()
-            .unwrap();
-        if metrics.contains("wick_queue_depth 1") {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let metrics = server.metrics_when(|m| m.contains("wick_queue_depth 1"));
     assert!(metrics.contains("wick_queue_depth 1"), "{metrics}");
     // The third finds the queue full.
     let r = client()

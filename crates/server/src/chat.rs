@@ -49,7 +49,7 @@ pub(crate) async fn handler(
             done: false,
             _live: live,
         };
-        return Ok(sse::response(run.frames()));
+        return Ok(sse::response(sse::frames(run)));
     }
     let mut last = finish(&state, stream, first).await?;
     if valid.single_call {
@@ -194,15 +194,13 @@ struct StreamRun {
     _live: LiveGuard,
 }
 
-impl StreamRun {
-    fn frames(self) -> impl futures_core::Stream<Item = Bytes> + Send + 'static {
-        let steps = futures_util::stream::unfold(self, |mut run| async move {
-            let frames = run.step().await?;
-            Some((futures_util::stream::iter(frames), run))
-        });
-        futures_util::StreamExt::flatten(steps)
+impl sse::Run for StreamRun {
+    fn next_frames(&mut self) -> impl std::future::Future<Output = Option<Vec<Bytes>>> + Send {
+        self.step()
     }
+}
 
+impl StreamRun {
     /// The frames of the next item; `None` after the end.
     async fn step(&mut self) -> Option<Vec<Bytes>> {
         if self.done {

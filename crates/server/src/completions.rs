@@ -59,7 +59,7 @@ pub(crate) async fn handler(
             pending: Some(first),
             done: false,
         };
-        return Ok(sse::response(run.frames()));
+        return Ok(sse::response(sse::frames(run)));
     }
     let mut last = first;
     let mut tokens = std::mem::take(&mut last.logprobs);
@@ -160,15 +160,13 @@ struct StreamRun {
     _live: LiveGuard,
 }
 
-impl StreamRun {
-    fn frames(self) -> impl futures_core::Stream<Item = Bytes> + Send + 'static {
-        let steps = futures_util::stream::unfold(self, |mut run| async move {
-            let frames = run.step().await?;
-            Some((futures_util::stream::iter(frames), run))
-        });
-        futures_util::StreamExt::flatten(steps)
+impl sse::Run for StreamRun {
+    fn next_frames(&mut self) -> impl std::future::Future<Output = Option<Vec<Bytes>>> + Send {
+        self.step()
     }
+}
 
+impl StreamRun {
     async fn step(&mut self) -> Option<Vec<Bytes>> {
         if self.done {
             return None;

@@ -2,6 +2,7 @@
 //! `data: [DONE]\n\n` at the end.
 
 use std::convert::Infallible;
+use std::future::Future;
 
 use axum::body::{Body, Bytes};
 use axum::http::header;
@@ -29,4 +30,19 @@ pub(crate) fn response(frames: impl Stream<Item = Bytes> + Send + 'static) -> Re
         body,
     )
         .into_response()
+}
+
+/// A streamed answer as a sequence of steps, each giving the frames of its next item.
+pub(crate) trait Run: Send + 'static {
+    /// The frames of the next item; `None` after the end.
+    fn next_frames(&mut self) -> impl Future<Output = Option<Vec<Bytes>>> + Send;
+}
+
+/// Every frame of `run`, step after step.
+pub(crate) fn frames(run: impl Run) -> impl Stream<Item = Bytes> + Send + 'static {
+    let steps = futures_util::stream::unfold(run, |mut run| async move {
+        let frames = run.next_frames().await?;
+        Some((futures_util::stream::iter(frames), run))
+    });
+    futures_util::StreamExt::flatten(steps)
 }

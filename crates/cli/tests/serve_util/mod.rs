@@ -62,6 +62,25 @@ impl Server {
         format!("{}{path}", self.base)
     }
 
+    /// `/metrics` once `ready` holds for it, or after 30 s (bounded polling, no timing
+    /// assertion: the caller asserts on what it gets).
+    pub(crate) fn metrics_when(&self, ready: impl Fn(&str) -> bool) -> String {
+        let mut metrics = String::new();
+        for _ in 0..300 {
+            metrics = client()
+                .get(self.url("/metrics"))
+                .send()
+                .unwrap()
+                .text()
+                .unwrap();
+            if ready(&metrics) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        metrics
+    }
+
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
