@@ -4,7 +4,7 @@
 //! Covered: `type` (one or a list), `enum`, `const`, `properties` + `required`, `items`,
 //! `anyOf` / `oneOf`, nested to any depth. Anything else (`$ref`, `allOf`, `pattern`, …) falls
 //! back to "any JSON value" for that part, so a schema is never refused, only less strict.
-//! Object keys come in the order serde_json keeps the schema's map in, required ones first.
+//! Object keys come in the order `serde_json` keeps the schema's map in, required ones first.
 
 use std::fmt::Write as _;
 
