@@ -340,26 +340,32 @@ impl Llm {
         request: &ChatRequest,
         options: &GenerateOptions,
     ) -> Result<ToolPlan> {
-        let names: Vec<String> = match &options.tool_choice {
+        let tools: Vec<wick_types::Tool> = match &options.tool_choice {
             ToolChoice::Auto => return Ok(ToolPlan::unchanged(request)),
             ToolChoice::None => {
                 let mut request = request.clone();
                 request.tools.clear();
                 return Ok(ToolPlan::unchanged(&request));
             }
-            ToolChoice::Required => request.tools.iter().map(|t| t.name.clone()).collect(),
+            ToolChoice::Required => request.tools.clone(),
             ToolChoice::Function(name) => {
-                if !request.tools.iter().any(|t| &t.name == name) {
+                let named: Vec<_> = request
+                    .tools
+                    .iter()
+                    .filter(|t| &t.name == name)
+                    .cloned()
+                    .collect();
+                if named.is_empty() {
                     return Err(Error::Invalid {
                         field: "tool_choice",
                         value: name.clone(),
                         allowed: "the name of one of the request's tools",
                     });
                 }
-                vec![name.clone()]
+                named
             }
         };
-        if names.is_empty() {
+        if tools.is_empty() {
             return Err(Error::Invalid {
                 field: "tool_choice",
                 value: "required".into(),
@@ -374,12 +380,6 @@ impl Llm {
             Format::ContentOnly => Format::Generic,
             format => format,
         };
-        let tools: Vec<wick_types::Tool> = request
-            .tools
-            .iter()
-            .filter(|t| names.contains(&t.name))
-            .cloned()
-            .collect();
         let grammar =
             wick_parse::tool_call_grammar_for(format, &tools).map_err(|e| Error::Invalid {
                 field: "tool_choice",
