@@ -117,14 +117,15 @@ impl DiskCache {
         Ok(cache)
     }
 
-    /// Whether a sequence of `n` tokens is worth saving.
-    pub(crate) fn wants(&mut self, tokens: &[TokenId]) -> bool {
+    /// The file name to save `tokens` under, when they are worth saving: long enough, and
+    /// neither on disk nor being written already.
+    pub(crate) fn wants(&mut self, tokens: &[TokenId]) -> Option<String> {
         if tokens.len() < self.min_tokens {
-            return false;
+            return None;
         }
         self.drain_written();
         let name = file_name(tokens);
-        !self.entries.contains_key(&name) && !self.in_flight.contains(&name)
+        (!self.entries.contains_key(&name) && !self.in_flight.contains(&name)).then_some(name)
     }
 
     /// Picks up snapshots written since the last look (by this or another process) and
@@ -204,8 +205,8 @@ impl DiskCache {
     /// Hands the snapshot of `tokens` to the writer thread (temp file, fsync, rename, then the
     /// budget), which runs `then` once the file is in place, or has failed to be. The engine
     /// thread only copies the KV; the disk work no longer stalls the other streams.
-    pub(crate) fn save(&mut self, tokens: &[TokenId], snapshot: Vec<u8>, then: Then) {
-        let name = file_name(tokens);
+    /// `name` is the one [`DiskCache::wants`] gave for `tokens`.
+    pub(crate) fn save(&mut self, name: String, tokens: &[TokenId], snapshot: Vec<u8>, then: Then) {
         self.in_flight.insert(name.clone());
         let write = PendingWrite {
             name,

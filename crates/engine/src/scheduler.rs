@@ -420,16 +420,16 @@ impl State {
             return then();
         };
         let slot = &mut self.slots[index];
-        if !disk.wants(&slot.tokens[..slot.exact]) {
+        let Some(name) = disk.wants(&slot.tokens[..slot.exact]) else {
             return then();
-        }
+        };
         let extra = slot.tokens.len() - slot.exact;
         if backend.seq_rm_last(slot.seq, extra).is_err() {
             return then();
         }
         slot.tokens.truncate(slot.exact);
         match backend.kv_pack(slot.seq) {
-            Ok(bytes) => disk.save(&slot.tokens, bytes, then),
+            Ok(bytes) => disk.save(name, &slot.tokens, bytes, then),
             Err(e) => {
                 tracing::warn!("prompt cache: cannot save a snapshot: {e}");
                 then();
