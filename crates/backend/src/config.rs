@@ -18,6 +18,52 @@ pub struct BackendConfig {
     pub n_threads: Option<u32>,
     /// Layers offloaded to a GPU (default 0; needs a GPU build).
     pub n_gpu_layers: u32,
+    /// Which CPU kernels evaluate the model (default [`KernelMode::Deterministic`]).
+    pub kernels: KernelMode,
+}
+
+/// How a backend's CPU kernels trade speed for reproducible floats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum KernelMode {
+    /// Batch-invariant kernels (ggml's reference CPU paths, flash attention on): a sequence's
+    /// logits do not change with how its tokens are batched, chunked, cached, co-batched with
+    /// other sequences, or with the thread count. Warm, cold and concurrent greedy answers are
+    /// then bit-identical. Where a backend cannot make its kernels invariant (GPU layers), it
+    /// says so in [`crate::ModelInfo::deterministic`].
+    #[default]
+    Deterministic,
+    /// The fastest kernels: their floats depend on the batch shape and the thread count.
+    Fast,
+}
+
+impl KernelMode {
+    /// `"deterministic"` or `"fast"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KernelMode::Deterministic => "deterministic",
+            KernelMode::Fast => "fast",
+        }
+    }
+}
+
+impl std::fmt::Display for KernelMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for KernelMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "deterministic" => Ok(KernelMode::Deterministic),
+            "fast" => Ok(KernelMode::Fast),
+            other => Err(format!(
+                "unknown kernel mode `{other}` (deterministic or fast)"
+            )),
+        }
+    }
 }
 
 impl BackendConfig {
@@ -30,6 +76,7 @@ impl BackendConfig {
             n_batch: 512,
             n_threads: None,
             n_gpu_layers: 0,
+            kernels: KernelMode::default(),
         }
     }
 
@@ -65,6 +112,13 @@ impl BackendConfig {
     #[must_use]
     pub fn with_n_gpu_layers(mut self, n_gpu_layers: u32) -> Self {
         self.n_gpu_layers = n_gpu_layers;
+        self
+    }
+
+    /// Sets [`BackendConfig::kernels`].
+    #[must_use]
+    pub fn with_kernels(mut self, kernels: KernelMode) -> Self {
+        self.kernels = kernels;
         self
     }
 

@@ -30,6 +30,14 @@ pub struct ModelInfo {
     pub special: SpecialTokens,
     /// The chat template from the model's metadata, if any.
     pub chat_template: Option<String>,
+    /// Whether the kernels are batch-invariant: a sequence's logits are bit-identical however
+    /// its tokens are batched, chunked, cached or co-batched, and whatever the thread count
+    /// ([`crate::KernelMode::Deterministic`] on a CPU). The engine reuses cached prefixes at
+    /// token granularity either way; only with this are warm answers exactly the cold ones.
+    pub deterministic: bool,
+    /// The build and kernel mode that computed this context's state (for example
+    /// `llama.cpp 0.1.161 cpu deterministic`): prompt-cache snapshots are keyed by it.
+    pub build: String,
 }
 
 impl ModelInfo {
@@ -49,6 +57,8 @@ impl ModelInfo {
             n_seq_max: 0,
             special,
             chat_template: None,
+            deterministic: false,
+            build: String::new(),
         }
     }
 }

@@ -41,7 +41,7 @@ pub mod snapshot;
 mod stub;
 pub mod thinking;
 
-pub use config::BackendConfig;
+pub use config::{BackendConfig, KernelMode};
 pub use contract::{
     check_distinct, AdapterId, Backend, Decoded, SamplerId, StepOp, StepResult, Verified,
 };

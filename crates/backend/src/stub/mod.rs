@@ -106,6 +106,9 @@ impl StubBackend {
                 }),
             },
             chat_template: Some(CHAT_TEMPLATE.to_owned()),
+            // The stub's next token is a hash of the context: nothing depends on batching.
+            deterministic: true,
+            build: format!("stub {}", env!("CARGO_PKG_VERSION")),
         };
         Ok(StubBackend {
             seqs: vec![Sequence::default(); config.n_seq_max as usize],
