@@ -51,6 +51,10 @@ pub enum StepOp {
         /// at [`MAX_TOP_LOGPROBS`]).
         top: u8,
     },
+    /// Append these tokens, then decode as the inner [`StepOp::Decode`] or
+    /// [`StepOp::DecodeLogprobs`] says, in the same forward pass: a prompt's last chunk and its
+    /// first token in one step. The result is the inner decode's.
+    PrefillDecode(Vec<TokenId>, Box<StepOp>),
 }
 
 impl StepOp {
@@ -59,6 +63,7 @@ impl StepOp {
         match self {
             StepOp::Prefill(_) => None,
             StepOp::Decode(sampler) | StepOp::DecodeLogprobs { sampler, .. } => *sampler,
+            StepOp::PrefillDecode(_, decode) => decode.sampler(),
         }
     }
 
@@ -66,8 +71,45 @@ impl StepOp {
     pub fn logprobs(&self) -> Option<u8> {
         match self {
             StepOp::DecodeLogprobs { top, .. } => Some((*top).min(MAX_TOP_LOGPROBS)),
+            StepOp::PrefillDecode(_, decode) => decode.logprobs(),
             _ => None,
         }
+    }
+
+    /// The tokens this op appends before it decodes (empty for a plain decode).
+    pub fn prefix(&self) -> &[TokenId] {
+        match self {
+            StepOp::Prefill(tokens) | StepOp::PrefillDecode(tokens, _) => tokens,
+            _ => &[],
+        }
+    }
+
+    /// Whether the op samples a token.
+    pub fn decodes(&self) -> bool {
+        !matches!(self, StepOp::Prefill(_))
+    }
+
+    /// Checks the shape of a [`StepOp::PrefillDecode`]: at least one token, and a plain decode
+    /// inside.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::InvalidArgument`] naming what is wrong.
+    pub fn check_shape(&self) -> Result<()> {
+        if let StepOp::PrefillDecode(tokens, decode) = self {
+            let reason = if tokens.is_empty() {
+                "it needs at least one token to prefill"
+            } else if !matches!(**decode, StepOp::Decode(_) | StepOp::DecodeLogprobs { .. }) {
+                "its inner op must be a Decode or a DecodeLogprobs"
+            } else {
+                return Ok(());
+            };
+            return Err(BackendError::InvalidArgument {
+                op: "PrefillDecode",
+                reason: reason.to_owned(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -312,6 +354,14 @@ pub trait Backend: Send {
         check_distinct(ops)?;
         let mut out = Vec::with_capacity(ops.len());
         for (seq, op) in ops {
+            op.check_shape()?;
+            let op = match op {
+                StepOp::PrefillDecode(tokens, decode) => {
+                    self.prefill(*seq, tokens)?;
+                    &**decode
+                }
+                op => op,
+            };
             let result = match op {
                 StepOp::Prefill(tokens) => {
                     self.prefill(*seq, tokens)?;
@@ -326,6 +376,7 @@ pub trait Backend: Send {
                     )
                 }
                 StepOp::DecodeLogprobs { .. } => return Err(self.unsupported("logprobs")),
+                StepOp::PrefillDecode(..) => unreachable!("invariant: unwrapped above"),
             };
             out.push((*seq, result));
         }

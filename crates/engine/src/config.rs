@@ -10,13 +10,15 @@ pub struct EngineConfig {
     /// Requests waiting behind the live ones before new ones get [`EngineError::Busy`].
     /// Default 64.
     pub queue_capacity: usize,
-    /// Prompt tokens one sequence prefills per step, so a long prompt is interleaved with
-    /// the decode steps of running sequences. Prompts are prefilled in blocks of this size
-    /// aligned to position 0, and the prompt cache reuses whole blocks only, which keeps a
-    /// warm answer equal to the cold one. Default 64.
-    pub prefill_chunk: usize,
-    /// Prompt tokens all sequences together prefill per step. Default 512.
+    /// Prompt tokens all sequences together prefill in a step when no sequence is decoding
+    /// (llama.cpp's batch size). Default 512.
     pub prefill_budget: usize,
+    /// Prompt tokens all sequences together prefill in a step while others decode: running
+    /// streams keep their pace, new prompts still move. Default 128.
+    pub prefill_budget_decoding: usize,
+    /// Bytes of sequence states kept in RAM for prefixes no sequence holds any more (the
+    /// prompt cache's RAM tier, in front of the disk tier); 0 turns it off. Default 2 GiB.
+    pub ram_cache_bytes: u64,
     /// The disk tier of the prompt cache; `None` (the default): RAM only.
     pub disk_cache: Option<DiskCacheConfig>,
 }
@@ -26,8 +28,9 @@ impl Default for EngineConfig {
         EngineConfig {
             max_live: None,
             queue_capacity: 64,
-            prefill_chunk: 64,
             prefill_budget: 512,
+            prefill_budget_decoding: 128,
+            ram_cache_bytes: 2 << 30,
             disk_cache: None,
         }
     }
@@ -54,7 +57,7 @@ impl EngineConfig {
         if let Some(live) = self.max_live {
             check("max_live", live)?;
         }
-        check("prefill_chunk", self.prefill_chunk)?;
-        check("prefill_budget", self.prefill_budget)
+        check("prefill_budget", self.prefill_budget)?;
+        check("prefill_budget_decoding", self.prefill_budget_decoding)
     }
 }

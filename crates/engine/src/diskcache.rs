@@ -35,13 +35,22 @@ pub struct DiskCacheConfig {
 /// Counters of the prompt cache, for metrics.
 #[derive(Debug, Default)]
 pub struct CacheStats {
-    /// Requests that reused a prefix held in RAM (another or the same sequence).
+    /// Requests that reused a prefix a sequence held (another or the same one).
     pub hits_ram: AtomicU64,
+    /// Requests that restored a prefix from the RAM tier (sequence states parked in host
+    /// memory).
+    pub hits_host: AtomicU64,
+    /// Sequence states parked in the RAM tier.
+    pub host_parked: AtomicU64,
+    /// Sequence states dropped from the RAM tier to keep its budget.
+    pub host_evictions: AtomicU64,
+    /// Bytes the RAM tier holds now.
+    pub host_bytes: AtomicU64,
     /// Requests that restored a prefix from disk.
     pub hits_disk: AtomicU64,
     /// Requests that reused nothing.
     pub misses: AtomicU64,
-    /// Prompt tokens restored from disk.
+    /// Prompt tokens restored from the RAM tier or from disk.
     pub restored_tokens: AtomicU64,
     /// Snapshot bytes read from disk for restores.
     pub restored_bytes: AtomicU64,

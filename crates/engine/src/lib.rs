@@ -28,6 +28,7 @@ mod diskcache;
 mod error;
 mod logprobs;
 mod prompt;
+mod ramcache;
 mod request;
 mod scheduler;
 mod stop;

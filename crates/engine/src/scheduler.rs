@@ -1,19 +1,31 @@
-//! The scheduler's state: slots (one per backend sequence), the queue, and one `tick` that
-//! admits waiting requests and runs one batched `step` over every live sequence.
+//! The scheduler's state: slots (one per backend sequence), the queue, the RAM and disk tiers of
+//! the prompt cache, and one `tick` that admits waiting requests and runs one batched `step` over
+//! every live sequence.
+//!
+//! Prompt reuse is token-granular: a new request takes the free sequence sharing the longest
+//! token prefix with its prompt (generated tokens included), or copies a longer one from any
+//! other sequence, or restores one from the RAM tier or from disk — whichever holds the most,
+//! within a small margin that pays for the copy. With batch-invariant kernels
+//! ([`wick_backend::ModelInfo::deterministic`]) the reused cells are exactly what a cold prefill
+//! computes, so a warm answer is the cold one bit for bit; with other kernels reuse is the same
+//! and the answers are as close as the kernels make them.
 //!
 //! Everything here is synchronous and owns no thread, so it is tested directly against the
 //! stub backend; `worker.rs` drives it from the engine's thread.
 
+use std::cmp::Reverse;
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::mpsc::UnboundedSender;
-use wick_backend::{Backend, Decoded, SamplerId, StepOp, StepResult};
+use wick_backend::{Backend, BackendError, Decoded, SamplerId, StepOp, StepResult};
 use wick_types::{FinishReason, SeqId, TokenId, Usage};
 
 use crate::diskcache::{common_prefix, CacheStats, DiskCache, Then};
 use crate::logprobs::TokenLog;
+use crate::ramcache::RamCache;
 use crate::stop::{StopMatcher, StopScan};
 use crate::ticket::Ticket;
 use crate::utf8::Utf8Stream;
@@ -33,9 +45,6 @@ pub(crate) struct Pending {
 struct Slot {
     seq: SeqId,
     tokens: Vec<TokenId>,
-    /// How many leading tokens were prefilled in whole, grid-aligned blocks: only these are
-    /// reused, because their KV cells are exactly what a cold prefill of them computes.
-    exact: usize,
     job: Option<Job>,
     last_used: u64,
 }
@@ -47,6 +56,8 @@ struct Job {
     prompt: Vec<TokenId>,
     /// How many prompt tokens the sequence holds so far.
     fed: usize,
+    /// When the request was admitted (the tie-break between prompts of equal length).
+    admitted: u64,
     sampler: Option<SamplerId>,
     max_tokens: Option<u32>,
     generated: u32,
@@ -86,6 +97,21 @@ impl Job {
                 .send(GenEvent::TextWithLogprobs { text, tokens });
         }
     }
+
+    /// The decode op that samples this job's next token.
+    fn decode_op(&self) -> StepOp {
+        match self.logprobs {
+            Some(top) => StepOp::DecodeLogprobs {
+                sampler: self.sampler,
+                top,
+            },
+            None => StepOp::Decode(self.sampler),
+        }
+    }
+
+    fn prefilling(&self) -> bool {
+        self.fed < self.prompt.len()
+    }
 }
 
 /// What happened to a job in a step.
@@ -93,6 +119,30 @@ enum Outcome {
     Running,
     Finished(FinishReason, Option<String>),
     Failed(EngineError),
+}
+
+/// Where a new request's cached prefix comes from.
+#[derive(Debug)]
+enum Source {
+    /// The target sequence itself, cut to this length.
+    Own(usize),
+    /// Another sequence (by slot index), its first tokens copied.
+    Copy(usize, usize),
+    /// A RAM-tier entry (by index).
+    Ram(usize, usize),
+    /// A disk snapshot.
+    Disk(PathBuf, usize),
+}
+
+impl Source {
+    fn len(&self) -> usize {
+        match self {
+            Source::Own(len)
+            | Source::Copy(_, len)
+            | Source::Ram(_, len)
+            | Source::Disk(_, len) => *len,
+        }
+    }
 }
 
 /// The scheduler's whole state.
@@ -105,13 +155,24 @@ pub(crate) struct State {
     clock: u64,
     /// Requests admitted or queued, shared with the handle for the `Busy` check.
     inflight: Arc<AtomicUsize>,
+    /// The RAM tier: sequence states no sequence holds any more.
+    ram: RamCache,
     /// The disk tier of the prompt cache, when configured.
     disk: Option<DiskCache>,
     stats: Arc<CacheStats>,
+    /// Every token's bytes, by id: read once at start, so no token costs a backend call.
+    pieces: Arc<[Vec<u8>]>,
 }
 
-/// A disk snapshot must beat the RAM prefix by this many tokens to be worth restoring.
+/// Another sequence's prefix must beat the target's own by this many tokens to be copied
+/// (llama.cpp copies a sequence's whole KV stream).
+const COPY_MIN_GAIN: usize = 16;
+/// A RAM-tier entry must beat the best sequence by this many tokens to be restored.
+const RAM_MIN_GAIN: usize = 8;
+/// A disk snapshot must beat the best RAM prefix by this many tokens to be worth restoring.
 const DISK_MIN_GAIN: usize = 16;
+/// A sequence about to be reused keeps at least this many tokens it would lose in the RAM tier.
+const PARK_MIN: usize = 32;
 
 impl State {
     pub(crate) fn new(
@@ -119,17 +180,18 @@ impl State {
         config: EngineConfig,
         inflight: Arc<AtomicUsize>,
         stats: Arc<CacheStats>,
+        pieces: Arc<[Vec<u8>]>,
     ) -> Self {
         let info = backend.info();
         let layout = format!(
-            "{} {} n_ctx={} n_seq_max={} n_layer={} n_embd={} block={}",
+            "{} {} n_ctx={} n_seq_max={} n_layer={} n_embd={} build={}",
             backend.name(),
             info.name,
             info.n_ctx,
             info.n_seq_max,
             info.n_layer,
             info.n_embd,
-            config.prefill_chunk
+            info.build,
         );
         let disk = config.disk_cache.as_ref().and_then(|c| {
             DiskCache::open(c, &layout, Arc::clone(&stats))
@@ -142,7 +204,6 @@ impl State {
             .map(|i| Slot {
                 seq: SeqId(u32::try_from(i).expect("invariant: n_seq_max fits u32")),
                 tokens: Vec::new(),
-                exact: 0,
                 job: None,
                 last_used: 0,
             })
@@ -150,12 +211,14 @@ impl State {
         State {
             slots,
             queue: VecDeque::new(),
+            ram: RamCache::new(config.ram_cache_bytes),
             config,
             n_ctx: usize::try_from(info.n_ctx).unwrap_or(usize::MAX),
             clock: 0,
             inflight,
             disk,
             stats,
+            pieces,
         }
     }
 
@@ -239,13 +302,14 @@ impl State {
     }
 
     fn admit(&mut self, backend: &mut dyn Backend) {
-        while let Some(target) = self.free_slot() {
+        while self.slots.iter().any(|s| s.job.is_none()) {
             let Some(pending) = self.queue.pop_front() else {
                 return;
             };
             if !pending.ticket.take() {
                 continue;
             }
+            let target = self.pick_slot(&pending.request.prompt);
             if let Err(e) = self.start(backend, target, pending.request, &pending.events) {
                 let _ = pending.events.send(GenEvent::Error(e));
                 self.inflight.fetch_sub(1, Ordering::SeqCst);
@@ -253,14 +317,19 @@ impl State {
         }
     }
 
-    /// The idle slot to give a new request: the least recently used one.
-    fn free_slot(&self) -> Option<usize> {
+    /// The free sequence to give a request for `prompt`: the one sharing the longest prefix
+    /// with it; among equals, the least recently used.
+    fn pick_slot(&self, prompt: &[TokenId]) -> usize {
         (0..self.slots.len())
             .filter(|&i| self.slots[i].job.is_none())
-            .min_by_key(|&i| self.slots[i].last_used)
+            .min_by_key(|&i| {
+                let slot = &self.slots[i];
+                (Reverse(common_prefix(&slot.tokens, prompt)), slot.last_used)
+            })
+            .expect("invariant: admit only picks while a sequence is free")
     }
 
-    /// Puts `request` on slot `target`, reusing the longest prompt prefix any sequence holds.
+    /// Puts `request` on slot `target`, starting from the longest cached prefix of its prompt.
     fn start(
         &mut self,
         backend: &mut dyn Backend,
@@ -268,13 +337,9 @@ impl State {
         request: GenerateRequest,
         events: &UnboundedSender<GenEvent>,
     ) -> Result<(), EngineError> {
-        let mut cached = self.reuse_prefix(backend, target, &request.prompt)?;
-        let restored = self.restore_from_disk(backend, target, &request.prompt, cached)?;
-        match (cached, restored) {
-            (_, Some(n)) => cached = n,
-            (0, None) => CacheStats::add(&self.stats.misses, 1),
-            (_, None) => CacheStats::add(&self.stats.hits_ram, 1),
-        }
+        let source = self.best_source(target, &request.prompt);
+        self.park(backend, target, source.len());
+        let cached = self.take_prefix(backend, target, &request.prompt, source)?;
         let sampler = if needs_sampler(&request) {
             Some(backend.sampler_new(&request.sampler)?)
         } else {
@@ -285,6 +350,7 @@ impl State {
         slot.job = Some(Job {
             events: events.clone(),
             fed: cached,
+            admitted: self.clock,
             prompt: request.prompt,
             sampler,
             max_tokens: request.max_tokens,
@@ -298,136 +364,165 @@ impl State {
         Ok(())
     }
 
-    /// Makes slot `target` hold the longest prefix of `prompt` that any sequence holds
-    /// exactly, and returns its length.
-    ///
-    /// Reuse is exact: prompts are prefilled in blocks of `prefill_chunk` tokens aligned to
-    /// position 0, and only whole blocks are reused (never decoded tokens, never the prompt's
-    /// last token, which the first decode evaluates). A warm request then evaluates the very
-    /// batches a cold one would, so its greedy output is the cold output. Falls back to an
-    /// empty sequence where the backend cannot copy or truncate.
-    fn reuse_prefix(
+    /// Where the longest usable prefix of `prompt` is, for a request going to slot `target`.
+    /// Every tier is compared on its index alone; nothing is read or copied yet.
+    fn best_source(&mut self, target: usize, prompt: &[TokenId]) -> Source {
+        let limit = prompt.len();
+        let shared = |slot: &Slot| common_prefix(&slot.tokens, prompt).min(limit);
+        let own = shared(&self.slots[target]);
+        let mut best = Source::Own(own);
+        if let Some((src, len)) = (0..self.slots.len())
+            .filter(|&i| i != target)
+            .map(|i| (i, shared(&self.slots[i])))
+            .max_by_key(|&(_, len)| len)
+        {
+            if len >= own + COPY_MIN_GAIN {
+                best = Source::Copy(src, len);
+            }
+        }
+        if let Some((index, len)) = self.ram.best(prompt, limit, best.len() + RAM_MIN_GAIN - 1) {
+            best = Source::Ram(index, len);
+        }
+        if let Some(disk) = self.disk.as_mut() {
+            if let Some((path, len)) = disk.best(prompt, limit, best.len() + DISK_MIN_GAIN - 1) {
+                best = Source::Disk(path, len);
+            }
+        }
+        best
+    }
+
+    /// Parks what slot `target` holds in the RAM tier before it is reused, when it would lose
+    /// enough of it and nothing else holds it.
+    fn park(&mut self, backend: &mut dyn Backend, target: usize, keep: usize) {
+        let slot = &self.slots[target];
+        if !self.ram.enabled() || slot.tokens.len() < keep + PARK_MIN {
+            return;
+        }
+        let held_elsewhere = self
+            .slots
+            .iter()
+            .enumerate()
+            .any(|(i, s)| i != target && s.tokens.starts_with(&slot.tokens));
+        if held_elsewhere || self.ram.covers(&slot.tokens) {
+            return;
+        }
+        match backend.kv_pack(slot.seq) {
+            Ok(snapshot) => {
+                let evicted = self.ram.insert(slot.tokens.clone(), snapshot);
+                CacheStats::add(&self.stats.host_parked, 1);
+                CacheStats::add(&self.stats.host_evictions, evicted);
+                self.stats.host_bytes.store(self.ram.bytes(), Ordering::Relaxed);
+            }
+            Err(e) => tracing::warn!("prompt cache: cannot park a sequence in RAM: {e}"),
+        }
+    }
+
+    /// Makes slot `target` hold the first `source.len()` tokens of `prompt` from `source` and
+    /// returns how many it holds. A RAM or disk snapshot that fails its checks is dropped and
+    /// the best sequence is taken instead.
+    fn take_prefix(
         &mut self,
         backend: &mut dyn Backend,
         target: usize,
         prompt: &[TokenId],
+        source: Source,
     ) -> Result<usize, EngineError> {
-        let (best, len) = (0..self.slots.len())
-            .map(|i| {
-                let slot = &self.slots[i];
-                (
-                    i,
-                    self.reusable(common_prefix(&slot.tokens, prompt).min(slot.exact), prompt),
-                )
-            })
-            // On a tie, the target itself: truncating is cheaper than copying.
-            .max_by_key(|&(i, len)| (len, i == target))
-            .expect("invariant: there is at least one slot");
         let seq = self.slots[target].seq;
-        let reused = if len == 0 {
-            Err(())
-        } else if best == target {
-            let extra = self.slots[target].tokens.len() - len;
-            backend.seq_rm_last(seq, extra).map_err(|_| ())
-        } else {
-            backend
-                .seq_copy(self.slots[best].seq, seq, len)
-                .map_err(|_| ())
-        };
-        let slot = &mut self.slots[target];
-        if reused.is_ok() {
-            slot.tokens = prompt[..len].to_vec();
-            slot.exact = len;
-            return Ok(len);
-        }
-        if !slot.tokens.is_empty() {
-            backend.seq_rm(seq)?;
-            slot.tokens.clear();
-        }
-        slot.exact = 0;
-        Ok(0)
-    }
-
-    /// `shared` tokens of `prompt` cut to what may be reused: whole blocks, leaving at least
-    /// the prompt's last token to evaluate.
-    fn reusable(&self, shared: usize, prompt: &[TokenId]) -> usize {
-        let block = self.config.prefill_chunk;
-        (shared.min(prompt.len().saturating_sub(1)) / block) * block
-    }
-
-    /// Restores the disk snapshot sharing the longest prefix with `prompt` into slot `target`
-    /// when it beats the `cached` RAM prefix; returns the restored length. A snapshot that
-    /// fails its checks is removed and the RAM prefix is taken again.
-    fn restore_from_disk(
-        &mut self,
-        backend: &mut dyn Backend,
-        target: usize,
-        prompt: &[TokenId],
-        cached: usize,
-    ) -> Result<Option<usize>, EngineError> {
-        let block = self.config.prefill_chunk;
-        let limit = self.reusable(prompt.len(), prompt);
-        let Some(disk) = self.disk.as_mut() else {
-            return Ok(None);
-        };
-        let Some((path, shared)) = disk.best(prompt, limit, cached + DISK_MIN_GAIN) else {
-            return Ok(None);
-        };
-        // Snapshots hold whole blocks only; cut the shared part to whole blocks too.
-        let len = shared / block * block;
-        if len <= cached {
-            return Ok(None);
-        }
-        let seq = self.slots[target].seq;
-        let restored = disk
-            .load(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| {
-                // Clear the target first: restoring over old cells is what makes a restore
-                // slower than it needs to be.
-                let _ = backend.seq_rm(seq);
-                backend.kv_unpack(seq, &bytes).map_err(|e| e.to_string())?;
-                let held = backend.seq_tokens(seq).map_err(|e| e.to_string())?;
-                backend
-                    .seq_rm_last(seq, held.len() - len)
+        let len = source.len();
+        let from_a_tier = matches!(source, Source::Ram(..) | Source::Disk(..));
+        let taken = match source {
+            Source::Own(_) => self.cut(backend, target, len).map(|()| "sequence"),
+            Source::Copy(src, _) => backend
+                .seq_copy(self.slots[src].seq, seq, len)
+                .map(|()| "sequence")
+                .map_err(|e| e.to_string()),
+            Source::Ram(index, _) => {
+                let restored = restore(backend, seq, self.ram.get(index), len);
+                if restored.is_err() {
+                    self.ram.remove(index);
+                    self.stats.host_bytes.store(self.ram.bytes(), Ordering::Relaxed);
+                    CacheStats::add(&self.stats.rejects, 1);
+                }
+                restored.map(|()| "ram")
+            }
+            Source::Disk(path, _) => {
+                let disk = self.disk.as_mut().expect("invariant: a disk source has a disk");
+                let restored = disk
+                    .load(&path)
                     .map_err(|e| e.to_string())
-            });
-        match restored {
-            Ok(()) => {
-                self.slots[target].tokens = prompt[..len].to_vec();
-                self.slots[target].exact = len;
-                CacheStats::add(&self.stats.hits_disk, 1);
-                CacheStats::add(&self.stats.restored_tokens, len as u64);
-                Ok(Some(len))
+                    .and_then(|bytes| restore(backend, seq, &bytes, len));
+                if let Err(reason) = &restored {
+                    tracing::warn!(path = %path.display(), %reason, "prompt cache snapshot rejected");
+                    disk.reject(&path);
+                }
+                restored.map(|()| "disk")
             }
-            Err(reason) => {
-                tracing::warn!(path = %path.display(), %reason, "prompt cache snapshot rejected");
-                disk.reject(&path);
-                let _ = backend.seq_rm(seq);
-                self.slots[target].tokens.clear();
-                self.slots[target].exact = 0;
-                self.reuse_prefix(backend, target, prompt).map(|_| None)
+        };
+        let tier = match taken {
+            Ok(tier) => tier,
+            Err(reason) if !from_a_tier => {
+                return Err(EngineError::Backend(BackendError::InvalidArgument {
+                    op: "prompt cache",
+                    reason,
+                }))
             }
+            Err(_) => "failed",
+        };
+        if tier == "failed" {
+            // The target's cells are unknown now: start it empty, then take the best prefix a
+            // sequence still holds.
+            backend.seq_rm(seq)?;
+            self.slots[target].tokens.clear();
+            let fallback = match (0..self.slots.len())
+                .map(|i| (i, common_prefix(&self.slots[i].tokens, prompt)))
+                .max_by_key(|&(_, len)| len)
+            {
+                Some((src, len)) if len > 0 && src != target => Source::Copy(src, len),
+                _ => Source::Own(0),
+            };
+            return self.take_prefix(backend, target, prompt, fallback);
         }
+        self.slots[target].tokens = prompt[..len].to_vec();
+        let counter = match (len, tier) {
+            (0, _) => &self.stats.misses,
+            (_, "ram") => &self.stats.hits_host,
+            (_, "disk") => &self.stats.hits_disk,
+            _ => &self.stats.hits_ram,
+        };
+        CacheStats::add(counter, 1);
+        if tier != "sequence" {
+            CacheStats::add(&self.stats.restored_tokens, len as u64);
+        }
+        Ok(len)
     }
 
-    /// Saves the slot's exactly reusable prefix (its whole prompt blocks) to the disk cache
-    /// when it is long and new enough, then runs `then`: right away, or on the cache's writer
-    /// thread once the file is written. The sequence is cut to that prefix first: nothing
-    /// after it could be reused exactly anyway.
+    /// Cuts slot `index`'s sequence to its first `len` tokens.
+    fn cut(&mut self, backend: &mut dyn Backend, index: usize, len: usize) -> Result<(), String> {
+        let slot = &mut self.slots[index];
+        let extra = slot.tokens.len() - len;
+        if extra == 0 {
+            return Ok(());
+        }
+        let cut = if len == 0 {
+            backend.seq_rm(slot.seq)
+        } else {
+            backend.seq_rm_last(slot.seq, extra)
+        };
+        slot.tokens.truncate(len);
+        cut.map_err(|e| e.to_string())
+    }
+
+    /// Saves the slot's sequence (prompt and answer) to the disk cache when it is long and new
+    /// enough, then runs `then`: right away, or on the cache's writer thread once the file is
+    /// written.
     fn save_to_disk(&mut self, backend: &mut dyn Backend, index: usize, then: Then) {
         let Some(disk) = self.disk.as_mut() else {
             return then();
         };
-        let slot = &mut self.slots[index];
-        let Some(name) = disk.wants(&slot.tokens[..slot.exact]) else {
+        let slot = &self.slots[index];
+        let Some(name) = disk.wants(&slot.tokens) else {
             return then();
         };
-        let extra = slot.tokens.len() - slot.exact;
-        if backend.seq_rm_last(slot.seq, extra).is_err() {
-            return then();
-        }
-        slot.tokens.truncate(slot.exact);
         match backend.kv_pack(slot.seq) {
             Ok(bytes) => disk.save(name, &slot.tokens, bytes, then),
             Err(e) => {
@@ -437,37 +532,48 @@ impl State {
         }
     }
 
-    /// This step's operations: a prompt chunk for sequences still prefilling (within the
-    /// step's prefill budget), a decode for every other live sequence.
+    /// This step's operations: a decode for every sequence whose prompt is in, then prompt
+    /// chunks for the others, shortest remaining prompt first (a short prompt is never held
+    /// behind a long one), within the step's prefill budget. A prompt's last chunk samples the
+    /// first token in the same step.
     fn plan(&self) -> Vec<(SeqId, StepOp)> {
-        let block = self.config.prefill_chunk;
-        let mut budget = self.config.prefill_budget;
-        let mut prefilling = false;
-        let mut ops = Vec::new();
-        for slot in &self.slots {
-            let Some(job) = &slot.job else { continue };
-            if job.fed < job.prompt.len() {
-                // One whole block up to the next block boundary: blocks are never cut, so a
-                // prompt is evaluated in the same batches however its prefill is scheduled.
-                let n = (job.prompt.len() - job.fed).min(block - job.fed % block);
-                if n <= budget || !prefilling {
-                    budget = budget.saturating_sub(n);
-                    prefilling = true;
-                    ops.push((
-                        slot.seq,
-                        StepOp::Prefill(job.prompt[job.fed..job.fed + n].to_vec()),
-                    ));
-                }
-            } else {
-                let op = match job.logprobs {
-                    Some(top) => StepOp::DecodeLogprobs {
-                        sampler: job.sampler,
-                        top,
-                    },
-                    None => StepOp::Decode(job.sampler),
-                };
-                ops.push((slot.seq, op));
+        let mut ops: Vec<(SeqId, StepOp)> = self
+            .slots
+            .iter()
+            .filter_map(|slot| {
+                let job = slot.job.as_ref()?;
+                (!job.prefilling()).then(|| (slot.seq, job.decode_op()))
+            })
+            .collect();
+        let mut budget = if ops.is_empty() {
+            self.config.prefill_budget
+        } else {
+            self.config.prefill_budget_decoding
+        };
+        let mut waiting: Vec<&Slot> = self
+            .slots
+            .iter()
+            .filter(|s| s.job.as_ref().is_some_and(Job::prefilling))
+            .collect();
+        waiting.sort_by_key(|s| {
+            let job = s.job.as_ref().expect("invariant: filtered on live jobs");
+            (job.prompt.len() - job.fed, job.admitted)
+        });
+        for slot in waiting {
+            if budget == 0 {
+                break;
             }
+            let job = slot.job.as_ref().expect("invariant: filtered on live jobs");
+            let rest = job.prompt.len() - job.fed;
+            let n = rest.min(budget);
+            budget -= n;
+            let chunk = job.prompt[job.fed..job.fed + n].to_vec();
+            let op = if n == rest {
+                StepOp::PrefillDecode(chunk, Box::new(job.decode_op()))
+            } else {
+                StepOp::Prefill(chunk)
+            };
+            ops.push((slot.seq, op));
         }
         ops
     }
@@ -480,22 +586,14 @@ impl State {
     ) {
         for ((seq, op), (_, result)) in ops.iter().zip(results) {
             let index = self.slot_index(*seq);
-            let outcome = match (op, result) {
-                (StepOp::Prefill(tokens), _) => {
-                    let block = self.config.prefill_chunk;
-                    let slot = &mut self.slots[index];
-                    slot.tokens.extend_from_slice(tokens);
-                    let job = slot.job.as_mut().expect("invariant: planned jobs are live");
-                    job.fed += tokens.len();
-                    if job.fed % block == 0 && slot.exact + tokens.len() == job.fed {
-                        slot.exact = job.fed;
-                    }
-                    Outcome::Running
-                }
-                (_, result) => match result.token() {
-                    Some(token) => self.on_token(backend, index, token, &result),
-                    None => Outcome::Running,
-                },
+            let slot = &mut self.slots[index];
+            let job = slot.job.as_mut().expect("invariant: planned jobs are live");
+            let prefix = op.prefix();
+            slot.tokens.extend_from_slice(prefix);
+            job.fed += prefix.len();
+            let outcome = match result.token() {
+                Some(token) => self.on_token(index, token, &result),
+                None => Outcome::Running,
             };
             match outcome {
                 Outcome::Running => {}
@@ -505,14 +603,9 @@ impl State {
         }
     }
 
-    fn on_token(
-        &mut self,
-        backend: &mut dyn Backend,
-        index: usize,
-        token: TokenId,
-        result: &StepResult,
-    ) -> Outcome {
+    fn on_token(&mut self, index: usize, token: TokenId, result: &StepResult) -> Outcome {
         let n_ctx = self.n_ctx;
+        let pieces = &self.pieces;
         let slot = &mut self.slots[index];
         slot.tokens.push(token);
         let job = slot.job.as_mut().expect("invariant: planned jobs are live");
@@ -520,21 +613,30 @@ impl State {
         if matches!(result.plain(), StepResult::Token(Decoded::Eog(_))) {
             return Outcome::Finished(FinishReason::Stop, None);
         }
-        let bytes = match backend.detokenize(&[token]) {
+        let piece = |t: TokenId| {
+            pieces
+                .get(t.0 as usize)
+                .ok_or(EngineError::Backend(BackendError::TokenOutOfRange {
+                    token: t,
+                    n_vocab: u32::try_from(pieces.len()).unwrap_or(u32::MAX),
+                }))
+        };
+        let bytes = match piece(token) {
             Ok(bytes) => bytes,
-            Err(e) => return Outcome::Failed(e.into()),
+            Err(e) => return Outcome::Failed(e),
         };
         if let (Some(_), Some(logprobs)) = (job.logprobs, result.logprobs()) {
-            let top: Vec<TokenId> = logprobs.top.iter().map(|t| t.token).collect();
-            match backend.token_pieces(&top) {
-                Ok(pieces) => job
+            let top: Result<Vec<Vec<u8>>, EngineError> =
+                logprobs.top.iter().map(|t| piece(t.token).cloned()).collect();
+            match top {
+                Ok(top) => job
                     .log
-                    .push(ScoredToken::new(logprobs, bytes.clone(), pieces)),
-                Err(e) => return Outcome::Failed(e.into()),
+                    .push(ScoredToken::new(logprobs, bytes.clone(), top)),
+                Err(e) => return Outcome::Failed(e),
             }
         }
-        let piece = job.text.push(&bytes);
-        match job.stop.push(&piece) {
+        let text = job.text.push(bytes);
+        match job.stop.push(&text) {
             StopScan::Stopped { text, stop } => {
                 job.emit_last(text, true);
                 return Outcome::Finished(FinishReason::Stop, Some(stop));
@@ -633,6 +735,26 @@ impl State {
     }
 }
 
+/// Replaces sequence `seq` with `snapshot` and cuts it to its first `len` tokens.
+fn restore(
+    backend: &mut dyn Backend,
+    seq: SeqId,
+    snapshot: &[u8],
+    len: usize,
+) -> Result<(), String> {
+    // Clear the target first: restoring over old cells is what makes a restore slower than it
+    // needs to be.
+    let _ = backend.seq_rm(seq);
+    backend.kv_unpack(seq, snapshot).map_err(|e| e.to_string())?;
+    let held = backend.seq_tokens(seq).map_err(|e| e.to_string())?;
+    if held.len() < len {
+        return Err(format!("the snapshot holds {} tokens, not {len}", held.len()));
+    }
+    backend
+        .seq_rm_last(seq, held.len() - len)
+        .map_err(|e| e.to_string())
+}
+
 fn send_text(events: &UnboundedSender<GenEvent>, text: String) {
     if !text.is_empty() {
         let _ = events.send(GenEvent::Text(text));
@@ -644,6 +766,16 @@ fn scan_parts(scan: StopScan) -> (String, Option<String>) {
         StopScan::Continue(text) => (text, None),
         StopScan::Stopped { text, stop } => (text, Some(stop)),
     }
+}
+
+/// Every token's bytes, by id, read from the backend in one call.
+///
+/// # Errors
+///
+/// The backend cannot detokenize its own vocabulary.
+pub(crate) fn token_pieces(backend: &dyn Backend) -> Result<Arc<[Vec<u8>]>, EngineError> {
+    let all: Vec<TokenId> = (0..backend.info().n_vocab).map(TokenId).collect();
+    Ok(backend.token_pieces(&all)?.into())
 }
 
 /// Greedy decoding without bias, penalties or grammar needs no sampler of its own.
@@ -673,16 +805,18 @@ mod tests {
             .with_n_ctx(1024);
         let mut backend = StubBackend::new(&config).expect("stub");
         let engine_config = EngineConfig {
-            prefill_chunk: 32,
-            prefill_budget: 32,
+            prefill_budget: 64,
+            prefill_budget_decoding: 32,
             ..EngineConfig::default()
         };
         let inflight = Arc::new(AtomicUsize::new(2));
+        let pieces = token_pieces(&backend).expect("pieces");
         let mut state = State::new(
             &backend,
             engine_config,
             Arc::clone(&inflight),
             Arc::default(),
+            pieces,
         );
         let (a_events, _a_rx) = unbounded_channel();
         state.enqueue(Pending {
@@ -694,8 +828,7 @@ mod tests {
             events: a_events,
             ticket: Ticket::new(Arc::clone(&inflight)),
         });
-        // A prefills, then decodes.
-        state.tick(&mut backend);
+        // A's whole prompt and its first token in one step.
         state.tick(&mut backend);
         let generated = |s: &State, i: usize| s.slots[i].job.as_ref().map_or(0, |j| j.generated);
         assert_eq!(generated(&state, 0), 1);
@@ -710,14 +843,54 @@ mod tests {
             events: b_events,
             ticket: Ticket::new(Arc::clone(&inflight)),
         });
-        // 300 prompt tokens in chunks of 32: ten steps, and A decodes in every one of them.
+        // 300 prompt tokens, 32 a step while A decodes: ten steps, and A decodes in every one;
+        // B's last chunk samples its first token.
         for step in 1..=10 {
             state.tick(&mut backend);
             assert_eq!(generated(&state, 0), 1 + step, "A decoded in step {step}");
             let fed = state.slots[1].job.as_ref().expect("B is live").fed;
             assert_eq!(fed, (32 * step as usize).min(300));
         }
+        assert_eq!(generated(&state, 1), 1, "B's first token came with its last chunk");
+    }
+
+    #[test]
+    fn a_short_prompt_is_not_held_behind_a_long_one() {
+        let config = BackendConfig::new("stub")
+            .with_n_seq_max(2)
+            .with_n_ctx(1024);
+        let mut backend = StubBackend::new(&config).expect("stub");
+        let engine_config = EngineConfig {
+            prefill_budget: 64,
+            prefill_budget_decoding: 64,
+            ..EngineConfig::default()
+        };
+        let inflight = Arc::new(AtomicUsize::new(2));
+        let pieces = token_pieces(&backend).expect("pieces");
+        let mut state = State::new(&backend, engine_config, Arc::clone(&inflight), Arc::default(), pieces);
+        let mut streams = Vec::new();
+        for len in [500, 10] {
+            let (events, rx) = unbounded_channel();
+            streams.push(rx);
+            state.enqueue(Pending {
+                request: GenerateRequest {
+                    prompt: (0..len).map(|i| TokenId(50 + i % 200)).collect(),
+                    sampler: no_eog(),
+                    ..GenerateRequest::default()
+                },
+                events,
+                ticket: Ticket::new(Arc::clone(&inflight)),
+            });
+        }
         state.tick(&mut backend);
-        assert_eq!(generated(&state, 1), 1, "B decodes once its prompt is in");
+        let job = |len: usize| {
+            state
+                .slots
+                .iter()
+                .find_map(|s| s.job.as_ref().filter(|j| j.prompt.len() == len))
+                .expect("live")
+        };
+        assert_eq!(job(10).generated, 1, "the short prompt answered in the first step");
+        assert_eq!(job(500).fed, 54, "the long one got the rest of the budget");
     }
 }

@@ -51,11 +51,13 @@ impl Engine {
         config.validate()?;
         let inflight = Arc::new(AtomicUsize::new(0));
         let cache_stats = Arc::new(CacheStats::default());
+        let pieces = crate::scheduler::token_pieces(backend.as_ref())?;
         let state = State::new(
             backend.as_ref(),
             config,
             Arc::clone(&inflight),
             Arc::clone(&cache_stats),
+            pieces,
         );
         let (live, queued) = state.capacity();
         let info = Arc::new(backend.info().clone());

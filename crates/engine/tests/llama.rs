@@ -130,10 +130,11 @@ fn a_reused_conversation_prefix_gives_the_cold_answer() {
         ..GenerateRequest::default()
     };
     let (reused, done) = collect(warm.submit(request.clone()).expect("submit"));
-    assert_eq!(
-        done.usage.cached_tokens as usize,
-        first.len() / 64 * 64,
-        "the first prompt's whole 64-token blocks are reused"
+    assert!(
+        done.usage.cached_tokens as usize >= first.len(),
+        "the first prompt and the answer's shared tokens are reused: {} of {}",
+        done.usage.cached_tokens,
+        first.len()
     );
     let cold = engine(2);
     let (fresh, done) = collect(cold.submit(request).expect("submit"));
@@ -226,8 +227,8 @@ fn a_restarted_engine_restores_the_prompt_from_disk_and_answers_as_cold() {
     let (text, done) = collect(second.submit(request).expect("submit"));
     assert_eq!(
         done.usage.cached_tokens as usize,
-        (prompt.len() - 1) / 64 * 64,
-        "the prompt's whole blocks are restored from disk"
+        prompt.len(),
+        "the whole prompt is restored from disk"
     );
     assert_eq!(
         second

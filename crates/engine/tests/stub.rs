@@ -213,37 +213,112 @@ fn a_request_cancelled_while_queued_frees_its_queue_slot_at_once() {
 
 #[test]
 fn a_reused_prefix_is_reported_and_changes_nothing() {
-    // Blocks of 4 tokens: reuse comes in whole blocks of the shared prompt.
-    let engine = engine(
-        2,
-        EngineConfig {
-            prefill_chunk: 4,
-            ..EngineConfig::default()
-        },
-    );
-    let blocks = |n: usize| n / 4 * 4;
+    // Reuse is token-granular: every shared prompt token, and the answer's tokens too.
+    let engine = engine(2, EngineConfig::default());
     let base = "A long shared conversation prefix that repeats";
     let (_, first) = collect(engine.submit(request(base, 8)).expect("submit"));
     assert_eq!(first.usage.cached_tokens, 0);
     let longer = format!("{base} and then goes on");
+    let shared = prompt(base)
+        .iter()
+        .zip(prompt(&longer))
+        .take_while(|(a, b)| **a == *b)
+        .count();
     let (text, done) = collect(engine.submit(request(&longer, 30)).expect("submit"));
     assert_eq!(
-        done.usage.cached_tokens as usize,
-        blocks(prompt(base).len()),
-        "the shared prompt's whole blocks are reused"
+        done.usage.cached_tokens as usize, shared,
+        "every shared prompt token is reused"
     );
     assert_eq!(
         text,
         alone(&longer, 30).0,
         "reuse must not change the output"
     );
-    // The same prompt again reuses its whole blocks, short of its last token.
+    // The same prompt again: all of it is cached, and the answer is the same.
     let (again, done) = collect(engine.submit(request(&longer, 30)).expect("submit"));
     assert_eq!(again, text);
-    assert_eq!(
-        done.usage.cached_tokens as usize,
-        blocks(prompt(&longer).len() - 1)
+    assert_eq!(done.usage.cached_tokens as usize, prompt(&longer).len());
+}
+
+#[test]
+fn a_follow_up_turn_reuses_the_previous_answer() {
+    let engine = engine(1, EngineConfig::default());
+    let question = prompt("Tell me a story");
+    let (answer, first) = collect(
+        engine
+            .submit(GenerateRequest {
+                prompt: question.clone(),
+                max_tokens: Some(12),
+                sampler: no_eog(),
+                ..GenerateRequest::default()
+            })
+            .expect("submit"),
     );
+    assert_eq!(first.usage.completion_tokens, 12);
+    // The next turn's prompt holds the question, the answer's tokens and a new question.
+    let mut next = question.clone();
+    let answer_tokens = prompt(&answer);
+    next.extend(&answer_tokens);
+    next.extend(prompt(" and then?"));
+    let (text, done) = collect(
+        engine
+            .submit(GenerateRequest {
+                prompt: next.clone(),
+                max_tokens: Some(12),
+                sampler: no_eog(),
+                ..GenerateRequest::default()
+            })
+            .expect("submit"),
+    );
+    assert!(
+        done.usage.cached_tokens as usize > question.len(),
+        "generated tokens are reused too: {} cached of {}",
+        done.usage.cached_tokens,
+        next.len()
+    );
+    let cold = engine_cold_answer(&next, 12);
+    assert_eq!(text, cold, "reuse must not change the output");
+}
+
+/// The answer of a fresh engine to `prompt`, greedy without end-of-generation tokens.
+fn engine_cold_answer(prompt: &[TokenId], max_tokens: u32) -> String {
+    let engine = engine(1, EngineConfig::default());
+    let (text, done) = collect(
+        engine
+            .submit(GenerateRequest {
+                prompt: prompt.to_vec(),
+                max_tokens: Some(max_tokens),
+                sampler: no_eog(),
+                ..GenerateRequest::default()
+            })
+            .expect("submit"),
+    );
+    assert_eq!(done.usage.cached_tokens, 0);
+    text
+}
+
+#[test]
+fn a_prefix_pushed_out_of_every_sequence_comes_back_from_the_ram_tier() {
+    let engine = engine(1, EngineConfig::default());
+    let long = "A long system prompt that many later requests share, word for word, \
+                again and again, so it is worth keeping in memory between them";
+    let (_, first) = collect(engine.submit(request(long, 4)).expect("submit"));
+    assert_eq!(first.usage.cached_tokens, 0);
+    // An unrelated request takes the only sequence: the long prefix is parked in RAM.
+    let (_, other) = collect(engine.submit(request("Something else entirely", 4)).expect("submit"));
+    assert_eq!(other.usage.cached_tokens, 0);
+    let follow = format!("{long} and a question");
+    let (text, done) = collect(engine.submit(request(&follow, 12)).expect("submit"));
+    let shared = prompt(long)
+        .iter()
+        .zip(prompt(&follow))
+        .take_while(|(a, b)| **a == *b)
+        .count();
+    assert_eq!(done.usage.cached_tokens as usize, shared);
+    let stats = engine.cache_stats();
+    assert_eq!(stats.hits_host.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert!(stats.host_bytes.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    assert_eq!(text, alone(&follow, 12).0, "a restore changes nothing");
 }
 
 #[test]
@@ -326,11 +401,11 @@ fn invalid_requests_name_the_field() {
     let err = engine.submit(request("hi", 0)).expect_err("max_tokens 0");
     assert!(err.to_string().contains("max_tokens"), "{err}");
     let bad = EngineConfig {
-        prefill_chunk: 0,
+        prefill_budget: 0,
         ..EngineConfig::default()
     };
     let err = Engine::start(Box::new(stub(1, 64)), bad).expect_err("bad config");
-    assert!(err.to_string().contains("prefill_chunk"), "{err}");
+    assert!(err.to_string().contains("prefill_budget"), "{err}");
 }
 
 #[tokio::test]

@@ -1,6 +1,12 @@
 //! The only `unsafe` in wick: raw per-sequence KV state bytes, which `llama-cpp-2` exposes only
-//! as unsafe functions (its safe `SeqState` is opaque and cannot be written to disk).
+//! as unsafe functions (its safe `SeqState` is opaque and cannot be written to disk), and the
+//! switch to ggml's batch-invariant CPU kernels, which llama.cpp does not expose at all.
 #![allow(unsafe_code)]
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+use llama_cpp_sys_2 as sys;
 
 use llama_cpp_2::context::session::LlamaStateSeqFlags;
 use llama_cpp_2::context::LlamaContext;
@@ -28,4 +34,142 @@ pub(crate) fn set_seq_state_bytes(ctx: &mut LlamaContext<'_>, seq: i32, bytes: &
     // context of the same model and layout (checked by the caller's envelope), which is the
     // precondition of `llama_state_seq_set_data_ext`.
     unsafe { ctx.state_seq_set_data_ext(bytes, seq, LlamaStateSeqFlags::empty()) }
+}
+
+/// The head of ggml's `struct ggml_backend_device_i` (`ggml/src/ggml-backend-impl.h` in the
+/// llama.cpp that llama-cpp-sys-2 0.1.161 vendors, pinned in the workspace): the function
+/// pointers up to `init_backend`, in their declared order. A `ggml_backend_device` starts
+/// with this table, by value.
+#[repr(C)]
+struct DeviceIfaceHead {
+    get_name: Option<unsafe extern "C" fn(sys::ggml_backend_dev_t) -> *const std::ffi::c_char>,
+    get_description:
+        Option<unsafe extern "C" fn(sys::ggml_backend_dev_t) -> *const std::ffi::c_char>,
+    get_memory: Option<unsafe extern "C" fn(sys::ggml_backend_dev_t, *mut usize, *mut usize)>,
+    get_type: Option<unsafe extern "C" fn(sys::ggml_backend_dev_t) -> sys::ggml_backend_dev_type>,
+    get_props: Option<unsafe extern "C" fn(sys::ggml_backend_dev_t, *mut std::ffi::c_void)>,
+    init_backend: Option<InitBackend>,
+}
+
+type InitBackend =
+    unsafe extern "C" fn(sys::ggml_backend_dev_t, *const std::ffi::c_char) -> sys::ggml_backend_t;
+
+/// The CPU device's own `init_backend`, saved before [`install_kernel_switch`] replaces it.
+static ORIGINAL_INIT: OnceLock<InitBackend> = OnceLock::new();
+
+/// Whether the hook is in place (decided once per process).
+static INSTALLED: OnceLock<bool> = OnceLock::new();
+
+thread_local! {
+    /// Whether CPU backends created on this thread use ggml's reference kernels.
+    static USE_REF: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `create` (which creates a llama.cpp context on this thread) so that the CPU backend
+/// the context creates uses ggml's reference kernels when `use_ref` is true (and the switch is
+/// available: [`kernel_switch_available`]).
+///
+/// llama.cpp creates its CPU backend inside `llama_init_from_model` and never hands it out, so
+/// ggml's `ggml_backend_cpu_set_use_ref` cannot be called on it afterwards. Instead, wick
+/// installs (once per process) a hook in the CPU device's `init_backend`: it calls the
+/// original and then switches the new backend to reference kernels when the creating thread
+/// asked for them. When the hook cannot be installed (a ggml whose device table does not look
+/// as expected), nothing is changed and `create` runs with the default kernels.
+pub(crate) fn with_cpu_kernels<R>(use_ref: bool, create: impl FnOnce() -> R) -> R {
+    let on = use_ref && install_kernel_switch();
+    let previous = USE_REF.with(|flag| flag.replace(on));
+    let result = create();
+    USE_REF.with(|flag| flag.set(previous));
+    result
+}
+
+/// Whether the reference-kernel switch is (or can be) in place in this process.
+pub(crate) fn kernel_switch_available() -> bool {
+    install_kernel_switch()
+}
+
+/// ggml's version and commit, as its build recorded them.
+pub(crate) fn ggml_version() -> String {
+    let text = |p: *const std::ffi::c_char| {
+        if p.is_null() {
+            String::from("unknown")
+        } else {
+            // SAFETY: ggml returns pointers to static NUL-terminated strings it compiled in.
+            unsafe { std::ffi::CStr::from_ptr(p) }
+                .to_string_lossy()
+                .into_owned()
+        }
+    };
+    // SAFETY: both functions take nothing and return static strings (or null, handled above).
+    let (version, commit) = unsafe { (sys::ggml_version(), sys::ggml_commit()) };
+    format!("{} ({})", text(version), text(commit))
+}
+
+unsafe extern "C" fn init_backend_hook(
+    dev: sys::ggml_backend_dev_t,
+    params: *const std::ffi::c_char,
+) -> sys::ggml_backend_t {
+    let Some(&original) = ORIGINAL_INIT.get() else {
+        return std::ptr::null_mut();
+    };
+    // SAFETY: `original` is the CPU device's own `init_backend`, read from its table before the
+    // hook replaced it; ggml calls this hook with the same arguments it would have passed it.
+    let backend = unsafe { original(dev, params) };
+    if !backend.is_null() && USE_REF.with(Cell::get) {
+        // SAFETY: `backend` was just created by the CPU device's `init_backend`, so it is a
+        // live CPU backend (`ggml_backend_cpu_set_use_ref` asserts `ggml_backend_is_cpu`), and
+        // nothing else holds it yet.
+        unsafe { sys::ggml_backend_cpu_set_use_ref(backend, true) };
+    }
+    backend
+}
+
+/// Replaces the CPU device's `init_backend` with [`init_backend_hook`], once per process, after
+/// checking that the device table is laid out as [`DeviceIfaceHead`] says. Returns whether the
+/// hook is in place.
+fn install_kernel_switch() -> bool {
+    *INSTALLED.get_or_init(|| {
+            // SAFETY: the registry calls take no arguments we own and return ggml's static CPU
+            // device (or null, checked).
+            let dev = unsafe {
+                sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU)
+            };
+            if dev.is_null() {
+                return false;
+            }
+            let head = dev.cast::<DeviceIfaceHead>();
+            // SAFETY: a `ggml_backend_device` begins with its `ggml_backend_device_i` table by
+            // value, whose first six members are the function pointers of `DeviceIfaceHead`
+            // (same order, same C ABI). Before trusting that layout, two members are checked
+            // against ggml's public accessors, which read the same table: `get_name` must
+            // return the very pointer `ggml_backend_dev_name` returns and `get_type` must say
+            // CPU. Only then is `init_backend` read and replaced; the CPU device is a mutable
+            // static of ggml's that lives for the process, and the write happens once
+            // (`OnceLock`), before this process creates a context with reference kernels.
+            unsafe {
+                let table = &mut *head;
+                let (Some(get_name), Some(get_type), Some(init)) =
+                    (table.get_name, table.get_type, table.init_backend)
+                else {
+                    return false;
+                };
+                let same_name = get_name(dev) == sys::ggml_backend_dev_name(dev);
+                let is_cpu = get_type(dev)
+                    == sys::GGML_BACKEND_DEVICE_TYPE_CPU
+                    && sys::ggml_backend_dev_type(dev)
+                        == sys::GGML_BACKEND_DEVICE_TYPE_CPU;
+                if !same_name || !is_cpu {
+                    tracing::warn!(
+                        "ggml's CPU device table is not laid out as expected: \
+                         deterministic kernels are off"
+                    );
+                    return false;
+                }
+                // The original is saved before the table points at the hook, so the hook always
+                // finds it.
+                let _ = ORIGINAL_INIT.set(init);
+                table.init_backend = Some(init_backend_hook);
+                true
+            }
+        })
 }

@@ -209,9 +209,11 @@ fn save_all(worker: &Worker<'_>) -> Vec<(i32, Vec<u8>)> {
 
 fn new_worker(model: &LlamaModel, state: State, saved: Vec<(i32, Vec<u8>)>) -> Result<Worker<'_>> {
     let params = crate::load::context_params(&state.config, state.info.n_ctx);
-    let ctx = model
-        .new_context(crate::load::runtime()?, params)
-        .map_err(|e| BackendError::Load {
+    let runtime = crate::load::runtime()?;
+    let ctx = crate::ffi::with_cpu_kernels(state.info.deterministic, || {
+        model.new_context(runtime, params)
+    })
+    .map_err(|e| BackendError::Load {
             path: state.config.model_path.clone(),
             reason: format!(
                 "cannot create a context of {} tokens × {} sequences: {e}",

@@ -7,7 +7,7 @@ use llama_cpp_2::context::params::{LlamaContextParams, LlamaPoolingType};
 use llama_cpp_2::llama_backend::LlamaBackend as LlamaRuntime;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
-use wick_backend::{BackendConfig, BackendError, ModelInfo};
+use wick_backend::{BackendConfig, BackendError, KernelMode, ModelInfo};
 
 /// llama.cpp's global state (`llama_backend_init`) may be set up once per process, so it is the
 /// one process-wide value wick keeps; every model shares it.
@@ -26,9 +26,23 @@ pub(crate) fn runtime() -> Result<&'static LlamaRuntime, BackendError> {
         })
 }
 
+/// Whether `config` asks for ggml's batch-invariant CPU kernels and gets them: a CPU-only
+/// model (GPU kernels are not batch-invariant) in a process where the switch could be put in.
+pub(crate) fn deterministic(config: &BackendConfig) -> bool {
+    config.kernels == KernelMode::Deterministic
+        && config.n_gpu_layers == 0
+        && crate::ffi::kernel_switch_available()
+}
+
 pub(crate) fn load_model(config: &BackendConfig) -> Result<LlamaModel, BackendError> {
     crate::gguf::check_gguf(&config.model_path)?;
-    let params = LlamaModelParams::default().with_n_gpu_layers(config.n_gpu_layers);
+    let mut params = std::pin::pin!(LlamaModelParams::default().with_n_gpu_layers(config.n_gpu_layers));
+    if deterministic(config) {
+        // Every weight in ggml's plain CPU buffers: the repacked layouts (Q4_0, Q4_K, Q8_0, …
+        // "CPU_REPACK") run tiled GEMM kernels outside the reference switch, whose sums depend
+        // on the batch's row count.
+        params.as_mut().add_cpu_buft_override(c".*");
+    }
     LlamaModel::load_from_file(runtime()?, &config.model_path, &params).map_err(|e| {
         BackendError::Load {
             path: config.model_path.clone(),
@@ -56,10 +70,12 @@ fn threads(config: &BackendConfig) -> i32 {
 
 /// The generation context: `n_seq_max` sequences decoding in one batch, each with its own KV
 /// stream (not one unified cache): a sequence's attention then never spans cells of other
-/// sequences, so its greedy output does not depend on which requests share the context.
+/// sequences. Flash attention is on: with the reference kernels its per-row sums are the same
+/// whatever the batch (the tiled and split-KV paths are what vary).
 pub(crate) fn context_params(config: &BackendConfig, n_ctx: u32) -> LlamaContextParams {
     let total = n_ctx.saturating_mul(config.n_seq_max);
     LlamaContextParams::default()
+        .with_flash_attention_policy(llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED)
         .with_n_ctx(NonZeroU32::new(total))
         .with_n_batch(config.n_batch)
         .with_n_ubatch(config.n_batch)
@@ -107,6 +123,14 @@ pub(crate) fn model_info(config: &BackendConfig, model: &LlamaModel) -> ModelInf
         .chat_template(None)
         .ok()
         .and_then(|t| t.to_string().ok());
+    info.deterministic = deterministic(config);
+    let mode = if info.deterministic {
+        KernelMode::Deterministic
+    } else {
+        KernelMode::Fast
+    };
+    let device = if config.n_gpu_layers == 0 { "cpu" } else { "gpu" };
+    info.build = format!("llama.cpp ggml {} {device} {mode}", crate::ffi::ggml_version());
     info
 }
 
@@ -114,13 +138,14 @@ pub(crate) fn model_info(config: &BackendConfig, model: &LlamaModel) -> ModelInf
 pub(crate) fn fingerprint(config: &BackendConfig, info: &ModelInfo) -> String {
     let file_len = std::fs::metadata(&config.model_path).map_or(0, |m| m.len());
     format!(
-        "llama:v1:{}:{}:file={file_len}:params={}:vocab={}:layers={}:embd={}:ctx={}",
+        "llama:v1:{}:{}:file={file_len}:params={}:vocab={}:layers={}:embd={}:ctx={}:build={}",
         info.architecture,
         info.name,
         info.n_params,
         info.n_vocab,
         info.n_layer,
         info.n_embd,
-        info.n_ctx
+        info.n_ctx,
+        info.build
     )
 }

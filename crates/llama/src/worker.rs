@@ -115,6 +115,26 @@ impl Worker<'_> {
                     outputs: Outputs::None,
                 })
             }
+            StepOp::PrefillDecode(tokens, decode) => {
+                op.check_shape()?;
+                check_range(tokens, self.state.info.n_vocab)?;
+                self.state.samplers.check(decode.sampler())?;
+                self.check_fits(seq, history.len() + tokens.len() + 1)?;
+                // The old last token and every new one go in; the last new one's logits give
+                // the first sampled token.
+                let start = history.len().saturating_sub(1);
+                let feed = history[start..]
+                    .iter()
+                    .chain(tokens)
+                    .map(|&t| to_llama(t))
+                    .collect();
+                Ok(Pass {
+                    seq: seq_i32(index),
+                    start,
+                    tokens: feed,
+                    outputs: Outputs::Last,
+                })
+            }
             decode => {
                 let Some(&last) = history.last() else {
                     return Err(BackendError::EmptyInput {
@@ -166,6 +186,7 @@ impl Worker<'_> {
                     StepResult::Prefilled
                 }
                 (_, Some((t, logprobs))) => {
+                    self.state.seqs[seq.0 as usize].extend_from_slice(op.prefix());
                     let result = self.append_decoded(seq.0 as usize, t);
                     match logprobs {
                         Some(l) => StepResult::WithLogprobs(Box::new(result), l),
@@ -360,10 +381,12 @@ impl Worker<'_> {
         self.check_fits(SeqId(0), tokens.len())?;
         if self.embed_ctx.is_none() {
             let params = crate::load::embedding_params(&self.state.config, self.state.info.n_ctx);
-            let ctx = self
-                .model
-                .new_context(crate::load::runtime()?, params)
-                .map_err(|e| BackendError::Decode {
+            let runtime = crate::load::runtime()?;
+            let model = self.model;
+            let ctx = crate::ffi::with_cpu_kernels(self.state.info.deterministic, || {
+                model.new_context(runtime, params)
+            })
+            .map_err(|e| BackendError::Decode {
                     reason: format!("cannot create the embedding context: {e}"),
                 })?;
             self.embed_ctx = Some(ctx);

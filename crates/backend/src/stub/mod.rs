@@ -325,9 +325,20 @@ impl Backend for StubBackend {
         crate::check_distinct(ops)?;
         let indices = ops
             .iter()
-            .map(|(seq, op)| match op {
-                StepOp::Prefill(tokens) => self.check_prefill(*seq, tokens),
-                decode => self.check_decode(*seq, decode.sampler()),
+            .map(|(seq, op)| {
+                op.check_shape()?;
+                match op {
+                    StepOp::Prefill(tokens) => self.check_prefill(*seq, tokens),
+                    StepOp::PrefillDecode(tokens, decode) => {
+                        let i = self.check_prefill(*seq, tokens)?;
+                        if let Some(s) = decode.sampler() {
+                            self.sampler(s)?;
+                        }
+                        self.fits(*seq, self.seqs[i].len() + tokens.len() + 1)?;
+                        Ok(i)
+                    }
+                    decode => self.check_decode(*seq, decode.sampler()),
+                }
             })
             .collect::<Result<Vec<usize>>>()?;
         let mut staged = HashMap::new();
@@ -337,6 +348,8 @@ impl Backend for StubBackend {
             .map(|((_, op), &i)| match op {
                 StepOp::Prefill(tokens) => Ok(Planned::Prefill(tokens)),
                 decode => {
+                    // The prompt's last chunk goes in before its first token is sampled.
+                    self.seqs[i].extend(decode.prefix());
                     let token = self.sample_next(i, decode.sampler(), &mut staged)?;
                     let logprobs = decode.logprobs().map(|top| self.logprobs(i, token, top));
                     Ok(Planned::Decode(token, logprobs))

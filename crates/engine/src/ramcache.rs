@@ -1,0 +1,196 @@
+//! The RAM tier of the prompt cache: sequence states (`kv_pack` snapshots) of prefixes that no
+//! sequence holds any more, kept in host memory within a byte budget (llama-server's
+//! `--cache-ram`). When the scheduler gives a sequence to a request that shares little with
+//! what it holds, the old content is parked here first; a later request sharing it restores it
+//! with `kv_unpack` instead of a prefill.
+//!
+//! Entries are found by their longest common token prefix with a prompt. A linear scan is
+//! enough here: the budget bounds the entries to tens or hundreds, each compared only as far as
+//! it shares a prefix.
+
+use wick_types::TokenId;
+
+use crate::diskcache::common_prefix;
+
+/// One parked sequence.
+#[derive(Debug)]
+struct Entry {
+    tokens: Vec<TokenId>,
+    snapshot: Vec<u8>,
+    last_used: u64,
+}
+
+/// Parked sequence states, least recently used evicted first.
+#[derive(Debug)]
+pub(crate) struct RamCache {
+    entries: Vec<Entry>,
+    bytes: u64,
+    budget: u64,
+    clock: u64,
+}
+
+impl RamCache {
+    /// An empty tier holding at most `budget` bytes of snapshots.
+    pub(crate) fn new(budget: u64) -> Self {
+        RamCache {
+            entries: Vec::new(),
+            bytes: 0,
+            budget,
+            clock: 0,
+        }
+    }
+
+    /// Whether the tier keeps anything at all.
+    pub(crate) fn enabled(&self) -> bool {
+        self.budget > 0
+    }
+
+    /// Bytes held now.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Whether some entry already holds `tokens` (or a longer sequence starting with them).
+    pub(crate) fn covers(&self, tokens: &[TokenId]) -> bool {
+        self.entries.iter().any(|e| e.tokens.starts_with(tokens))
+    }
+
+    /// The entry sharing the longest prefix with `prompt` (at most `limit` tokens), when that
+    /// prefix is longer than `better_than`: its index and the shared length.
+    pub(crate) fn best(
+        &self,
+        prompt: &[TokenId],
+        limit: usize,
+        better_than: usize,
+    ) -> Option<(usize, usize)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (i, common_prefix(&e.tokens, prompt).min(limit)))
+            .filter(|&(_, len)| len > better_than)
+            .max_by_key(|&(i, len)| (len, self.entries[i].last_used))
+    }
+
+    /// The snapshot of entry `index`, marked as just used.
+    pub(crate) fn get(&mut self, index: usize) -> &[u8] {
+        self.clock += 1;
+        let entry = &mut self.entries[index];
+        entry.last_used = self.clock;
+        &entry.snapshot
+    }
+
+    /// Removes entry `index` (a snapshot the backend refused).
+    pub(crate) fn remove(&mut self, index: usize) {
+        let entry = self.entries.swap_remove(index);
+        self.bytes -= entry.snapshot.len() as u64;
+    }
+
+    /// Parks `snapshot` of `tokens`; entries it extends are dropped (it holds them), and the
+    /// least recently used ones go until the budget holds. Returns how many were evicted.
+    pub(crate) fn insert(&mut self, tokens: Vec<TokenId>, snapshot: Vec<u8>) -> u64 {
+        let size = snapshot.len() as u64;
+        if size > self.budget || self.covers(&tokens) {
+            return 0;
+        }
+        let mut freed = 0;
+        self.entries.retain(|e| {
+            let superseded = tokens.starts_with(&e.tokens);
+            if superseded {
+                freed += e.snapshot.len() as u64;
+            }
+            !superseded
+        });
+        self.bytes -= freed;
+        let mut evicted = 0;
+        while self.bytes + size > self.budget {
+            let Some(oldest) = (0..self.entries.len()).min_by_key(|&i| self.entries[i].last_used)
+            else {
+                break;
+            };
+            self.remove(oldest);
+            evicted += 1;
+        }
+        self.clock += 1;
+        self.bytes += size;
+        self.entries.push(Entry {
+            tokens,
+            snapshot,
+            last_used: self.clock,
+        });
+        evicted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn toks(ids: &[u32]) -> Vec<TokenId> {
+        ids.iter().copied().map(TokenId).collect()
+    }
+
+    #[test]
+    fn finds_the_longest_shared_prefix_and_skips_short_ones() {
+        let mut cache = RamCache::new(1000);
+        cache.insert(toks(&[1, 2, 3, 4]), vec![0; 10]);
+        cache.insert(toks(&[1, 2, 9]), vec![0; 10]);
+        let prompt = toks(&[1, 2, 3, 7]);
+        assert_eq!(cache.best(&prompt, 4, 0), Some((0, 3)));
+        assert_eq!(
+            cache.best(&prompt, 2, 0),
+            Some((1, 2)),
+            "a tie goes to the most recently used"
+        );
+        assert_eq!(cache.best(&prompt, 4, 3), None, "not better than 3");
+    }
+
+    #[test]
+    fn a_longer_sequence_supersedes_its_prefixes_and_a_covered_one_is_not_stored() {
+        let mut cache = RamCache::new(1000);
+        cache.insert(toks(&[1, 2]), vec![0; 10]);
+        cache.insert(toks(&[1, 2, 3]), vec![0; 20]);
+        assert_eq!(cache.entries.len(), 1);
+        assert_eq!(cache.bytes(), 20);
+        assert_eq!(cache.insert(toks(&[1, 2]), vec![0; 10]), 0);
+        assert_eq!(cache.entries.len(), 1, "[1, 2] is covered by [1, 2, 3]");
+    }
+
+    #[test]
+    fn the_least_recently_used_entries_go_first() {
+        let mut cache = RamCache::new(30);
+        cache.insert(toks(&[1]), vec![0; 10]);
+        cache.insert(toks(&[2]), vec![0; 10]);
+        cache.insert(toks(&[3]), vec![0; 10]);
+        let _ = cache.get(0); // [1] is used again
+        assert_eq!(cache.insert(toks(&[4]), vec![0; 10]), 1);
+        assert!(cache.covers(&toks(&[1])));
+        assert!(!cache.covers(&toks(&[2])), "[2] was the least recently used");
+        assert_eq!(cache.insert(toks(&[5]), vec![0; 40]), 0, "larger than the budget");
+        assert!(!cache.covers(&toks(&[5])));
+    }
+
+    proptest! {
+        #[test]
+        fn the_budget_always_holds_and_bytes_add_up(
+            ops in proptest::collection::vec((proptest::collection::vec(0u32..4, 1..6), 1usize..40), 1..60),
+            budget in 0u64..100,
+        ) {
+            let mut cache = RamCache::new(budget);
+            for (tokens, size) in ops {
+                cache.insert(toks(&tokens), vec![0; size]);
+                prop_assert!(cache.bytes() <= budget);
+                let sum: u64 = cache.entries.iter().map(|e| e.snapshot.len() as u64).sum();
+                prop_assert_eq!(sum, cache.bytes());
+                // No entry is a prefix of another: the longer one holds it.
+                for a in &cache.entries {
+                    for b in &cache.entries {
+                        if !std::ptr::eq(a, b) {
+                            prop_assert!(!b.tokens.starts_with(&a.tokens));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
