@@ -88,6 +88,20 @@ pub(crate) struct ServeArgs {
     /// it; 0 keeps the prompt cache in RAM only.
     #[arg(long, default_value_t = 4 << 30, value_name = "BYTES")]
     kv_cache_size: u64,
+
+    /// Bytes of sequence states kept in RAM per model for prompt prefixes no sequence holds
+    /// any more (a conversation that comes back after others took its sequence); in front of
+    /// the disk cache. 0 turns it off.
+    #[arg(long, default_value_t = 2 << 30, value_name = "BYTES")]
+    cache_ram: u64,
+
+    /// CPU kernels. `deterministic`: ggml's batch-invariant reference kernels (flash attention
+    /// on, weights unrepacked), so a greedy answer is bit-identical whether its prompt was
+    /// cached, chunked, batched with other requests or run on any thread count. `fast`: the
+    /// fastest kernels, whose floats change with the batch shape. GPU layers are never
+    /// bit-deterministic (`/v1/models` says so in `meta.deterministic`).
+    #[arg(long, default_value = "deterministic", value_name = "MODE", value_parser = ["deterministic", "fast"])]
+    kernels: String,
 }
 
 pub(crate) fn run(args: ServeArgs) -> Result<()> {
@@ -190,6 +204,8 @@ fn builder(args: &ServeArgs, reference: Option<&str>) -> wick::LlmBuilder {
             n_gpu_layers: args.gpu_layers,
             n_seq_max: args.parallel,
             queue_capacity: args.queue_size,
+            kernels: args.kernels.parse().unwrap_or_default(),
+            ram_cache_bytes: args.cache_ram,
             ..ModelKwargs::default()
         });
     if let Some(reference) = reference {

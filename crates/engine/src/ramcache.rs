@@ -165,8 +165,15 @@ mod tests {
         let _ = cache.get(0); // [1] is used again
         assert_eq!(cache.insert(toks(&[4]), vec![0; 10]), 1);
         assert!(cache.covers(&toks(&[1])));
-        assert!(!cache.covers(&toks(&[2])), "[2] was the least recently used");
-        assert_eq!(cache.insert(toks(&[5]), vec![0; 40]), 0, "larger than the budget");
+        assert!(
+            !cache.covers(&toks(&[2])),
+            "[2] was the least recently used"
+        );
+        assert_eq!(
+            cache.insert(toks(&[5]), vec![0; 40]),
+            0,
+            "larger than the budget"
+        );
         assert!(!cache.covers(&toks(&[5])));
     }
 

@@ -411,7 +411,9 @@ impl State {
                 let evicted = self.ram.insert(slot.tokens.clone(), snapshot);
                 CacheStats::add(&self.stats.host_parked, 1);
                 CacheStats::add(&self.stats.host_evictions, evicted);
-                self.stats.host_bytes.store(self.ram.bytes(), Ordering::Relaxed);
+                self.stats
+                    .host_bytes
+                    .store(self.ram.bytes(), Ordering::Relaxed);
             }
             Err(e) => tracing::warn!("prompt cache: cannot park a sequence in RAM: {e}"),
         }
@@ -440,13 +442,18 @@ impl State {
                 let restored = restore(backend, seq, self.ram.get(index), len);
                 if restored.is_err() {
                     self.ram.remove(index);
-                    self.stats.host_bytes.store(self.ram.bytes(), Ordering::Relaxed);
+                    self.stats
+                        .host_bytes
+                        .store(self.ram.bytes(), Ordering::Relaxed);
                     CacheStats::add(&self.stats.rejects, 1);
                 }
                 restored.map(|()| "ram")
             }
             Source::Disk(path, _) => {
-                let disk = self.disk.as_mut().expect("invariant: a disk source has a disk");
+                let disk = self
+                    .disk
+                    .as_mut()
+                    .expect("invariant: a disk source has a disk");
                 let restored = disk
                     .load(&path)
                     .map_err(|e| e.to_string())
@@ -626,12 +633,13 @@ impl State {
             Err(e) => return Outcome::Failed(e),
         };
         if let (Some(_), Some(logprobs)) = (job.logprobs, result.logprobs()) {
-            let top: Result<Vec<Vec<u8>>, EngineError> =
-                logprobs.top.iter().map(|t| piece(t.token).cloned()).collect();
+            let top: Result<Vec<Vec<u8>>, EngineError> = logprobs
+                .top
+                .iter()
+                .map(|t| piece(t.token).cloned())
+                .collect();
             match top {
-                Ok(top) => job
-                    .log
-                    .push(ScoredToken::new(logprobs, bytes.clone(), top)),
+                Ok(top) => job.log.push(ScoredToken::new(logprobs, bytes.clone(), top)),
                 Err(e) => return Outcome::Failed(e),
             }
         }
@@ -745,10 +753,15 @@ fn restore(
     // Clear the target first: restoring over old cells is what makes a restore slower than it
     // needs to be.
     let _ = backend.seq_rm(seq);
-    backend.kv_unpack(seq, snapshot).map_err(|e| e.to_string())?;
+    backend
+        .kv_unpack(seq, snapshot)
+        .map_err(|e| e.to_string())?;
     let held = backend.seq_tokens(seq).map_err(|e| e.to_string())?;
     if held.len() < len {
-        return Err(format!("the snapshot holds {} tokens, not {len}", held.len()));
+        return Err(format!(
+            "the snapshot holds {} tokens, not {len}",
+            held.len()
+        ));
     }
     backend
         .seq_rm_last(seq, held.len() - len)
@@ -851,7 +864,11 @@ mod tests {
             let fed = state.slots[1].job.as_ref().expect("B is live").fed;
             assert_eq!(fed, (32 * step as usize).min(300));
         }
-        assert_eq!(generated(&state, 1), 1, "B's first token came with its last chunk");
+        assert_eq!(
+            generated(&state, 1),
+            1,
+            "B's first token came with its last chunk"
+        );
     }
 
     #[test]
@@ -867,7 +884,13 @@ mod tests {
         };
         let inflight = Arc::new(AtomicUsize::new(2));
         let pieces = token_pieces(&backend).expect("pieces");
-        let mut state = State::new(&backend, engine_config, Arc::clone(&inflight), Arc::default(), pieces);
+        let mut state = State::new(
+            &backend,
+            engine_config,
+            Arc::clone(&inflight),
+            Arc::default(),
+            pieces,
+        );
         let mut streams = Vec::new();
         for len in [500, 10] {
             let (events, rx) = unbounded_channel();
@@ -890,7 +913,11 @@ mod tests {
                 .find_map(|s| s.job.as_ref().filter(|j| j.prompt.len() == len))
                 .expect("live")
         };
-        assert_eq!(job(10).generated, 1, "the short prompt answered in the first step");
+        assert_eq!(
+            job(10).generated,
+            1,
+            "the short prompt answered in the first step"
+        );
         assert_eq!(job(500).fed, 54, "the long one got the rest of the budget");
     }
 }

@@ -305,7 +305,11 @@ fn a_prefix_pushed_out_of_every_sequence_comes_back_from_the_ram_tier() {
     let (_, first) = collect(engine.submit(request(long, 4)).expect("submit"));
     assert_eq!(first.usage.cached_tokens, 0);
     // An unrelated request takes the only sequence: the long prefix is parked in RAM.
-    let (_, other) = collect(engine.submit(request("Something else entirely", 4)).expect("submit"));
+    let (_, other) = collect(
+        engine
+            .submit(request("Something else entirely", 4))
+            .expect("submit"),
+    );
     assert_eq!(other.usage.cached_tokens, 0);
     let follow = format!("{long} and a question");
     let (text, done) = collect(engine.submit(request(&follow, 12)).expect("submit"));
@@ -316,7 +320,10 @@ fn a_prefix_pushed_out_of_every_sequence_comes_back_from_the_ram_tier() {
         .count();
     assert_eq!(done.usage.cached_tokens as usize, shared);
     let stats = engine.cache_stats();
-    assert_eq!(stats.hits_host.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(
+        stats.hits_host.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
     assert!(stats.host_bytes.load(std::sync::atomic::Ordering::Relaxed) > 0);
     assert_eq!(text, alone(&follow, 12).0, "a restore changes nothing");
 }

@@ -129,47 +129,43 @@ unsafe extern "C" fn init_backend_hook(
 /// hook is in place.
 fn install_kernel_switch() -> bool {
     *INSTALLED.get_or_init(|| {
-            // SAFETY: the registry calls take no arguments we own and return ggml's static CPU
-            // device (or null, checked).
-            let dev = unsafe {
-                sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU)
+        // SAFETY: the registry calls take no arguments we own and return ggml's static CPU
+        // device (or null, checked).
+        let dev = unsafe { sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU) };
+        if dev.is_null() {
+            return false;
+        }
+        let head = dev.cast::<DeviceIfaceHead>();
+        // SAFETY: a `ggml_backend_device` begins with its `ggml_backend_device_i` table by
+        // value, whose first six members are the function pointers of `DeviceIfaceHead`
+        // (same order, same C ABI). Before trusting that layout, two members are checked
+        // against ggml's public accessors, which read the same table: `get_name` must
+        // return the very pointer `ggml_backend_dev_name` returns and `get_type` must say
+        // CPU. Only then is `init_backend` read and replaced; the CPU device is a mutable
+        // static of ggml's that lives for the process, and the write happens once
+        // (`OnceLock`), before this process creates a context with reference kernels.
+        unsafe {
+            let table = &mut *head;
+            let (Some(get_name), Some(get_type), Some(init)) =
+                (table.get_name, table.get_type, table.init_backend)
+            else {
+                return false;
             };
-            if dev.is_null() {
+            let same_name = get_name(dev) == sys::ggml_backend_dev_name(dev);
+            let is_cpu = get_type(dev) == sys::GGML_BACKEND_DEVICE_TYPE_CPU
+                && sys::ggml_backend_dev_type(dev) == sys::GGML_BACKEND_DEVICE_TYPE_CPU;
+            if !same_name || !is_cpu {
+                tracing::warn!(
+                    "ggml's CPU device table is not laid out as expected: \
+                         deterministic kernels are off"
+                );
                 return false;
             }
-            let head = dev.cast::<DeviceIfaceHead>();
-            // SAFETY: a `ggml_backend_device` begins with its `ggml_backend_device_i` table by
-            // value, whose first six members are the function pointers of `DeviceIfaceHead`
-            // (same order, same C ABI). Before trusting that layout, two members are checked
-            // against ggml's public accessors, which read the same table: `get_name` must
-            // return the very pointer `ggml_backend_dev_name` returns and `get_type` must say
-            // CPU. Only then is `init_backend` read and replaced; the CPU device is a mutable
-            // static of ggml's that lives for the process, and the write happens once
-            // (`OnceLock`), before this process creates a context with reference kernels.
-            unsafe {
-                let table = &mut *head;
-                let (Some(get_name), Some(get_type), Some(init)) =
-                    (table.get_name, table.get_type, table.init_backend)
-                else {
-                    return false;
-                };
-                let same_name = get_name(dev) == sys::ggml_backend_dev_name(dev);
-                let is_cpu = get_type(dev)
-                    == sys::GGML_BACKEND_DEVICE_TYPE_CPU
-                    && sys::ggml_backend_dev_type(dev)
-                        == sys::GGML_BACKEND_DEVICE_TYPE_CPU;
-                if !same_name || !is_cpu {
-                    tracing::warn!(
-                        "ggml's CPU device table is not laid out as expected: \
-                         deterministic kernels are off"
-                    );
-                    return false;
-                }
-                // The original is saved before the table points at the hook, so the hook always
-                // finds it.
-                let _ = ORIGINAL_INIT.set(init);
-                table.init_backend = Some(init_backend_hook);
-                true
-            }
-        })
+            // The original is saved before the table points at the hook, so the hook always
+            // finds it.
+            let _ = ORIGINAL_INIT.set(init);
+            table.init_backend = Some(init_backend_hook);
+            true
+        }
+    })
 }

@@ -214,12 +214,12 @@ fn new_worker(model: &LlamaModel, state: State, saved: Vec<(i32, Vec<u8>)>) -> R
         model.new_context(runtime, params)
     })
     .map_err(|e| BackendError::Load {
-            path: state.config.model_path.clone(),
-            reason: format!(
-                "cannot create a context of {} tokens × {} sequences: {e}",
-                state.info.n_ctx, state.info.n_seq_max
-            ),
-        })?;
+        path: state.config.model_path.clone(),
+        reason: format!(
+            "cannot create a context of {} tokens × {} sequences: {e}",
+            state.info.n_ctx, state.info.n_seq_max
+        ),
+    })?;
     let active = state.active_adapter;
     let mut worker = Worker {
         model,

@@ -36,7 +36,8 @@ pub(crate) fn deterministic(config: &BackendConfig) -> bool {
 
 pub(crate) fn load_model(config: &BackendConfig) -> Result<LlamaModel, BackendError> {
     crate::gguf::check_gguf(&config.model_path)?;
-    let mut params = std::pin::pin!(LlamaModelParams::default().with_n_gpu_layers(config.n_gpu_layers));
+    let mut params =
+        std::pin::pin!(LlamaModelParams::default().with_n_gpu_layers(config.n_gpu_layers));
     if deterministic(config) {
         // Every weight in ggml's plain CPU buffers: the repacked layouts (Q4_0, Q4_K, Q8_0, …
         // "CPU_REPACK") run tiled GEMM kernels outside the reference switch, whose sums depend
@@ -129,8 +130,15 @@ pub(crate) fn model_info(config: &BackendConfig, model: &LlamaModel) -> ModelInf
     } else {
         KernelMode::Fast
     };
-    let device = if config.n_gpu_layers == 0 { "cpu" } else { "gpu" };
-    info.build = format!("llama.cpp ggml {} {device} {mode}", crate::ffi::ggml_version());
+    let device = if config.n_gpu_layers == 0 {
+        "cpu"
+    } else {
+        "gpu"
+    };
+    info.build = format!(
+        "llama.cpp ggml {} {device} {mode}",
+        crate::ffi::ggml_version()
+    );
     info
 }
 

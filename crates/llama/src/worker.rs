@@ -387,8 +387,8 @@ impl Worker<'_> {
                 model.new_context(runtime, params)
             })
             .map_err(|e| BackendError::Decode {
-                    reason: format!("cannot create the embedding context: {e}"),
-                })?;
+                reason: format!("cannot create the embedding context: {e}"),
+            })?;
             self.embed_ctx = Some(ctx);
         }
         let ctx = self

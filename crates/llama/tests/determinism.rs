@@ -32,7 +32,13 @@ fn fingerprint_of(result: &StepResult) -> Fingerprint {
 
 fn next(backend: &mut dyn Backend, seq: SeqId) -> Fingerprint {
     let results = backend
-        .step(&[(seq, StepOp::DecodeLogprobs { sampler: None, top: 20 })])
+        .step(&[(
+            seq,
+            StepOp::DecodeLogprobs {
+                sampler: None,
+                top: 20,
+            },
+        )])
         .expect("decode");
     fingerprint_of(&results[0].1)
 }
@@ -59,8 +65,15 @@ fn prefill_in_chunks(backend: &mut dyn Backend, seq: SeqId, tokens: &[TokenId], 
 #[test]
 fn the_reference_kernels_are_reported_and_keyed() {
     let det = backend(2, KernelMode::Deterministic);
-    assert!(det.info().deterministic, "a CPU build gets the reference kernels");
-    assert!(det.info().build.contains("deterministic"), "{}", det.info().build);
+    assert!(
+        det.info().deterministic,
+        "a CPU build gets the reference kernels"
+    );
+    assert!(
+        det.info().build.contains("deterministic"),
+        "{}",
+        det.info().build
+    );
     let fast = backend(2, KernelMode::Fast);
     assert!(!fast.info().deterministic);
     assert!(fast.info().build.contains("fast"), "{}", fast.info().build);
@@ -99,11 +112,18 @@ fn logits_do_not_depend_on_chunking_co_batching_decoding_or_threads() {
             s0,
             StepOp::PrefillDecode(
                 tail.to_vec(),
-                Box::new(StepOp::DecodeLogprobs { sampler: None, top: 20 }),
+                Box::new(StepOp::DecodeLogprobs {
+                    sampler: None,
+                    top: 20,
+                }),
             ),
         )])
         .expect("prefill and decode");
-    assert_eq!(fingerprint_of(&results[0].1), reference, "prefill + decode in one op");
+    assert_eq!(
+        fingerprint_of(&results[0].1),
+        reference,
+        "prefill + decode in one op"
+    );
 
     // Beside another sequence: its prompt prefilled in the same batch, then both decoding.
     b.seq_rm(s0).expect("clear");
@@ -120,7 +140,13 @@ fn logits_do_not_depend_on_chunking_co_batching_decoding_or_threads() {
     assert_eq!(results.len(), 2);
     let results = b
         .step(&[
-            (s0, StepOp::DecodeLogprobs { sampler: None, top: 20 }),
+            (
+                s0,
+                StepOp::DecodeLogprobs {
+                    sampler: None,
+                    top: 20,
+                },
+            ),
             (s1, StepOp::Decode(None)),
         ])
         .expect("decode both");
@@ -135,7 +161,11 @@ fn logits_do_not_depend_on_chunking_co_batching_decoding_or_threads() {
     let decoded = next(&mut b, s0);
     let history = b.seq_tokens(s0).expect("tokens");
     prefill_in_chunks(&mut b, s1, &history[..history.len() - 1], 512);
-    assert_eq!(next(&mut b, s1), decoded, "decoded cells equal prefilled ones");
+    assert_eq!(
+        next(&mut b, s1),
+        decoded,
+        "decoded cells equal prefilled ones"
+    );
 
     // One thread instead of two.
     let mut one = backend(1, KernelMode::Deterministic);

@@ -110,7 +110,8 @@ async fn metrics(State(state): State<AppState>) -> Response {
 fn model_json(state: &AppState, m: &ServedModel) -> Value {
     let meta = m.llm.metadata();
     json!({"id": m.id, "object": "model", "created": state.created(), "owned_by": "wick",
-           "context_window": meta.context_window})
+           "context_window": meta.context_window,
+           "meta": {"deterministic": meta.deterministic, "build": meta.build}})
 }
 
 async fn list_models(State(state): State<AppState>) -> Json<Value> {

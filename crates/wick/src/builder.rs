@@ -3,6 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
+use wick_backend::KernelMode;
 
 use wick_types::{Message, SamplerOpts};
 
@@ -41,6 +42,12 @@ pub struct ModelKwargs {
     pub n_seq_max: u32,
     /// Requests that may wait behind the generating ones; more get a busy error.
     pub queue_capacity: usize,
+    /// CPU kernels: [`KernelMode::Deterministic`] (the default: warm, cold and concurrent
+    /// greedy answers are bit-identical) or [`KernelMode::Fast`].
+    pub kernels: KernelMode,
+    /// Bytes of sequence states the prompt cache keeps in RAM for prefixes no sequence holds
+    /// any more (0: none). Default 2 GiB.
+    pub ram_cache_bytes: u64,
 }
 
 /// The disk tier of the prompt cache: where, and how many bytes of KV snapshots per model.
@@ -60,6 +67,8 @@ impl Default for ModelKwargs {
             n_batch: 512,
             n_seq_max: 4,
             queue_capacity: 64,
+            kernels: KernelMode::default(),
+            ram_cache_bytes: 2 << 30,
         }
     }
 }

@@ -37,6 +37,7 @@ pub use json_chat::JsonChat;
 pub use llm::Llm;
 pub use options::{GenerateOptions, PromptInput, ToolChoice};
 pub use response::{CompletionResponse, LlmMetadata};
+pub use wick_backend::KernelMode;
 pub use wick_engine::{Alternative, CacheStats, ScoredToken};
 pub use wick_parse::{Event, Format, ParsedMessage, ParsedToolCall};
 pub use wick_types::{

@@ -79,6 +79,8 @@ impl Llm {
                 .unwrap_or(self.loaded.chat.format())
                 != Format::ContentOnly,
             model_name: info.name.clone(),
+            deterministic: info.deterministic,
+            build: info.build.clone(),
         }
     }
 
@@ -490,10 +492,12 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
         .with_n_seq_max(key.kwargs.n_seq_max)
         .with_n_batch(key.kwargs.n_batch)
         .with_n_threads(key.kwargs.n_threads)
-        .with_n_gpu_layers(key.kwargs.n_gpu_layers);
+        .with_n_gpu_layers(key.kwargs.n_gpu_layers)
+        .with_kernels(key.kwargs.kernels);
     let backend = wick_llama::LlamaBackend::load(&config)?;
     let engine_config = wick_engine::EngineConfig {
         queue_capacity: key.kwargs.queue_capacity,
+        ram_cache_bytes: key.kwargs.ram_cache_bytes,
         disk_cache: key
             .kv_cache
             .as_ref()

@@ -32,4 +32,9 @@ pub struct LlmMetadata {
     pub is_function_calling_model: bool,
     /// The model's name.
     pub model_name: String,
+    /// Whether greedy answers are bit-identical warm, cold and concurrent (batch-invariant
+    /// CPU kernels); `false` with fast kernels or GPU layers.
+    pub deterministic: bool,
+    /// The build and kernel mode computing the model (prompt-cache snapshots are keyed by it).
+    pub build: String,
 }
