@@ -91,6 +91,30 @@ pub(crate) struct DiskCache {
     /// Snapshots the writer thread has finished with: their tokens when written, `None` when
     /// the write failed.
     written: mpsc::Receiver<(String, Option<Vec<TokenId>>)>,
+    /// Reads for the reader thread, and what it read.
+    reads: mpsc::Sender<Read>,
+    read: mpsc::Receiver<Loaded>,
+}
+
+/// A snapshot to read off the engine thread, for the request on `slot`.
+#[derive(Debug)]
+struct Read {
+    slot: usize,
+    path: PathBuf,
+    len: usize,
+}
+
+/// A snapshot the reader thread read (or failed to).
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    /// The slot whose request asked for it.
+    pub(crate) slot: usize,
+    /// The snapshot file.
+    pub(crate) path: PathBuf,
+    /// How many of its tokens the request shares.
+    pub(crate) len: usize,
+    /// Its bytes.
+    pub(crate) bytes: std::io::Result<Vec<u8>>,
 }
 
 impl DiskCache {
@@ -111,6 +135,28 @@ impl DiskCache {
                 .name("wick-kv-writer".into())
                 .spawn(move || write_loop(&dir, budget, &stats, &jobs, &done))?
         };
+        // The reader ends when the cache (its sender) is dropped.
+        let (reads, to_read) = mpsc::channel::<Read>();
+        let (loaded, read) = mpsc::channel();
+        {
+            let stats = Arc::clone(&stats);
+            std::thread::Builder::new()
+                .name("wick-kv-reader".into())
+                .spawn(move || {
+                    for job in to_read {
+                        let bytes = load(&job.path, &stats);
+                        let done = Loaded {
+                            slot: job.slot,
+                            path: job.path,
+                            len: job.len,
+                            bytes,
+                        };
+                        if loaded.send(done).is_err() {
+                            return;
+                        }
+                    }
+                })?;
+        }
         let mut cache = DiskCache {
             dir,
             min_tokens: config.min_tokens.max(1),
@@ -121,6 +167,8 @@ impl DiskCache {
             writer,
             writer_thread: Some(writer_thread),
             written,
+            reads,
+            read,
         };
         cache.refresh();
         Ok(cache)
@@ -192,14 +240,17 @@ impl DiskCache {
             .map(|(name, len)| (self.dir.join(name), len))
     }
 
-    /// Reads a snapshot and marks it as recently used.
-    pub(crate) fn load(&self, path: &Path) -> std::io::Result<Vec<u8>> {
-        let bytes = fs::read(path)?;
-        if let Ok(f) = fs::File::options().append(true).open(path) {
-            let _ = f.set_modified(SystemTime::now());
-        }
-        CacheStats::add(&self.stats.restored_bytes, bytes.len() as u64);
-        Ok(bytes)
+    /// Has the reader thread read the snapshot at `path` (of which the request on `slot`
+    /// shares `len` tokens); [`DiskCache::loaded`] hands it back. The engine thread never
+    /// waits on the disk.
+    /// Returns whether the read was handed over.
+    pub(crate) fn load_async(&self, slot: usize, path: PathBuf, len: usize) -> bool {
+        self.reads.send(Read { slot, path, len }).is_ok()
+    }
+
+    /// The snapshots read since the last call.
+    pub(crate) fn loaded(&self) -> Vec<Loaded> {
+        self.read.try_iter().collect()
     }
 
     /// Removes a snapshot that failed its checks.
@@ -286,6 +337,16 @@ fn write_loop(
         let _ = written.send((write.name, tokens));
         (write.then)();
     }
+}
+
+/// Reads a snapshot and marks it as recently used.
+fn load(path: &Path, stats: &CacheStats) -> std::io::Result<Vec<u8>> {
+    let bytes = fs::read(path)?;
+    if let Ok(f) = fs::File::options().append(true).open(path) {
+        let _ = f.set_modified(SystemTime::now());
+    }
+    CacheStats::add(&stats.restored_bytes, bytes.len() as u64);
+    Ok(bytes)
 }
 
 /// Temp file, fsync, rename: a reader sees the whole snapshot or none.

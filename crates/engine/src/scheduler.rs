@@ -58,6 +58,8 @@ struct Job {
     fed: usize,
     /// When the request was admitted (the tie-break between prompts of equal length).
     admitted: u64,
+    /// Waiting for its prompt prefix to be read from disk (off the engine thread).
+    restoring: bool,
     sampler: Option<SamplerId>,
     max_tokens: Option<u32>,
     generated: u32,
@@ -111,6 +113,11 @@ impl Job {
 
     fn prefilling(&self) -> bool {
         self.fed < self.prompt.len()
+    }
+
+    /// Whether the job takes part in the next step.
+    fn ready(&self) -> bool {
+        !self.restoring
     }
 }
 
@@ -242,14 +249,17 @@ impl State {
         self.queue.push_back(pending);
     }
 
-    /// Drops cancelled requests, admits waiting ones, and runs one batched step.
-    pub(crate) fn tick(&mut self, backend: &mut dyn Backend) {
+    /// Drops cancelled requests, takes in prefixes read from disk, admits waiting requests,
+    /// and runs one batched step. Returns whether it ran one (nothing to run: every live
+    /// request waits for the disk).
+    pub(crate) fn tick(&mut self, backend: &mut dyn Backend) -> bool {
         self.clock += 1;
         self.reap_cancelled(backend);
+        self.finish_restores(backend);
         self.admit(backend);
         let ops = self.plan();
         if ops.is_empty() {
-            return;
+            return false;
         }
         match backend.step(&ops) {
             Ok(results) => self.apply(backend, &ops, results),
@@ -257,6 +267,7 @@ impl State {
             // others: run the operations one by one and fail only those that fail alone.
             Err(_) => self.step_one_by_one(backend, &ops),
         }
+        true
     }
 
     fn step_one_by_one(&mut self, backend: &mut dyn Backend, ops: &[(SeqId, StepOp)]) {
@@ -339,7 +350,22 @@ impl State {
     ) -> Result<(), EngineError> {
         let source = self.best_source(target, &request.prompt);
         self.park(backend, target, source.len());
-        let cached = self.take_prefix(backend, target, &request.prompt, source)?;
+        let (cached, restoring) = match source {
+            Source::Disk(path, len) => {
+                // The sequence is refilled from the snapshot once the reader has it.
+                self.cut(backend, target, 0)
+                    .map_err(|reason| cache_error(&reason))?;
+                let disk = self
+                    .disk
+                    .as_ref()
+                    .expect("invariant: a disk source has a disk");
+                (0, disk.load_async(target, path, len))
+            }
+            source => (
+                self.take_prefix(backend, target, &request.prompt, &source)?,
+                false,
+            ),
+        };
         let sampler = if needs_sampler(&request) {
             Some(backend.sampler_new(&request.sampler)?)
         } else {
@@ -351,6 +377,7 @@ impl State {
             events: events.clone(),
             fed: cached,
             admitted: self.clock,
+            restoring,
             prompt: request.prompt,
             sampler,
             max_tokens: request.max_tokens,
@@ -427,12 +454,12 @@ impl State {
         backend: &mut dyn Backend,
         target: usize,
         prompt: &[TokenId],
-        source: Source,
+        source: &Source,
     ) -> Result<usize, EngineError> {
         let seq = self.slots[target].seq;
         let len = source.len();
         let from_a_tier = matches!(source, Source::Ram(..) | Source::Disk(..));
-        let taken = match source {
+        let taken = match *source {
             Source::Own(_) => self.cut(backend, target, len).map(|()| "sequence"),
             Source::Copy(src, _) => backend
                 .seq_copy(self.slots[src].seq, seq, len)
@@ -449,51 +476,22 @@ impl State {
                 }
                 restored.map(|()| "ram")
             }
-            Source::Disk(path, _) => {
-                let disk = self
-                    .disk
-                    .as_mut()
-                    .expect("invariant: a disk source has a disk");
-                let restored = disk
-                    .load(&path)
-                    .map_err(|e| e.to_string())
-                    .and_then(|bytes| restore(backend, seq, &bytes, len));
-                if let Err(reason) = &restored {
-                    tracing::warn!(path = %path.display(), %reason, "prompt cache snapshot rejected");
-                    disk.reject(&path);
-                }
-                restored.map(|()| "disk")
+            Source::Disk(..) => {
+                unreachable!("invariant: disk sources are read off the engine thread")
             }
         };
         let tier = match taken {
             Ok(tier) => tier,
-            Err(reason) if !from_a_tier => {
-                return Err(EngineError::Backend(BackendError::InvalidArgument {
-                    op: "prompt cache",
-                    reason,
-                }))
-            }
+            Err(reason) if !from_a_tier => return Err(cache_error(&reason)),
             Err(_) => "failed",
         };
         if tier == "failed" {
-            // The target's cells are unknown now: start it empty, then take the best prefix a
-            // sequence still holds.
-            backend.seq_rm(seq)?;
-            self.slots[target].tokens.clear();
-            let fallback = match (0..self.slots.len())
-                .map(|i| (i, common_prefix(&self.slots[i].tokens, prompt)))
-                .max_by_key(|&(_, len)| len)
-            {
-                Some((src, len)) if len > 0 && src != target => Source::Copy(src, len),
-                _ => Source::Own(0),
-            };
-            return self.take_prefix(backend, target, prompt, fallback);
+            return self.fall_back(backend, target, prompt);
         }
         self.slots[target].tokens = prompt[..len].to_vec();
         let counter = match (len, tier) {
             (0, _) => &self.stats.misses,
             (_, "ram") => &self.stats.hits_host,
-            (_, "disk") => &self.stats.hits_disk,
             _ => &self.stats.hits_ram,
         };
         CacheStats::add(counter, 1);
@@ -501,6 +499,74 @@ impl State {
             CacheStats::add(&self.stats.restored_tokens, len as u64);
         }
         Ok(len)
+    }
+
+    /// After a snapshot failed to restore into slot `target`: starts it empty (its cells are
+    /// unknown now), then takes the best prefix a sequence still holds.
+    fn fall_back(
+        &mut self,
+        backend: &mut dyn Backend,
+        target: usize,
+        prompt: &[TokenId],
+    ) -> Result<usize, EngineError> {
+        backend.seq_rm(self.slots[target].seq)?;
+        self.slots[target].tokens.clear();
+        let fallback = match (0..self.slots.len())
+            .map(|i| (i, common_prefix(&self.slots[i].tokens, prompt)))
+            .max_by_key(|&(_, len)| len)
+        {
+            Some((src, len)) if len > 0 && src != target => Source::Copy(src, len),
+            _ => Source::Own(0),
+        };
+        self.take_prefix(backend, target, prompt, &fallback)
+    }
+
+    /// Fills the sequences whose snapshots the disk reader has read, and lets their requests
+    /// go on; a snapshot that fails its checks is removed and its request takes the best
+    /// prefix a sequence holds.
+    fn finish_restores(&mut self, backend: &mut dyn Backend) {
+        let Some(disk) = self.disk.as_ref() else {
+            return;
+        };
+        for loaded in disk.loaded() {
+            let index = loaded.slot;
+            let Some(job) = self.slots[index].job.as_ref().filter(|j| j.restoring) else {
+                continue; // cancelled meanwhile
+            };
+            let prompt = job.prompt.clone();
+            let seq = self.slots[index].seq;
+            let restored = loaded
+                .bytes
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| restore(backend, seq, &bytes, loaded.len));
+            let cached = match restored {
+                Ok(()) => {
+                    self.slots[index].tokens = prompt[..loaded.len].to_vec();
+                    CacheStats::add(&self.stats.hits_disk, 1);
+                    CacheStats::add(&self.stats.restored_tokens, loaded.len as u64);
+                    Ok(loaded.len)
+                }
+                Err(reason) => {
+                    tracing::warn!(path = %loaded.path.display(), %reason, "prompt cache snapshot rejected");
+                    if let Some(disk) = self.disk.as_mut() {
+                        disk.reject(&loaded.path);
+                    }
+                    self.fall_back(backend, index, &prompt)
+                }
+            };
+            match cached {
+                Ok(cached) => {
+                    let job = self.slots[index]
+                        .job
+                        .as_mut()
+                        .expect("invariant: checked above");
+                    job.restoring = false;
+                    job.fed = cached;
+                    job.cached = u32::try_from(cached).unwrap_or(u32::MAX);
+                }
+                Err(e) => self.fail(backend, index, e),
+            }
+        }
     }
 
     /// Cuts slot `index`'s sequence to its first `len` tokens.
@@ -548,7 +614,7 @@ impl State {
             .slots
             .iter()
             .filter_map(|slot| {
-                let job = slot.job.as_ref()?;
+                let job = slot.job.as_ref().filter(|j| j.ready())?;
                 (!job.prefilling()).then(|| (slot.seq, job.decode_op()))
             })
             .collect();
@@ -560,7 +626,7 @@ impl State {
         let mut waiting: Vec<&Slot> = self
             .slots
             .iter()
-            .filter(|s| s.job.as_ref().is_some_and(Job::prefilling))
+            .filter(|s| s.job.as_ref().is_some_and(|j| j.ready() && j.prefilling()))
             .collect();
         waiting.sort_by_key(|s| {
             let job = s.job.as_ref().expect("invariant: filtered on live jobs");
@@ -741,6 +807,13 @@ impl State {
             }
         }
     }
+}
+
+fn cache_error(reason: &str) -> EngineError {
+    EngineError::Backend(BackendError::InvalidArgument {
+        op: "prompt cache",
+        reason: reason.to_owned(),
+    })
 }
 
 /// Replaces sequence `seq` with `snapshot` and cuts it to its first `len` tokens.

@@ -252,7 +252,15 @@ fn run(mut backend: Box<dyn Backend>, mut state: State, commands: &Receiver<Comm
                 Err(TryRecvError::Disconnected) => open = false,
             }
         }
-        state.tick(backend.as_mut());
+        if !state.tick(backend.as_mut()) && !state.is_idle() {
+            // Every live request waits for a prompt prefix the disk reader is fetching: wait
+            // a moment (or for a command) instead of spinning.
+            match commands.recv_timeout(std::time::Duration::from_millis(1)) {
+                Ok(cmd) => handle(&mut state, backend.as_mut(), cmd),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => open = false,
+            }
+        }
         let (live, queued) = state.load();
         tracing::trace!(live, queued, "engine step");
     }
