@@ -242,3 +242,86 @@ fn a_restarted_engine_restores_the_prompt_from_disk_and_answers_as_cold() {
         "greedy output after a disk restore equals the cold run"
     );
 }
+
+/// Every generated token of a greedy answer with its log-probability's bits: equal fingerprints
+/// mean the logits were bit-identical at every step.
+fn fingerprint(events: impl Iterator<Item = GenEvent>) -> (Vec<(u32, u32)>, Finished) {
+    let mut out = Vec::new();
+    for event in events {
+        match event {
+            GenEvent::TextWithLogprobs { tokens, .. } => {
+                out.extend(tokens.iter().map(|t| (t.token.0, t.logprob.to_bits())));
+            }
+            GenEvent::Text(_) => panic!("logprobs were asked for"),
+            GenEvent::Done(done) => return (out, done),
+            GenEvent::Error(e) => panic!("generation failed: {e}"),
+        }
+    }
+    panic!("the stream ended without Done")
+}
+
+#[test]
+fn greedy_answers_are_bit_identical_cold_warm_chunked_and_eight_at_once() {
+    let system = "You are a careful assistant. Answer in one or two short sentences, plainly. "
+        .repeat(4);
+    let with = |n_seq: u32, prefill_budget: usize| {
+        let config = BackendConfig::new(wick_testutil::model_path())
+            .with_n_ctx(512)
+            .with_n_seq_max(n_seq)
+            .with_n_threads(Some(2));
+        let backend = LlamaBackend::load(&config).expect("the test model loads");
+        let engine_config = EngineConfig {
+            prefill_budget,
+            prefill_budget_decoding: prefill_budget,
+            ..EngineConfig::default()
+        };
+        Engine::start(Box::new(backend), engine_config).expect("engine")
+    };
+    let cold_engine = with(1, 512);
+    let prompts: Vec<Vec<TokenId>> = QUESTIONS
+        .iter()
+        .map(|q| chat_prompt(&cold_engine, &format!("{system}{q}")))
+        .collect();
+    let request = |prompt: &Vec<TokenId>| GenerateRequest {
+        prompt: prompt.clone(),
+        max_tokens: Some(20),
+        logprobs: Some(0),
+        ..GenerateRequest::default()
+    };
+    // Cold: each prompt alone on a fresh sequence, in one batch.
+    let cold: Vec<_> = prompts
+        .iter()
+        .map(|p| {
+            let engine = with(1, 512);
+            let (answer, done) = fingerprint(engine.submit(request(p)).expect("submit"));
+            assert_eq!(done.usage.cached_tokens, 0);
+            answer
+        })
+        .collect();
+    assert!(cold.iter().all(|a| !a.is_empty()));
+
+    // Warm: one after another on one engine; each reuses the shared system prompt (and more).
+    let warm = with(2, 512);
+    for (p, want) in prompts.iter().zip(&cold) {
+        let (got, done) = fingerprint(warm.submit(request(p)).expect("submit"));
+        assert_eq!(&got, want, "warm ({} cached)", done.usage.cached_tokens);
+    }
+    let (again, done) = fingerprint(warm.submit(request(&prompts[0])).expect("submit"));
+    assert_eq!(done.usage.cached_tokens as usize, prompts[0].len(), "all cached");
+    assert_eq!(again, cold[0], "fully cached");
+
+    // Chunked: prompts prefilled 7 tokens a step.
+    let chunked = with(1, 7);
+    let (got, _) = fingerprint(chunked.submit(request(&prompts[1])).expect("submit"));
+    assert_eq!(got, cold[1], "chunked");
+
+    // Eight at once, batched in every step, reusing each other's prefixes.
+    let eight = with(8, 512);
+    let streams: Vec<_> = prompts
+        .iter()
+        .map(|p| eight.submit(request(p)).expect("submit"))
+        .collect();
+    for (stream, want) in streams.into_iter().zip(&cold) {
+        assert_eq!(&fingerprint(stream).0, want, "eight at once");
+    }
+}

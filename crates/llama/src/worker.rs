@@ -308,17 +308,32 @@ impl Worker<'_> {
         }
         self.truncate(dst, 0)?;
         if n > 1 {
-            // Each sequence has its own KV stream: llama.cpp copies whole streams, so copy
-            // all of `src` and drop what lies beyond the prefix.
-            self.ctx
-                .kv_cache_seq_cp(seq_i32(s), seq_i32(d), None, None)
-                .map_err(|e| BackendError::Decode {
-                    reason: e.to_string(),
-                })?;
+            self.copy_cells(s, d, available)?;
             self.remove_cells(d, n - 1);
         }
         self.state.seqs[d] = self.state.seqs[s][..n].to_vec();
         Ok(())
+    }
+
+    /// Copies every KV cell of sequence `s` (holding `len` tokens) to the empty sequence `d`.
+    ///
+    /// Each sequence has its own KV stream, and llama.cpp copies a whole stream — all `n_ctx`
+    /// cells, used or not. A short sequence is cheaper to move through its state bytes, which
+    /// hold only its used cells.
+    fn copy_cells(&mut self, s: usize, d: usize, len: usize) -> Result<()> {
+        if len * 4 < self.n_ctx() {
+            if let Some(bytes) = crate::ffi::seq_state_bytes(&self.ctx, seq_i32(s)) {
+                if crate::ffi::set_seq_state_bytes(&mut self.ctx, seq_i32(d), &bytes) {
+                    return Ok(());
+                }
+                self.remove_cells(d, 0);
+            }
+        }
+        self.ctx
+            .kv_cache_seq_cp(seq_i32(s), seq_i32(d), None, None)
+            .map_err(|e| BackendError::Decode {
+                reason: e.to_string(),
+            })
     }
 
     pub(crate) fn seq_clear(&mut self) {
