@@ -1,4 +1,5 @@
-//! OpenAI `chat.completion.chunk` choice deltas built from events (`openai-stream.md`).
+//! OpenAI `chat.completion.chunk` choice deltas built from events (`openai-stream.md`); they
+//! borrow the events' text, so serializing a chunk copies it once, onto the wire.
 
 use serde::Serialize;
 use wick_types::FinishReason;
@@ -7,53 +8,53 @@ use crate::event::Event;
 
 /// The function part of a tool-call delta.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct FunctionDelta {
+pub struct FunctionDelta<'e> {
     /// The complete name, in the call's first delta only.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<&'e str>,
     /// `""` in the first delta, then fragments.
-    pub arguments: String,
+    pub arguments: &'e str,
 }
 
 /// One entry of `delta.tool_calls`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ToolCallDelta {
+pub struct ToolCallDelta<'e> {
     /// The call's position (0, 1, …).
     pub index: usize,
     /// The id, in the first delta only.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
+    pub id: Option<&'e str>,
     /// `"function"`, in the first delta only.
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub kind: Option<&'static str>,
     /// Name and argument fragment.
-    pub function: FunctionDelta,
+    pub function: FunctionDelta<'e>,
 }
 
 /// `choices[].delta`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub struct ChoiceDelta {
+pub struct ChoiceDelta<'e> {
     /// `"assistant"` in the first chunk only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<&'static str>,
     /// A content fragment.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub content: Option<String>,
+    pub content: Option<&'e str>,
     /// A reasoning fragment.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reasoning_content: Option<String>,
+    pub reasoning_content: Option<&'e str>,
     /// Tool-call fragments.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool_calls: Option<Vec<ToolCallDelta>>,
+    pub tool_calls: Option<Vec<ToolCallDelta<'e>>>,
 }
 
 /// One `choices[]` entry of a chunk.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ChoiceChunk {
+pub struct ChoiceChunk<'e> {
     /// The choice index (0).
     pub index: u32,
     /// What changed.
-    pub delta: ChoiceDelta,
+    pub delta: ChoiceDelta<'e>,
     /// Always `null` (no logprobs).
     pub logprobs: Option<()>,
     /// Set on the last chunk only.
@@ -73,15 +74,16 @@ impl DeltaBuilder {
         Self::default()
     }
 
-    /// The chunks for `events` (the first call also yields the role chunk).
-    pub fn push(&mut self, events: &[Event]) -> Vec<ChoiceChunk> {
+    /// The chunks for `events` (the first call also yields the role chunk), borrowing their
+    /// text.
+    pub fn push<'e>(&mut self, events: &'e [Event]) -> Vec<ChoiceChunk<'e>> {
         let mut out = Vec::new();
         if !self.started {
             self.started = true;
             out.push(chunk(
                 ChoiceDelta {
                     role: Some("assistant"),
-                    content: Some(String::new()),
+                    content: Some(""),
                     ..ChoiceDelta::default()
                 },
                 None,
@@ -91,25 +93,25 @@ impl DeltaBuilder {
             out.push(match e {
                 Event::Content(s) => chunk(
                     ChoiceDelta {
-                        content: Some(s.clone()),
+                        content: Some(s),
                         ..ChoiceDelta::default()
                     },
                     None,
                 ),
                 Event::Reasoning(s) => chunk(
                     ChoiceDelta {
-                        reasoning_content: Some(s.clone()),
+                        reasoning_content: Some(s),
                         ..ChoiceDelta::default()
                     },
                     None,
                 ),
                 Event::ToolCallStart { index, id, name } => tool(ToolCallDelta {
                     index: *index,
-                    id: Some(id.clone()),
+                    id: Some(id),
                     kind: Some("function"),
                     function: FunctionDelta {
-                        name: Some(name.clone()),
-                        arguments: String::new(),
+                        name: Some(name),
+                        arguments: "",
                     },
                 }),
                 Event::ToolCallArgs { index, text } => tool(ToolCallDelta {
@@ -118,7 +120,7 @@ impl DeltaBuilder {
                     kind: None,
                     function: FunctionDelta {
                         name: None,
-                        arguments: text.clone(),
+                        arguments: text,
                     },
                 }),
                 Event::End { finish_reason } => chunk(ChoiceDelta::default(), Some(*finish_reason)),
@@ -128,7 +130,7 @@ impl DeltaBuilder {
     }
 }
 
-fn chunk(delta: ChoiceDelta, finish_reason: Option<FinishReason>) -> ChoiceChunk {
+fn chunk(delta: ChoiceDelta<'_>, finish_reason: Option<FinishReason>) -> ChoiceChunk<'_> {
     ChoiceChunk {
         index: 0,
         delta,
@@ -137,7 +139,7 @@ fn chunk(delta: ChoiceDelta, finish_reason: Option<FinishReason>) -> ChoiceChunk
     }
 }
 
-fn tool(t: ToolCallDelta) -> ChoiceChunk {
+fn tool(t: ToolCallDelta<'_>) -> ChoiceChunk<'_> {
     chunk(
         ChoiceDelta {
             tool_calls: Some(vec![t]),

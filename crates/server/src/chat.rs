@@ -6,12 +6,12 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
-use wick::{AsyncChatStream, ChatResponse, Event, ParsedMessage, ScoredToken};
+use wick::{AsyncChatStream, ChatResponse, Event, ScoredToken};
 use wick_parse::DeltaBuilder;
 
 use crate::extract::ApiJson;
 use crate::metrics::LiveGuard;
+use crate::objects::{ChatChoice, ChunkChoice, Head, UsageField, NO_CHOICES};
 use crate::wire::ChatCompletionRequest;
 use crate::{sse, validate, ApiError, AppState};
 
@@ -55,45 +55,15 @@ pub(crate) async fn handler(
     if valid.single_call {
         last.message.tool_calls.truncate(1);
     }
-    let logprobs = match valid.options.logprobs {
-        Some(_) => crate::logprobs::chat(&last.logprobs),
-        None => Value::Null,
-    };
-    Ok(axum::Json(whole(&head, &last, &logprobs)).into_response())
-}
-
-/// What every chunk of one response shares.
-#[derive(Debug, Clone)]
-pub(crate) struct Head {
-    pub(crate) id: String,
-    pub(crate) created: u64,
-    pub(crate) model: String,
-}
-
-impl Head {
-    pub(crate) fn new(prefix: &str, model: String) -> Self {
-        Head {
-            id: new_id(prefix),
-            created: crate::state::unix_now(),
-            model,
-        }
-    }
-}
-
-/// A fresh response id: `prefix-` and 24 hex digits.
-fn new_id(prefix: &str) -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    #[allow(clippy::cast_possible_truncation)]
-    let t = t as u64;
-    format!(
-        "{prefix}-{:016x}{n:08x}",
-        t.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    )
+    let logprobs = valid
+        .options
+        .logprobs
+        .map(|_| crate::logprobs::chat(&last.logprobs));
+    let finish_reason = last.finish_reason.or(last.message.finish_reason);
+    let choice = ChatChoice::new(&last.message, logprobs, finish_reason);
+    let usage = UsageField::Counts(last.usage.unwrap_or_default());
+    let body = head.object("chat.completion", [choice], usage);
+    Ok(axum::Json(body).into_response())
 }
 
 /// Reads the stream to its end; the last item carries the whole message and usage, and
@@ -114,59 +84,6 @@ async fn finish(
         state.metrics().usage(usage);
     }
     Ok(last)
-}
-
-/// The `usage` object.
-pub(crate) fn usage_json(usage: Option<&wick::Usage>) -> Value {
-    let u = usage.copied().unwrap_or_default();
-    json!({
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "total_tokens": u.prompt_tokens + u.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
-    })
-}
-
-/// The assistant message object of a whole answer.
-fn message_json(m: &ParsedMessage) -> Value {
-    let mut out = json!({"role": "assistant"});
-    out["content"] = if m.content.is_empty() && !m.tool_calls.is_empty() {
-        Value::Null
-    } else {
-        Value::String(m.content.clone())
-    };
-    if let Some(r) = &m.reasoning_content {
-        out["reasoning_content"] = Value::String(r.clone());
-    }
-    if !m.tool_calls.is_empty() {
-        out["tool_calls"] = m
-            .tool_calls
-            .iter()
-            .map(|c| {
-                json!({"id": c.id, "type": "function",
-                       "function": {"name": c.name, "arguments": c.arguments}})
-            })
-            .collect();
-    }
-    out
-}
-
-/// The `chat.completion` object. Its `logprobs` cover every generated token, reasoning and
-/// tool-call text included (what llama.cpp's server reports too), not only `content`.
-fn whole(head: &Head, last: &ChatResponse, logprobs: &Value) -> Value {
-    json!({
-        "id": head.id,
-        "object": "chat.completion",
-        "created": head.created,
-        "model": head.model,
-        "choices": [{
-            "index": 0,
-            "message": message_json(&last.message),
-            "logprobs": logprobs,
-            "finish_reason": last.finish_reason.or(last.message.finish_reason),
-        }],
-        "usage": usage_json(last.usage.as_ref()),
-    })
 }
 
 /// Whether `e` belongs to a tool call after the first.
@@ -243,35 +160,26 @@ impl StreamRun {
                 });
             }
         }
-        let choices = self.deltas.push(&events);
-        let mut out = Vec::with_capacity(choices.len() + 1);
-        for choice in choices {
-            let mut choice = json!(choice);
-            if let Some(held) = self.held.as_mut().filter(|h| !h.is_empty()) {
-                choice["logprobs"] = crate::logprobs::chat(&std::mem::take(held));
-            }
-            out.push(self.chunk(&json!([choice]), None));
+        let include_usage = self.include_usage;
+        let mut out = Vec::new();
+        for choice in self.deltas.push(&events) {
+            // The held tokens go with the first chunk of this item.
+            let tokens = self.held.as_mut().map(std::mem::take).unwrap_or_default();
+            let logprobs = (!tokens.is_empty()).then(|| crate::logprobs::chat(&tokens));
+            let choice = ChunkChoice::new(choice, logprobs);
+            let usage = UsageField::null_if(include_usage);
+            out.push(sse::event(&self.head.object(CHUNK, [choice], usage)));
         }
-        if let Some(usage) = &item.usage {
-            self.state.metrics().usage(usage);
-            if self.include_usage {
-                out.push(self.chunk(&json!([]), Some(usage_json(Some(usage)))));
+        if let Some(usage) = item.usage {
+            self.state.metrics().usage(&usage);
+            if include_usage {
+                let usage = UsageField::Counts(usage);
+                out.push(sse::event(&self.head.object(CHUNK, NO_CHOICES, usage)));
             }
         }
         out
     }
-
-    fn chunk(&self, choices: &Value, usage: Option<Value>) -> Bytes {
-        let mut chunk = json!({
-            "id": self.head.id,
-            "object": "chat.completion.chunk",
-            "created": self.head.created,
-            "model": self.head.model,
-            "choices": choices,
-        });
-        if self.include_usage {
-            chunk["usage"] = usage.unwrap_or(Value::Null);
-        }
-        sse::event(&chunk)
-    }
 }
+
+/// The `object` of a streamed chat's chunks.
+const CHUNK: &str = "chat.completion.chunk";

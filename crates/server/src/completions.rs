@@ -5,12 +5,11 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
 use wick::{AsyncCompletionStream, CompletionResponse, PromptInput, ScoredToken, TokenId};
 
-use crate::chat::{usage_json, Head};
 use crate::extract::ApiJson;
 use crate::metrics::LiveGuard;
+use crate::objects::{Head, TextChoice, UsageField, NO_CHOICES};
 use crate::wire::{CompletionRequest, Prompt};
 use crate::{sse, validate, ApiError, AppState};
 
@@ -71,17 +70,10 @@ pub(crate) async fn handler(
     if let Some(u) = &last.usage {
         state.metrics().usage(u);
     }
-    let logprobs = match logprobs {
-        Some(_) => crate::logprobs::legacy(&last.logprobs, &mut 0),
-        None => Value::Null,
-    };
-    let body = object(
-        &head,
-        &last.text,
-        &last,
-        &logprobs,
-        Some(usage_json(last.usage.as_ref())),
-    );
+    let logprobs = logprobs.map(|_| crate::logprobs::legacy(&last.logprobs, &mut 0));
+    let choice = TextChoice::new(&last.text, logprobs, last.finish_reason);
+    let usage = UsageField::Counts(last.usage.unwrap_or_default());
+    let body = head.object(OBJECT, [choice], usage);
     Ok(axum::Json(body).into_response())
 }
 
@@ -121,27 +113,8 @@ pub(crate) fn tokens(ids: &[i64]) -> Result<Vec<TokenId>, ApiError> {
         .collect()
 }
 
-/// A `text_completion` object carrying `text` and `logprobs`.
-fn object(
-    head: &Head,
-    text: &str,
-    item: &CompletionResponse,
-    logprobs: &Value,
-    usage: Option<Value>,
-) -> Value {
-    let mut body = json!({
-        "id": head.id,
-        "object": "text_completion",
-        "created": head.created,
-        "model": head.model,
-        "choices": [{"text": text, "index": 0, "logprobs": logprobs,
-                     "finish_reason": item.finish_reason}],
-    });
-    if let Some(usage) = usage {
-        body["usage"] = usage;
-    }
-    body
-}
+/// The `object` of a completion and of its chunks.
+const OBJECT: &str = "text_completion";
 
 /// A streamed completion in progress.
 struct StreamRun {
@@ -190,25 +163,21 @@ impl StreamRun {
 
     fn chunks(&mut self, mut item: CompletionResponse) -> Vec<Bytes> {
         let mut out = Vec::new();
-        let null_usage = self.include_usage.then_some(Value::Null);
         self.held.append(&mut item.logprobs);
         if !item.delta.is_empty() || item.finish_reason.is_some() {
-            let logprobs = if self.logprobs {
-                let held = std::mem::take(&mut self.held);
-                crate::logprobs::legacy(&held, &mut self.offset)
-            } else {
-                Value::Null
-            };
-            let chunk = object(&self.head, &item.delta, &item, &logprobs, null_usage);
-            out.push(sse::event(&chunk));
+            let held = std::mem::take(&mut self.held);
+            let logprobs = self
+                .logprobs
+                .then(|| crate::logprobs::legacy(&held, &mut self.offset));
+            let choice = TextChoice::new(&item.delta, logprobs, item.finish_reason);
+            let usage = UsageField::null_if(self.include_usage);
+            out.push(sse::event(&self.head.object(OBJECT, [choice], usage)));
         }
-        if let Some(usage) = &item.usage {
-            self.state.metrics().usage(usage);
+        if let Some(usage) = item.usage {
+            self.state.metrics().usage(&usage);
             if self.include_usage {
-                let usage = Some(usage_json(Some(usage)));
-                let mut chunk = object(&self.head, "", &item, &Value::Null, usage);
-                chunk["choices"] = json!([]);
-                out.push(sse::event(&chunk));
+                let usage = UsageField::Counts(usage);
+                out.push(sse::event(&self.head.object(OBJECT, NO_CHOICES, usage)));
             }
         }
         out

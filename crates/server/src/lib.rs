@@ -25,6 +25,7 @@ mod error;
 mod extract;
 mod logprobs;
 mod metrics;
+mod objects;
 mod routes;
 mod sse;
 mod state;

@@ -1,74 +1,139 @@
 //! Token log-probabilities in OpenAI's two shapes: chat's `logprobs.content[]` entries and the
-//! legacy completions' parallel arrays.
+//! legacy completions' parallel arrays; typed, borrowing the tokens they describe.
 
-use serde_json::{json, Map, Value};
-use wick::ScoredToken;
+use std::borrow::Cow;
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use wick::{Alternative, ScoredToken};
 
 /// What OpenAI reports for a token the model gives no chance at all (`-inf` is not JSON).
 const NO_CHANCE: f32 = -9999.0;
 
-fn logprob(lp: f32) -> f32 {
-    if lp.is_finite() {
-        lp
-    } else {
-        NO_CHANCE
-    }
+/// A log-probability as sent: an `f32` widened to `f64` (what earlier wire versions wrote, so
+/// `-0.1` reads `-0.10000000149011612`, the exact value), `-inf` as [`NO_CHANCE`].
+fn logprob(lp: f32) -> f64 {
+    f64::from(if lp.is_finite() { lp } else { NO_CHANCE })
 }
 
 /// A token's text: its bytes as UTF-8 (a token holding part of a character shows U+FFFD; its
 /// `bytes` are exact).
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+fn text(bytes: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(bytes)
 }
 
 /// Chat's `choices[].logprobs`: `{"content": [{token, logprob, bytes, top_logprobs}], "refusal": null}`.
-pub(crate) fn chat(tokens: &[ScoredToken]) -> Value {
-    let content: Vec<Value> = tokens
-        .iter()
-        .map(|t| {
-            let top: Vec<Value> = t
-                .top
-                .iter()
-                .map(|a| {
-                    json!({"token": text(&a.bytes), "logprob": logprob(a.logprob),
-                           "bytes": a.bytes})
-                })
-                .collect();
-            json!({"token": text(&t.bytes), "logprob": logprob(t.logprob), "bytes": t.bytes,
-                   "top_logprobs": top})
-        })
-        .collect();
-    json!({"content": content, "refusal": null})
+#[derive(Debug, Serialize)]
+pub(crate) struct ChatLogprobs<'a> {
+    content: Entries<'a>,
+    /// Always `null`.
+    refusal: (),
 }
 
-/// Legacy completions' `choices[].logprobs` for `tokens`, which start `offset` characters into
-/// the generated text; `offset` moves past them (a character counts where its first byte is).
-pub(crate) fn legacy(tokens: &[ScoredToken], offset: &mut usize) -> Value {
-    let mut strings = Vec::with_capacity(tokens.len());
-    let mut values = Vec::with_capacity(tokens.len());
-    let mut tops = Vec::with_capacity(tokens.len());
-    let mut offsets = Vec::with_capacity(tokens.len());
+/// Chat's `logprobs` for `tokens`.
+pub(crate) fn chat(tokens: &[ScoredToken]) -> ChatLogprobs<'_> {
+    ChatLogprobs {
+        content: Entries(tokens),
+        refusal: (),
+    }
+}
+
+/// `content[]`: one entry per token.
+#[derive(Debug)]
+struct Entries<'a>(&'a [ScoredToken]);
+
+impl Serialize for Entries<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|t| Entry {
+            token: text(&t.bytes),
+            logprob: logprob(t.logprob),
+            bytes: &t.bytes,
+            top_logprobs: Alternatives(&t.top),
+        }))
+    }
+}
+
+/// One `content[]` entry.
+#[derive(Serialize)]
+struct Entry<'a> {
+    token: Cow<'a, str>,
+    logprob: f64,
+    bytes: &'a [u8],
+    top_logprobs: Alternatives<'a>,
+}
+
+/// `top_logprobs[]`: `{token, logprob, bytes}` per alternative, likeliest first.
+struct Alternatives<'a>(&'a [Alternative]);
+
+impl Serialize for Alternatives<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|a| Top {
+            token: text(&a.bytes),
+            logprob: logprob(a.logprob),
+            bytes: &a.bytes,
+        }))
+    }
+}
+
+/// One `top_logprobs[]` entry.
+#[derive(Serialize)]
+struct Top<'a> {
+    token: Cow<'a, str>,
+    logprob: f64,
+    bytes: &'a [u8],
+}
+
+/// Legacy completions' `choices[].logprobs`: parallel arrays over the tokens.
+#[derive(Debug, Serialize)]
+pub(crate) struct LegacyLogprobs<'a> {
+    tokens: Vec<Cow<'a, str>>,
+    token_logprobs: Vec<f64>,
+    top_logprobs: Vec<TopMap<'a>>,
+    text_offset: Vec<usize>,
+}
+
+/// Legacy completions' `logprobs` for `tokens`, which start `offset` characters into the
+/// generated text; `offset` moves past them (a character counts where its first byte is).
+pub(crate) fn legacy<'a>(tokens: &'a [ScoredToken], offset: &mut usize) -> LegacyLogprobs<'a> {
+    let mut out = LegacyLogprobs {
+        tokens: Vec::with_capacity(tokens.len()),
+        token_logprobs: Vec::with_capacity(tokens.len()),
+        top_logprobs: Vec::with_capacity(tokens.len()),
+        text_offset: Vec::with_capacity(tokens.len()),
+    };
     for t in tokens {
-        strings.push(text(&t.bytes));
-        values.push(logprob(t.logprob));
-        let mut top = Map::new();
-        // Two tokens may show the same text: the likelier one (listed first) keeps its key.
-        for a in &t.top {
-            top.entry(text(&a.bytes))
-                .or_insert_with(|| json!(logprob(a.logprob)));
-        }
-        tops.push(Value::Object(top));
-        offsets.push(*offset);
+        out.tokens.push(text(&t.bytes));
+        out.token_logprobs.push(logprob(t.logprob));
+        out.top_logprobs.push(TopMap(&t.top));
+        out.text_offset.push(*offset);
         *offset += t.bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
     }
-    json!({"tokens": strings, "token_logprobs": values, "top_logprobs": tops,
-           "text_offset": offsets})
+    out
+}
+
+/// One token's `top_logprobs` object: text → log-probability. Two alternatives may show the
+/// same text: the likelier one (listed first) keeps the key.
+#[derive(Debug)]
+struct TopMap<'a>(&'a [Alternative]);
+
+impl Serialize for TopMap<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        for (i, a) in self.0.iter().enumerate() {
+            let key = text(&a.bytes);
+            if self.0[..i].iter().all(|b| text(&b.bytes) != key) {
+                map.serialize_entry(&key, &logprob(a.logprob))?;
+            }
+        }
+        map.end()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wick::{Alternative, TokenId};
+    use serde_json::{json, Value};
+    use wick::TokenId;
 
     fn token(bytes: &[u8], logprob: f32, top: &[(&[u8], f32)]) -> ScoredToken {
         ScoredToken {
@@ -88,11 +153,12 @@ mod tests {
 
     #[test]
     fn chat_entries_have_openai_fields() {
-        let v = chat(&[token(
+        let tokens = [token(
             b"Hi",
             -0.25,
             &[(b"Hi", -0.25), (b"Ho", f32::NEG_INFINITY)],
-        )]);
+        )];
+        let v = serde_json::to_value(chat(&tokens)).unwrap();
         assert_eq!(v["refusal"], Value::Null);
         let e = &v["content"][0];
         assert_eq!(e["token"], "Hi");
@@ -106,15 +172,13 @@ mod tests {
     fn legacy_offsets_count_characters() {
         let mut offset = 0;
         let e = "é".as_bytes();
-        let v = legacy(
-            &[
-                token(b"a", -1.0, &[(b"a", -1.0), (b"b", -2.0), (b"a", -3.0)]),
-                token(&e[..1], -0.5, &[]),
-                token(&e[1..], -0.5, &[]),
-                token(b"z", -0.5, &[]),
-            ],
-            &mut offset,
-        );
+        let tokens = [
+            token(b"a", -1.0, &[(b"a", -1.0), (b"b", -2.0), (b"a", -3.0)]),
+            token(&e[..1], -0.5, &[]),
+            token(&e[1..], -0.5, &[]),
+            token(b"z", -0.5, &[]),
+        ];
+        let v = serde_json::to_value(legacy(&tokens, &mut offset)).unwrap();
         assert_eq!(v["text_offset"], json!([0, 1, 2, 2]));
         assert_eq!(offset, 3);
         assert_eq!(v["top_logprobs"][0], json!({"a": -1.0, "b": -2.0}));

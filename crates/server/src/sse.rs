@@ -14,9 +14,13 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures_core::Stream;
 
-/// One `data:` event carrying `value` on one line.
-pub(crate) fn event(value: &serde_json::Value) -> Bytes {
-    Bytes::from(format!("data: {value}\n\n"))
+/// One `data:` event carrying `value` as compact JSON, on one line (JSON escapes newlines).
+pub(crate) fn event(value: &impl serde::Serialize) -> Bytes {
+    let mut frame = b"data: ".to_vec();
+    serde_json::to_writer(&mut frame, value)
+        .expect("invariant: wire objects have string keys and serialize infallibly");
+    frame.extend_from_slice(b"\n\n");
+    Bytes::from(frame)
 }
 
 /// The closing event.

@@ -1,5 +1,6 @@
 //! Chat answers: the output parser of the template's format runs on the token stream, so
-//! every item carries typed reasoning, content and tool-call events, and the final message.
+//! every item carries typed reasoning, content and tool-call events; the last one carries the
+//! whole message.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -10,10 +11,17 @@ use wick_types::{FinishReason, Usage};
 
 use crate::{AsyncCompletionStream, CompletionResponse, CompletionStream, Result};
 
-/// An answer to a chat, or one step of a streamed answer.
+/// A whole answer to a chat, or one item of a streamed answer.
+///
+/// A stream item carries what it adds ([`events`](Self::events), [`logprobs`](Self::logprobs)),
+/// never the message so far: a consumer that needs the message mid-stream accumulates the
+/// events itself ([`ParsedMessage::extend`]). The last item of a stream (the one with
+/// `finish_reason` and `usage`) is the whole answer: it carries [`message`](Self::message),
+/// assembled once, at the end.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChatResponse {
-    /// The assistant message so far: content, reasoning, tool calls.
+    /// The whole assistant message (content, reasoning, tool calls): set on a whole response
+    /// and on the last item of a stream; empty on the items before it.
     pub message: ParsedMessage,
     /// What this item added, as typed events (content and reasoning text, tool-call starts
     /// and argument fragments, the end); empty for a whole response.
@@ -29,7 +37,7 @@ pub struct ChatResponse {
 }
 
 impl ChatResponse {
-    /// The content text of the message so far.
+    /// The content text of the whole message (empty on a stream item before the last).
     pub fn text(&self) -> &str {
         &self.message.content
     }
@@ -71,8 +79,14 @@ impl ChatParser {
             finish_reason.get_or_insert(reason);
         }
         self.message.extend(&events);
+        // The whole message goes out once, with the last item; the others carry events only.
+        let message = if finish_reason.is_some() {
+            std::mem::take(&mut self.message)
+        } else {
+            ParsedMessage::default()
+        };
         Ok(ChatResponse {
-            message: self.message.clone(),
+            message,
             events,
             finish_reason,
             usage: item.usage,
@@ -105,7 +119,7 @@ impl ChatStream {
         thinking_forced_open: bool,
     ) -> Self {
         ChatStream {
-            inner,
+            inner: inner.without_text(),
             parser: ChatParser::new(format, tools, thinking_forced_open),
         }
     }
@@ -145,7 +159,7 @@ impl AsyncChatStream {
         thinking_forced_open: bool,
     ) -> Self {
         AsyncChatStream {
-            inner,
+            inner: AsyncCompletionStream(inner.0.without_text()),
             parser: ChatParser::new(format, tools, thinking_forced_open),
         }
     }

@@ -1,4 +1,4 @@
-//! Completion streams: token-by-token items with the new text and all text so far.
+//! Completion streams: token-by-token items with the new text; the last item has it all.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -7,16 +7,33 @@ use wick_engine::{GenEvent, Generation, ScoredToken};
 
 use crate::{CompletionResponse, Error, Result};
 
-/// A completion streamed token by token; each item carries the new text and all text so far.
-/// Dropping it cancels the generation.
+/// A completion streamed token by token: each item carries the text it adds
+/// ([`CompletionResponse::delta`]); the last one (with `finish_reason` and `usage`) carries
+/// the whole text too. Dropping it cancels the generation.
 #[derive(Debug)]
 pub struct CompletionStream {
-    pub(crate) generation: Generation,
-    pub(crate) text: String,
-    pub(crate) done: bool,
+    generation: Generation,
+    /// The text so far, moved into the last item (`None`: nobody reads it, keep nothing).
+    text: Option<String>,
+    done: bool,
 }
 
 impl CompletionStream {
+    pub(crate) fn new(generation: Generation) -> Self {
+        CompletionStream {
+            generation,
+            text: Some(String::new()),
+            done: false,
+        }
+    }
+
+    /// Stops keeping the text so far: the last item's `text` stays empty (a chat stream
+    /// assembles its message from parsed events instead).
+    pub(crate) fn without_text(mut self) -> Self {
+        self.text = None;
+        self
+    }
+
     fn on(&mut self, event: Option<GenEvent>) -> Option<Result<CompletionResponse>> {
         if self.done {
             return None;
@@ -27,7 +44,7 @@ impl CompletionStream {
             Some(GenEvent::Done(done)) => {
                 self.done = true;
                 CompletionResponse {
-                    text: self.text.clone(),
+                    text: self.text.take().unwrap_or_default(),
                     delta: String::new(),
                     finish_reason: Some(done.finish_reason),
                     usage: Some(done.usage),
@@ -47,9 +64,10 @@ impl CompletionStream {
     }
 
     fn delta(&mut self, delta: String, logprobs: Vec<ScoredToken>) -> CompletionResponse {
-        self.text.push_str(&delta);
+        if let Some(text) = &mut self.text {
+            text.push_str(&delta);
+        }
         CompletionResponse {
-            text: self.text.clone(),
             delta,
             logprobs,
             ..CompletionResponse::default()

@@ -10,10 +10,22 @@
 //! let answer = llm.chat(&[Message::new(Role::User, "What is the capital of France?")])?;
 //! println!("{}", answer.text());
 //! for item in llm.stream_complete("Write a haiku about rain.", false)? {
-//!     print!("{}", item?.delta);
+//!     let item = item?;
+//!     print!("{}", item.delta);
+//!     if let Some(usage) = item.usage {
+//!         // The last item: it also carries the whole text.
+//!         println!("\n{} tokens: {:?}", usage.completion_tokens, item.text);
+//!     }
 //! }
 //! # Ok::<(), wick::Error>(())
 //! ```
+//!
+//! Stream items carry only what they add (a [`CompletionResponse::delta`], a
+//! [`ChatResponse::events`] list, their tokens' log-probabilities), so a long answer costs
+//! time and memory in proportion to its length; the whole answer (`text`, `message`) is
+//! assembled once and handed out with the last item of the stream, the one with
+//! `finish_reason` and `usage`. Whole responses ([`Llm::complete`], [`Llm::chat`]) are that
+//! last item with every token's log-probabilities.
 #![deny(missing_docs)]
 
 mod builder;

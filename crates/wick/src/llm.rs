@@ -459,11 +459,7 @@ impl Llm {
             logprobs: options.logprobs,
         };
         let generation = self.loaded.engine.submit(request)?;
-        Ok(CompletionStream {
-            generation,
-            text: String::new(),
-            done: false,
-        })
+        Ok(CompletionStream::new(generation))
     }
 }
 

@@ -3,12 +3,18 @@
 use wick_engine::ScoredToken;
 use wick_types::{FinishReason, Usage};
 
-/// A finished (or, in a stream, growing) completion.
+/// A whole completion, or one item of a streamed one.
+///
+/// A stream item carries what it adds ([`delta`](Self::delta), [`logprobs`](Self::logprobs)),
+/// never the text so far: a consumer that needs the text mid-stream concatenates the deltas.
+/// The last item of a stream (the one with `finish_reason` and `usage`) is the whole answer:
+/// it carries [`text`](Self::text), assembled once, at the end.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CompletionResponse {
-    /// All text so far.
+    /// The whole text: set on a whole response and on the last item of a stream; empty on
+    /// the items before it.
     pub text: String,
-    /// The text added by this stream item (empty for a whole response).
+    /// The text added by this stream item (empty for a whole response and for the last item).
     pub delta: String,
     /// How generation ended: set on the last item only.
     pub finish_reason: Option<FinishReason>,

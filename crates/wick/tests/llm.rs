@@ -46,12 +46,16 @@ fn streamed_deltas_add_up_to_the_whole_answer() {
                 text.push_str(delta);
             }
         }
-        assert_eq!(item.text(), text, "each item carries the message so far");
+        if item.finish_reason.is_none() {
+            assert_eq!(item.message, wick::ParsedMessage::default(), "events only");
+        }
         last = Some(item);
     }
+    let last = last.expect("items");
+    assert_eq!(last.text(), text, "the last item carries the whole message");
     assert_eq!(text, whole.text());
     assert_eq!(whole.message.tool_calls, vec![]);
-    assert_eq!(last.and_then(|l| l.finish_reason), whole.finish_reason);
+    assert_eq!(last.finish_reason, whole.finish_reason);
 }
 
 #[test]

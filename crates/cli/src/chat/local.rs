@@ -59,11 +59,14 @@ impl Responder for Local {
             if interrupt.stopped() {
                 break;
             }
-            let item = item?;
-            for event in &item.events {
+            // Items carry events only: the answer so far is their content, accumulated here
+            // (an interrupted answer keeps what was shown).
+            for event in &item?.events {
                 show(event, out)?;
+                if let Event::Content(text) = event {
+                    answer.content.push_str(text);
+                }
             }
-            answer.content.clone_from(&item.message.content);
         }
         Ok(answer)
     }
