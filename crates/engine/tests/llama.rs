@@ -262,8 +262,8 @@ fn fingerprint(events: impl Iterator<Item = GenEvent>) -> (Vec<(u32, u32)>, Fini
 
 #[test]
 fn greedy_answers_are_bit_identical_cold_warm_chunked_and_eight_at_once() {
-    let system = "You are a careful assistant. Answer in one or two short sentences, plainly. "
-        .repeat(4);
+    let system =
+        "You are a careful assistant. Answer in one or two short sentences, plainly. ".repeat(4);
     let with = |n_seq: u32, prefill_budget: usize| {
         let config = BackendConfig::new(wick_testutil::model_path())
             .with_n_ctx(512)
@@ -307,7 +307,11 @@ fn greedy_answers_are_bit_identical_cold_warm_chunked_and_eight_at_once() {
         assert_eq!(&got, want, "warm ({} cached)", done.usage.cached_tokens);
     }
     let (again, done) = fingerprint(warm.submit(request(&prompts[0])).expect("submit"));
-    assert_eq!(done.usage.cached_tokens as usize, prompts[0].len(), "all cached");
+    assert_eq!(
+        done.usage.cached_tokens as usize,
+        prompts[0].len(),
+        "all cached"
+    );
     assert_eq!(again, cold[0], "fully cached");
 
     // Chunked: prompts prefilled 7 tokens a step.

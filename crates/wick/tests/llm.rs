@@ -165,7 +165,10 @@ async fn async_streams_yield_the_first_token_while_generation_goes_on() {
         .expect("acomplete");
     assert_eq!(whole.usage.unwrap().completion_tokens, 200);
     let usage = whole.usage.unwrap();
-    assert_eq!(usage.cached_tokens, usage.prompt_tokens, "the prompt is cached whole");
+    assert_eq!(
+        usage.cached_tokens, usage.prompt_tokens,
+        "the prompt is cached whole"
+    );
     assert_eq!(
         whole.text, last.text,
         "the deterministic kernels make the warm answer the cold one"
