@@ -124,9 +124,9 @@ impl Samplers {
     /// `None`), and accepts it into the sampler's state (penalty window, grammar).
     ///
     /// A grammar is checked only for the token the chain picks (llama.cpp's
-    /// `common_sampler_sample`): only when it rejects that token are the logits masked by the
-    /// grammar and the chain run again. Greedy picks exactly what a full mask would (the argmax
-    /// of all logits is the argmax of the allowed ones when allowed). A draw at a plain
+    /// `common_sampler_sample`): only when it rejects that token is it replaced by the pick
+    /// under the grammar's mask (see `pick_constrained`). Greedy picks exactly what a full mask
+    /// would (the argmax of all logits is the argmax of the allowed ones when allowed). A draw at a plain
     /// temperature stays exactly a draw from the masked distribution: an allowed token `x` comes
     /// out with `p(x) + (1 - p(A)) p(x) / p(A) = p(x) / p(A)`, `A` the allowed set. With top-k,
     /// top-p or min-p the first draw's cut is made before the mask, which leans slightly towards
@@ -154,6 +154,7 @@ impl Samplers {
             Some(grammar) => pick_constrained(
                 &mut entry.chain,
                 grammar,
+                entry.opts.is_greedy(),
                 ctx.get_logits_ith(idx),
                 &mut self.candidates,
             ),
@@ -167,32 +168,39 @@ impl Samplers {
     }
 }
 
+/// How far down a greedy chain's ranking a rejected pick's replacement is looked for, token by
+/// token, before the whole vocabulary is masked.
+const GREEDY_WALK: usize = 64;
+
 /// The chain's pick from `logits`, checked against `grammar` alone and, when it is rejected,
-/// redrawn from the logits the grammar masks; the token is accepted by both samplers.
+/// replaced by the pick from the logits the grammar masks; the token is accepted by both.
+///
+/// A greedy chain only shifts logits one token at a time (bias, penalties) and takes the
+/// largest, so the full mask's pick is the first token the grammar allows in the chain's own
+/// ranking: that ranking is walked first, and the vocabulary masked only when its head holds
+/// no allowed token.
 fn pick_constrained(
     chain: &mut LlamaSampler,
     grammar: &mut LlamaSampler,
+    greedy: bool,
     logits: &[f32],
     buffer: &mut Vec<LlamaTokenData>,
 ) -> Result<LlamaToken, BackendError> {
     let mut cur = candidates(logits, std::mem::take(buffer));
     cur.apply_sampler(chain);
-    let mut token = selected(&cur)?.id();
-    if !allows(grammar, token) {
-        cur = candidates(logits, cur.data);
-        cur.apply_sampler(grammar);
-        cur.apply_sampler(chain);
-        let pick = selected(&cur)?;
-        // Every token masked (a grammar with no way on, or a bias of -inf on all it allows):
-        // accepting the pick would abort inside llama.cpp for an end-of-generation token.
-        if pick.logit() == f32::NEG_INFINITY {
-            return Err(BackendError::Grammar {
-                reason: "no token can continue the grammar".into(),
-            });
-        }
-        token = pick.id();
-    }
+    let pick = selected(&cur)?.id();
+    let token = if allows(grammar, pick) {
+        Ok(pick)
+    } else if let Some(best) = greedy
+        .then(|| best_allowed(grammar, &cur.data, GREEDY_WALK))
+        .flatten()
+    {
+        Ok(best)
+    } else {
+        masked_pick(chain, grammar, logits, &mut cur)
+    };
     *buffer = cur.data;
+    let token = token?;
     grammar
         .try_accept(token)
         .map_err(|e| BackendError::Grammar {
@@ -200,6 +208,51 @@ fn pick_constrained(
         })?;
     chain.accept(token);
     Ok(token)
+}
+
+/// The chain's pick from `logits` with the grammar applied first (the full mask), in `cur`.
+fn masked_pick(
+    chain: &mut LlamaSampler,
+    grammar: &mut LlamaSampler,
+    logits: &[f32],
+    cur: &mut LlamaTokenDataArray,
+) -> Result<LlamaToken, BackendError> {
+    *cur = candidates(logits, std::mem::take(&mut cur.data));
+    cur.apply_sampler(grammar);
+    cur.apply_sampler(chain);
+    let pick = selected(cur)?;
+    // Every token masked (a grammar with no way on, or a bias of -inf on all it allows):
+    // accepting the pick would abort inside llama.cpp for an end-of-generation token.
+    if pick.logit() == f32::NEG_INFINITY {
+        return Err(BackendError::Grammar {
+            reason: "no token can continue the grammar".into(),
+        });
+    }
+    Ok(pick.id())
+}
+
+/// The best of the `n` highest-ranked `scored` tokens (in token order, as a greedy chain left
+/// them) that `grammar` allows; ties go to the lowest id, as llama.cpp's greedy sampler does.
+/// `None` when none of them is allowed (or has a finite logit).
+fn best_allowed(
+    grammar: &mut LlamaSampler,
+    scored: &[LlamaTokenData],
+    n: usize,
+) -> Option<LlamaToken> {
+    let mut head: Vec<LlamaTokenData> = Vec::with_capacity(n + 1);
+    for t in scored {
+        if head.len() == n && head.last().is_some_and(|w| t.logit() <= w.logit()) {
+            continue;
+        }
+        // After every token that ranks as high: an earlier (lower) id wins a tie.
+        let at = head.partition_point(|h| h.logit() >= t.logit());
+        head.insert(at, *t);
+        head.truncate(n);
+    }
+    head.iter()
+        .take_while(|t| t.logit() > f32::NEG_INFINITY)
+        .map(LlamaTokenData::id)
+        .find(|&id| allows(grammar, id))
 }
 
 /// One candidate per vocabulary token, in token order (as `llama_sampler_sample` builds them),

@@ -8,7 +8,9 @@ use llama_cpp_2::token::LlamaToken;
 use wick_backend::{BackendConfig, BackendError};
 use wick_types::{Grammar, SamplerOpts, TokenId};
 
-use super::{stages, Samplers, Stages};
+use llama_cpp_2::token::data::LlamaTokenData;
+
+use super::{best_allowed, stages, Samplers, Stages};
 use crate::eval::{eval, Outputs, Pass};
 use crate::vocab::{detokenize, from_llama, to_llama, tokenize};
 
@@ -102,6 +104,17 @@ fn both(
     (fast, masked)
 }
 
+/// The tokens of the digits 0 to 9, in that order (one token each in this vocabulary).
+fn digit_tokens(model: &LlamaModel) -> Vec<TokenId> {
+    (0..=9)
+        .map(|d| {
+            let tokens = tokenize(model, &d.to_string(), false);
+            assert_eq!(tokens.len(), 1, "{d} is one token");
+            tokens[0]
+        })
+        .collect()
+}
+
 fn text(model: &LlamaModel, tokens: &[TokenId]) -> String {
     String::from_utf8_lossy(&detokenize(model, tokens)).into_owned()
 }
@@ -145,7 +158,14 @@ item ::= [a-z]+"#
         ),
     ];
     with_model(|model, ctx| {
-        for (prompt, opts) in &cases {
+        // Digits pushed below the head of the ranking: the full mask, not the walk, finds them.
+        let digits = digit_tokens(model);
+        let buried = SamplerOpts {
+            logit_bias: digits.iter().map(|&t| (t, -40.0)).collect(),
+            ..constrained(Grammar::Gbnf(r"root ::= [0-9]+".to_owned()))
+        };
+        let buried = ("How many legs does a spider have?", buried);
+        for (prompt, opts) in cases.iter().chain([&buried]) {
             let (fast, masked) = both(model, ctx, prompt, opts);
             assert_eq!(
                 fast,
@@ -231,9 +251,7 @@ fn draws_follow_the_grammar_and_repeat_after_clear() {
 #[test]
 fn a_bias_that_bans_everything_the_grammar_allows_is_an_error() {
     with_model(|model, ctx| {
-        let digits: Vec<TokenId> = (0..=9)
-            .flat_map(|d| tokenize(model, &d.to_string(), false))
-            .collect();
+        let digits = digit_tokens(model);
         let opts = SamplerOpts {
             logit_bias: digits.iter().map(|&t| (t, f32::NEG_INFINITY)).collect(),
             ..constrained(Grammar::Gbnf(r"root ::= [0-9]".to_owned()))
@@ -250,6 +268,32 @@ fn a_bias_that_bans_everything_the_grammar_allows_is_an_error() {
         assert!(
             matches!(error, Some(BackendError::Grammar { .. })),
             "{error:?}"
+        );
+    });
+}
+
+#[test]
+fn a_greedy_walk_takes_the_best_allowed_token_and_the_lowest_id_on_a_tie() {
+    with_model(|model, _| {
+        let mut grammar =
+            LlamaSampler::grammar(model, "root ::= [0-9]+", "root").expect("a grammar");
+        let digits = digit_tokens(model);
+        let word = tokenize(model, "Hello", false)[0];
+        let n_vocab = model.vocab().n_tokens();
+        let mut scored: Vec<LlamaTokenData> = (0..n_vocab)
+            .map(|id| LlamaTokenData::new(LlamaToken(id), 0.0, 0.0))
+            .collect();
+        let mut set = |t: TokenId, logit: f32| scored[t.0 as usize].set_logit(logit);
+        set(word, 9.0);
+        set(digits[7], 5.0);
+        set(digits[3], 5.0);
+        set(digits[1], 4.0);
+        let best = best_allowed(&mut grammar, &scored, 64).map(from_llama);
+        assert_eq!(best, Some(digits[3].min(digits[7])));
+        assert_eq!(
+            best_allowed(&mut grammar, &scored, 1),
+            None,
+            "only the word is in a head of one"
         );
     });
 }
