@@ -125,12 +125,12 @@ impl Samplers {
     ///
     /// A grammar is checked only for the token the chain picks (llama.cpp's
     /// `common_sampler_sample`): only when it rejects that token is it replaced by the pick
-    /// under the grammar's mask (see `pick_constrained`). Greedy picks exactly what a full mask
-    /// would (the argmax of all logits is the argmax of the allowed ones when allowed). A draw at a plain
-    /// temperature stays exactly a draw from the masked distribution: an allowed token `x` comes
-    /// out with `p(x) + (1 - p(A)) p(x) / p(A) = p(x) / p(A)`, `A` the allowed set. With top-k,
-    /// top-p or min-p the first draw's cut is made before the mask, which leans slightly towards
-    /// the tokens the model ranks highest (as llama.cpp does).
+    /// under the grammar's mask (see `pick_constrained`). Greedy picks exactly what a full
+    /// mask would (the argmax of all logits is the argmax of the allowed ones when allowed). A
+    /// draw at a plain temperature stays exactly a draw from the masked distribution: an
+    /// allowed token `x` comes out with `p(x) + (1 - p(A)) p(x) / p(A) = p(x) / p(A)`, `A` the
+    /// allowed set. With top-k, top-p or min-p the first draw's cut is made before the mask,
+    /// which leans slightly towards the tokens the model ranks highest (as llama.cpp does).
     ///
     /// # Errors
     ///
