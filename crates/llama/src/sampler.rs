@@ -1,10 +1,15 @@
-//! Samplers: `SamplerOpts` turned into llama.cpp sampler chains.
+//! Samplers: `SamplerOpts` turned into llama.cpp sampler chains, and a grammar checked beside
+//! the chain rather than inside it.
 
 use std::collections::HashMap;
 
+use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::logit_bias::LlamaLogitBias;
+use llama_cpp_2::token::LlamaToken;
 use wick_backend::{BackendError, SamplerId};
 use wick_types::{Grammar, SamplerOpts};
 
@@ -12,7 +17,11 @@ use crate::vocab::to_llama;
 
 struct Entry {
     opts: SamplerOpts,
+    /// Logit bias, penalties and the pick: everything but the grammar.
     chain: LlamaSampler,
+    /// Kept out of the chain: masking the whole vocabulary at every step costs about as much as
+    /// a forward pass of a small model, so [`Samplers::sample`] checks only the chain's pick.
+    grammar: Option<LlamaSampler>,
 }
 
 /// Every sampler of a backend, by id.
@@ -20,6 +29,9 @@ pub(crate) struct Samplers {
     entries: HashMap<u64, Entry>,
     next_id: u64,
     greedy: LlamaSampler,
+    /// The candidates of a constrained pick, one per vocabulary token; kept between steps so
+    /// they are not allocated again for each token.
+    candidates: Vec<LlamaTokenData>,
 }
 
 impl std::fmt::Debug for Samplers {
@@ -36,6 +48,7 @@ impl Samplers {
             entries: HashMap::new(),
             next_id: 1,
             greedy: LlamaSampler::greedy(),
+            candidates: Vec::new(),
         }
     }
 
@@ -44,7 +57,7 @@ impl Samplers {
         model: &LlamaModel,
         opts: &SamplerOpts,
     ) -> Result<SamplerId, BackendError> {
-        let chain = build(model, opts)?;
+        let (chain, grammar) = build(model, opts)?;
         let id = self.next_id;
         self.next_id += 1;
         self.entries.insert(
@@ -52,6 +65,7 @@ impl Samplers {
             Entry {
                 opts: opts.clone(),
                 chain,
+                grammar,
             },
         );
         Ok(SamplerId(id))
@@ -64,7 +78,7 @@ impl Samplers {
         opts: &SamplerOpts,
     ) -> Result<(), BackendError> {
         let entry = self.entry(id)?;
-        entry.chain = build(model, opts)?;
+        (entry.chain, entry.grammar) = build(model, opts)?;
         entry.opts = opts.clone();
         Ok(())
     }
@@ -81,7 +95,11 @@ impl Samplers {
     }
 
     pub(crate) fn clear(&mut self, id: SamplerId) -> Result<(), BackendError> {
-        self.entry(id)?.chain.reset();
+        let entry = self.entry(id)?;
+        entry.chain.reset();
+        if let Some(grammar) = &mut entry.grammar {
+            grammar.reset();
+        }
         Ok(())
     }
 
@@ -102,14 +120,44 @@ impl Samplers {
         }
     }
 
-    /// The chain for `id`, or the greedy sampler for `None`.
-    pub(crate) fn chain(
+    /// Picks the next token from output `idx` of the last pass with sampler `id` (greedy for
+    /// `None`), and accepts it into the sampler's state (penalty window, grammar).
+    ///
+    /// A grammar is checked only for the token the chain picks (llama.cpp's
+    /// `common_sampler_sample`): only when it rejects that token is it replaced by the pick
+    /// under the grammar's mask (see `pick_constrained`). Greedy picks exactly what a full
+    /// mask would (the argmax of all logits is the argmax of the allowed ones when allowed). A
+    /// draw at a plain temperature stays exactly a draw from the masked distribution: an
+    /// allowed token `x` comes out with `p(x) + (1 - p(A)) p(x) / p(A) = p(x) / p(A)`, `A` the
+    /// allowed set. With top-k, top-p or min-p the first draw's cut is made before the mask,
+    /// which leans slightly towards the tokens the model ranks highest (as llama.cpp does).
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::UnknownSampler`]; [`BackendError::Grammar`] when no token can continue
+    /// the grammar.
+    pub(crate) fn sample(
         &mut self,
         id: Option<SamplerId>,
-    ) -> Result<&mut LlamaSampler, BackendError> {
-        match id {
-            None => Ok(&mut self.greedy),
-            Some(id) => Ok(&mut self.entry(id)?.chain),
+        ctx: &LlamaContext<'_>,
+        idx: i32,
+    ) -> Result<LlamaToken, BackendError> {
+        let Some(id) = id else {
+            return Ok(self.greedy.sample(ctx, idx));
+        };
+        let entry = self
+            .entries
+            .get_mut(&id.0)
+            .ok_or(BackendError::UnknownSampler(id.0))?;
+        match &mut entry.grammar {
+            None => Ok(entry.chain.sample(ctx, idx)),
+            Some(grammar) => pick_constrained(
+                &mut entry.chain,
+                grammar,
+                entry.opts.is_greedy(),
+                ctx.get_logits_ith(idx),
+                &mut self.candidates,
+            ),
         }
     }
 
@@ -118,6 +166,123 @@ impl Samplers {
             .get_mut(&id.0)
             .ok_or(BackendError::UnknownSampler(id.0))
     }
+}
+
+/// How far down a greedy chain's ranking a rejected pick's replacement is looked for, token by
+/// token, before the whole vocabulary is masked.
+const GREEDY_WALK: usize = 64;
+
+/// The chain's pick from `logits`, checked against `grammar` alone and, when it is rejected,
+/// replaced by the pick from the logits the grammar masks; the token is accepted by both.
+///
+/// A greedy chain only shifts logits one token at a time (bias, penalties) and takes the
+/// largest, so the full mask's pick is the first token the grammar allows in the chain's own
+/// ranking: that ranking is walked first, and the vocabulary masked only when its head holds
+/// no allowed token.
+fn pick_constrained(
+    chain: &mut LlamaSampler,
+    grammar: &mut LlamaSampler,
+    greedy: bool,
+    logits: &[f32],
+    buffer: &mut Vec<LlamaTokenData>,
+) -> Result<LlamaToken, BackendError> {
+    let mut cur = candidates(logits, std::mem::take(buffer));
+    cur.apply_sampler(chain);
+    let pick = selected(&cur)?.id();
+    let token = if allows(grammar, pick) {
+        Ok(pick)
+    } else if let Some(best) = greedy
+        .then(|| best_allowed(grammar, &cur.data, GREEDY_WALK))
+        .flatten()
+    {
+        Ok(best)
+    } else {
+        masked_pick(chain, grammar, logits, &mut cur)
+    };
+    *buffer = cur.data;
+    let token = token?;
+    grammar
+        .try_accept(token)
+        .map_err(|e| BackendError::Grammar {
+            reason: format!("llama.cpp could not advance the grammar ({e})"),
+        })?;
+    chain.accept(token);
+    Ok(token)
+}
+
+/// The chain's pick from `logits` with the grammar applied first (the full mask), in `cur`.
+fn masked_pick(
+    chain: &mut LlamaSampler,
+    grammar: &mut LlamaSampler,
+    logits: &[f32],
+    cur: &mut LlamaTokenDataArray,
+) -> Result<LlamaToken, BackendError> {
+    *cur = candidates(logits, std::mem::take(&mut cur.data));
+    cur.apply_sampler(grammar);
+    cur.apply_sampler(chain);
+    let pick = selected(cur)?;
+    // Every token masked (a grammar with no way on, or a bias of -inf on all it allows):
+    // accepting the pick would abort inside llama.cpp for an end-of-generation token.
+    if pick.logit() == f32::NEG_INFINITY {
+        return Err(BackendError::Grammar {
+            reason: "no token can continue the grammar".into(),
+        });
+    }
+    Ok(pick.id())
+}
+
+/// The best of the `n` highest-ranked `scored` tokens (in token order, as a greedy chain left
+/// them) that `grammar` allows; ties go to the lowest id, as llama.cpp's greedy sampler does.
+/// `None` when none of them is allowed (or has a finite logit).
+fn best_allowed(
+    grammar: &mut LlamaSampler,
+    scored: &[LlamaTokenData],
+    n: usize,
+) -> Option<LlamaToken> {
+    let mut head: Vec<LlamaTokenData> = Vec::with_capacity(n + 1);
+    for t in scored {
+        if head.len() == n && head.last().is_some_and(|w| t.logit() <= w.logit()) {
+            continue;
+        }
+        // After every token that ranks as high: an earlier (lower) id wins a tie.
+        let at = head.partition_point(|h| h.logit() >= t.logit());
+        head.insert(at, *t);
+        head.truncate(n);
+    }
+    head.iter()
+        .take_while(|t| t.logit() > f32::NEG_INFINITY)
+        .map(LlamaTokenData::id)
+        .find(|&id| allows(grammar, id))
+}
+
+/// One candidate per vocabulary token, in token order (as `llama_sampler_sample` builds them),
+/// written into `buffer`.
+fn candidates(logits: &[f32], mut buffer: Vec<LlamaTokenData>) -> LlamaTokenDataArray {
+    buffer.clear();
+    buffer.extend(
+        (0..)
+            .zip(logits)
+            .map(|(id, &logit)| LlamaTokenData::new(LlamaToken(id), logit, 0.0)),
+    );
+    LlamaTokenDataArray::new(buffer, false)
+}
+
+fn selected(cur: &LlamaTokenDataArray) -> Result<LlamaTokenData, BackendError> {
+    cur.selected
+        .and_then(|i| cur.data.get(i))
+        .copied()
+        .ok_or_else(|| BackendError::Decode {
+            reason: "the sampler chain selected no token".into(),
+        })
+}
+
+/// Whether `grammar` allows `token` next; end-of-generation tokens only where it is complete.
+fn allows(grammar: &mut LlamaSampler, token: LlamaToken) -> bool {
+    let mut one = LlamaTokenDataArray::new(vec![LlamaTokenData::new(token, 1.0, 0.0)], false);
+    one.apply_sampler(grammar);
+    one.data
+        .first()
+        .is_some_and(|t| t.logit() > f32::NEG_INFINITY)
 }
 
 /// Turns a grammar into GBNF text (JSON schemas through llama.cpp's converter).
@@ -165,16 +330,48 @@ fn check_opts(opts: &SamplerOpts) -> Result<(), BackendError> {
             "finite numbers",
         ));
     }
+    // +inf or NaN would turn a logit the grammar masked (-inf) into NaN.
+    if let Some(&(_, bias)) = opts
+        .logit_bias
+        .iter()
+        .find(|&&(_, b)| !(b.is_finite() || b == f32::NEG_INFINITY))
+    {
+        return Err(bad("logit_bias", bias, "a finite number or -inf"));
+    }
     Ok(())
 }
 
-/// The chain: logit bias, grammar, penalties, then greedy or the top-k/top-p/min-p/temperature
-/// filters and a seeded draw (llama.cpp's own order).
-fn build(model: &LlamaModel, opts: &SamplerOpts) -> Result<LlamaSampler, BackendError> {
+/// The chain and, apart from it, the grammar sampler (see [`Stages`]).
+fn build(
+    model: &LlamaModel,
+    opts: &SamplerOpts,
+) -> Result<(LlamaSampler, Option<LlamaSampler>), BackendError> {
+    let Stages {
+        bias,
+        grammar,
+        rest,
+    } = stages(model, opts)?;
+    Ok((
+        LlamaSampler::chain_simple(bias.into_iter().chain(rest)),
+        grammar,
+    ))
+}
+
+/// llama.cpp's order: logit bias, grammar, penalties, then greedy or the top-k/top-p/min-p/
+/// temperature filters and a seeded draw. The grammar only sets logits to -inf, which the
+/// bias and penalties keep, so running it before the whole chain masks as it would in place.
+struct Stages {
+    bias: Option<LlamaSampler>,
+    grammar: Option<LlamaSampler>,
+    rest: Vec<LlamaSampler>,
+}
+
+fn stages(model: &LlamaModel, opts: &SamplerOpts) -> Result<Stages, BackendError> {
     check_opts(opts)?;
     let n_vocab = model.n_vocab();
-    let mut chain = Vec::new();
-    if !opts.logit_bias.is_empty() {
+    let bias = if opts.logit_bias.is_empty() {
+        None
+    } else {
         let biases: Vec<LlamaLogitBias> = opts
             .logit_bias
             .iter()
@@ -183,18 +380,22 @@ fn build(model: &LlamaModel, opts: &SamplerOpts) -> Result<LlamaSampler, Backend
                     .map(|()| LlamaLogitBias::new(to_llama(t), b))
             })
             .collect::<Result<_, _>>()?;
-        chain.push(LlamaSampler::logit_bias(n_vocab, &biases));
-    }
-    if let Some(grammar) = &opts.grammar {
-        let text = gbnf(grammar)?;
-        let sampler =
-            LlamaSampler::grammar(model, &text, "root").map_err(|e| BackendError::Grammar {
-                reason: format!("llama.cpp rejected the grammar ({e})"),
-            })?;
-        chain.push(sampler);
-    }
+        Some(LlamaSampler::logit_bias(n_vocab, &biases))
+    };
+    let grammar = match &opts.grammar {
+        None => None,
+        Some(grammar) => {
+            let text = gbnf(grammar)?;
+            Some(LlamaSampler::grammar(model, &text, "root").map_err(|e| {
+                BackendError::Grammar {
+                    reason: format!("llama.cpp rejected the grammar ({e})"),
+                }
+            })?)
+        }
+    };
+    let mut rest = Vec::new();
     if opts.has_penalties() {
-        chain.push(LlamaSampler::penalties(
+        rest.push(LlamaSampler::penalties(
             n_vocab,
             i32::try_from(opts.penalty_last_n).unwrap_or(i32::MAX),
             opts.repetition_penalty,
@@ -203,21 +404,28 @@ fn build(model: &LlamaModel, opts: &SamplerOpts) -> Result<LlamaSampler, Backend
         ));
     }
     if opts.is_greedy() {
-        chain.push(LlamaSampler::greedy());
+        rest.push(LlamaSampler::greedy());
     } else {
         if opts.top_k > 0 {
-            chain.push(LlamaSampler::top_k(
+            rest.push(LlamaSampler::top_k(
                 i32::try_from(opts.top_k).unwrap_or(i32::MAX),
             ));
         }
         if opts.top_p < 1.0 {
-            chain.push(LlamaSampler::top_p(opts.top_p, 1));
+            rest.push(LlamaSampler::top_p(opts.top_p, 1));
         }
         if opts.min_p > 0.0 {
-            chain.push(LlamaSampler::min_p(opts.min_p, 1));
+            rest.push(LlamaSampler::min_p(opts.min_p, 1));
         }
-        chain.push(LlamaSampler::temp(opts.temperature));
-        chain.push(LlamaSampler::dist(opts.seed));
+        rest.push(LlamaSampler::temp(opts.temperature));
+        rest.push(LlamaSampler::dist(opts.seed));
     }
-    Ok(LlamaSampler::chain_simple(chain))
+    Ok(Stages {
+        bias,
+        grammar,
+        rest,
+    })
 }
+
+#[cfg(test)]
+mod tests;

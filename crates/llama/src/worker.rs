@@ -172,7 +172,7 @@ impl Worker<'_> {
                 let logits = op
                     .logprobs()
                     .map(|top| (ctx.get_logits_ith(idx).to_vec(), top));
-                let token = from_llama(samplers.chain(op.sampler())?.sample(ctx, idx));
+                let token = from_llama(samplers.sample(op.sampler(), ctx, idx)?);
                 let logprobs = logits.map(|(l, top)| Logprobs::from_logits(&l, token, top));
                 sampled[p] = Some((token, logprobs));
                 Ok(())
