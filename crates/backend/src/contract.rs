@@ -238,6 +238,11 @@ pub trait Backend: Send {
     /// [`BackendError::Tokenize`] when the text cannot be tokenized.
     fn tokenize(&self, text: &str, special: bool) -> Result<Vec<TokenId>>;
 
+    /// A tokenizer of this model's vocabulary that any thread may use while the backend runs
+    /// elsewhere (prompts are rendered and tokenized on the callers' side, never on the
+    /// model's thread). It tokenizes exactly as [`Backend::tokenize`] does.
+    fn tokenizer(&self) -> crate::SharedTokenizer;
+
     /// The bytes of `tokens`, control tokens rendered as their text. A token may end inside a
     /// UTF-8 character, so this is bytes, not a string.
     ///

@@ -40,6 +40,7 @@ mod logprobs;
 pub mod snapshot;
 mod stub;
 pub mod thinking;
+mod tokenizer;
 
 pub use config::{BackendConfig, KernelMode};
 pub use contract::{
@@ -49,3 +50,4 @@ pub use error::{BackendError, Result};
 pub use info::{ModelInfo, SpecialTokens, ThinkingTokens, THINKING_MARKERS};
 pub use logprobs::{Logprobs, TokenLogprob, MAX_TOP_LOGPROBS};
 pub use stub::StubBackend;
+pub use tokenizer::{SharedTokenizer, Tokenizer};

@@ -1,7 +1,7 @@
 //! Prompts as tokens: a chat template bound to a model's tokenizer, where template text is
 //! tokenized with special-token parsing on and message content with it off.
 
-use wick_backend::Backend;
+use wick_backend::{Backend, Tokenizer};
 use wick_parse::Format;
 use wick_template::{ChatTemplate, JinjaTemplate, RenderRequest, SegmentKind, Segments};
 use wick_types::TokenId;
@@ -44,8 +44,11 @@ impl ChatFormat {
     /// # Errors
     ///
     /// The backend cannot detokenize its own special tokens.
-    pub fn new(template: ChatTemplate, backend: &dyn Backend) -> Result<Self, EngineError> {
-        let (bos_token, eos_token) = special_texts(backend)?;
+    pub fn new<T: Tokenizer + ?Sized>(
+        template: ChatTemplate,
+        tokenizer: &T,
+    ) -> Result<Self, EngineError> {
+        let (bos_token, eos_token) = special_texts(tokenizer)?;
         let stops = template.stops();
         let format = match &template {
             ChatTemplate::Jinja(jinja) => Format::detect(jinja.source()),
@@ -95,14 +98,15 @@ impl ChatFormat {
         &self.stops
     }
 
-    /// Renders `request` (its BOS/EOS texts default to the model's) and tokenizes it.
+    /// Renders `request` (its BOS/EOS texts default to the model's) and tokenizes it, on the
+    /// caller's thread.
     ///
     /// # Errors
     ///
     /// The template's own error, or a tokenizer failure.
-    pub fn render(
+    pub fn render<T: Tokenizer + ?Sized>(
         &self,
-        backend: &dyn Backend,
+        tokenizer: &T,
         mut request: RenderRequest,
     ) -> Result<RenderedPrompt, EngineError> {
         if request.bos_token.is_none() {
@@ -115,7 +119,7 @@ impl ChatFormat {
         let text = segments.text();
         let tail = text.trim_end();
         let thinking_forced_open = REASONING_OPENERS.iter().any(|o| tail.ends_with(o));
-        let tokens = segment_tokens(backend, &segments)?
+        let tokens = segment_tokens(tokenizer, &segments)?
             .into_iter()
             .map(|(t, _)| t)
             .collect();
@@ -132,13 +136,13 @@ impl ChatFormat {
 /// # Errors
 ///
 /// The backend cannot detokenize its own special tokens.
-pub fn special_texts(
-    backend: &dyn Backend,
+pub fn special_texts<T: Tokenizer + ?Sized>(
+    tokenizer: &T,
 ) -> Result<(Option<String>, Option<String>), EngineError> {
-    let special = &backend.info().special;
+    let special = tokenizer.special();
     let text = |t: Option<TokenId>| -> Result<Option<String>, EngineError> {
         Ok(match t {
-            Some(t) => Some(String::from_utf8_lossy(&backend.detokenize(&[t])?).into_owned()),
+            Some(t) => Some(String::from_utf8_lossy(&tokenizer.detokenize(&[t])?).into_owned()),
             None => None,
         })
     };
@@ -151,12 +155,12 @@ pub fn special_texts(
 /// # Errors
 ///
 /// A tokenizer failure.
-pub fn segment_tokens(
-    backend: &dyn Backend,
+pub fn segment_tokens<T: Tokenizer + ?Sized>(
+    tokenizer: &T,
     segments: &Segments,
 ) -> Result<Vec<(TokenId, SegmentKind)>, EngineError> {
-    let mut tokens = segments.tokenize(|text, special| backend.tokenize(text, special))?;
-    let special = &backend.info().special;
+    let mut tokens = segments.tokenize(|text, special| tokenizer.tokenize(text, special))?;
+    let special = tokenizer.special();
     if let (true, Some(bos)) = (special.add_bos, special.bos) {
         if tokens.first().map(|t| t.0) != Some(bos) {
             tokens.insert(0, (bos, SegmentKind::Control));

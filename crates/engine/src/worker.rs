@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::thread;
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
-use wick_backend::{Backend, ModelInfo};
+use wick_backend::{Backend, ModelInfo, SharedTokenizer};
 
 use crate::scheduler::{Pending, State};
 use crate::ticket::Ticket;
@@ -28,6 +28,7 @@ pub struct Engine {
     inflight: Arc<AtomicUsize>,
     stats: Arc<CacheStats>,
     info: Arc<ModelInfo>,
+    tokenizer: SharedTokenizer,
     live: usize,
     queued: usize,
 }
@@ -61,6 +62,7 @@ impl Engine {
         );
         let (live, queued) = state.capacity();
         let info = Arc::new(backend.info().clone());
+        let tokenizer = backend.tokenizer();
         let (commands, rx) = mpsc::sync_channel(256);
         thread::Builder::new()
             .name(format!("wick-engine-{}", info.name))
@@ -71,6 +73,7 @@ impl Engine {
             inflight,
             stats: cache_stats,
             info,
+            tokenizer,
             live,
             queued,
         })
@@ -79,6 +82,12 @@ impl Engine {
     /// The model and context the engine serves.
     pub fn info(&self) -> &ModelInfo {
         &self.info
+    }
+
+    /// The model's vocabulary, for the caller's own thread: prompts are rendered and tokenized
+    /// there, never on the engine's thread.
+    pub fn tokenizer(&self) -> &SharedTokenizer {
+        &self.tokenizer
     }
 
     /// Queues a generation and returns its stream of events.

@@ -28,6 +28,7 @@ enum Command {
 #[derive(Debug)]
 pub struct LlamaBackend {
     info: ModelInfo,
+    tokenizer: std::sync::Arc<crate::vocab::LlamaTokenizer>,
     tx: Option<mpsc::Sender<Command>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -43,6 +44,7 @@ impl LlamaBackend {
         config.validate()?;
         let (tx, rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+        let config_path = config.model_path.clone();
         let config = config.clone();
         let thread = std::thread::Builder::new()
             .name("wick-llama".into())
@@ -52,8 +54,10 @@ impl LlamaBackend {
                 reason: e.to_string(),
             })?;
         let info = ready_rx.recv().map_err(|_| BackendError::WorkerGone)??;
+        let tokenizer = crate::vocab::LlamaTokenizer::load(&config_path, info.n_vocab)?;
         Ok(LlamaBackend {
             info,
+            tokenizer: std::sync::Arc::new(tokenizer),
             tx: Some(tx),
             thread: Some(thread),
         })
@@ -251,15 +255,16 @@ impl Backend for LlamaBackend {
         &self.info
     }
 
+    fn tokenizer(&self) -> wick_backend::SharedTokenizer {
+        self.tokenizer.clone()
+    }
+
     fn tokenize(&self, text: &str, special: bool) -> Result<Vec<TokenId>> {
-        let text = text.to_owned();
-        self.call(move |w| Ok(crate::vocab::tokenize(w.model, &text, special)))
+        wick_backend::Tokenizer::tokenize(&*self.tokenizer, text, special)
     }
 
     fn detokenize(&self, tokens: &[TokenId]) -> Result<Vec<u8>> {
-        crate::vocab::check_range(tokens, self.info.n_vocab)?;
-        let tokens = tokens.to_vec();
-        self.call(move |w| Ok(crate::vocab::detokenize(w.model, &tokens)))
+        wick_backend::Tokenizer::detokenize(&*self.tokenizer, tokens)
     }
 
     fn prefill(&mut self, seq: SeqId, tokens: &[TokenId]) -> Result<()> {
@@ -278,14 +283,10 @@ impl Backend for LlamaBackend {
     }
 
     fn token_pieces(&self, tokens: &[TokenId]) -> Result<Vec<Vec<u8>>> {
-        crate::vocab::check_range(tokens, self.info.n_vocab)?;
-        let tokens = tokens.to_vec();
-        self.call(move |w| {
-            Ok(tokens
-                .iter()
-                .map(|t| crate::vocab::detokenize(w.model, std::slice::from_ref(t)))
-                .collect())
-        })
+        tokens
+            .iter()
+            .map(|t| wick_backend::Tokenizer::detokenize(&*self.tokenizer, std::slice::from_ref(t)))
+            .collect()
     }
 
     fn seq_tokens(&self, seq: SeqId) -> Result<Vec<TokenId>> {

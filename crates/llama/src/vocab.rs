@@ -77,3 +77,54 @@ pub(crate) fn special_tokens(model: &LlamaModel) -> SpecialTokens {
     special.thinking = thinking;
     special
 }
+
+/// The model's vocabulary on the callers' side: a vocabulary-only load of the same GGUF file
+/// (no weights), so prompts are tokenized and tokens read back on any thread, never on the
+/// thread that runs the model.
+pub(crate) struct LlamaTokenizer {
+    model: LlamaModel,
+    special: SpecialTokens,
+    n_vocab: u32,
+}
+
+impl std::fmt::Debug for LlamaTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlamaTokenizer")
+            .field("n_vocab", &self.n_vocab)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LlamaTokenizer {
+    /// Loads the vocabulary of the model at `path` (already checked and loaded once).
+    pub(crate) fn load(path: &std::path::Path, n_vocab: u32) -> Result<Self, BackendError> {
+        let params = llama_cpp_2::model::params::LlamaModelParams::default().with_vocab_only(true);
+        let model =
+            LlamaModel::load_from_file(crate::load::runtime()?, path, &params).map_err(|e| {
+                BackendError::Load {
+                    path: path.to_path_buf(),
+                    reason: format!("llama.cpp could not load its vocabulary ({e})"),
+                }
+            })?;
+        Ok(LlamaTokenizer {
+            special: special_tokens(&model),
+            model,
+            n_vocab,
+        })
+    }
+}
+
+impl wick_backend::Tokenizer for LlamaTokenizer {
+    fn special(&self) -> &SpecialTokens {
+        &self.special
+    }
+
+    fn tokenize(&self, text: &str, special: bool) -> Result<Vec<TokenId>, BackendError> {
+        Ok(tokenize(&self.model, text, special))
+    }
+
+    fn detokenize(&self, tokens: &[TokenId]) -> Result<Vec<u8>, BackendError> {
+        check_range(tokens, self.n_vocab)?;
+        Ok(detokenize(&self.model, tokens))
+    }
+}

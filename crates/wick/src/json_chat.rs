@@ -65,6 +65,7 @@ impl Llm {
     /// # Errors
     ///
     /// As [`Llm::chat`].
+    #[allow(clippy::unused_async)] // async in the API, like the other `astream_*`
     pub async fn astream_chat_json(
         &self,
         chat: JsonChat,
@@ -80,12 +81,11 @@ impl Llm {
         render.messages = chat.messages;
         render.add_generation_prompt = true;
         render.extra_context = chat.extra_context;
-        let format = Arc::clone(&self.loaded.chat);
+        // Rendered and tokenized here, on the caller's thread, not the model's.
         let rendered = self
             .loaded
-            .engine
-            .with_backend_async(move |b| format.render(b, render))
-            .await??;
+            .chat
+            .render(&**self.loaded.engine.tokenizer(), render)?;
         let (format, schemas) = self.output_format(&plan, true);
         let options = plan.options(options);
         let inner = AsyncCompletionStream(self.start(rendered.tokens, true, &options)?);

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use wick_backend::Backend;
+use wick_backend::Tokenizer;
 use wick_engine::{ChatFormat, GenerateRequest, RenderedPrompt};
 use wick_parse::{Format, ToolSchemas};
 use wick_template::RenderRequest;
@@ -120,7 +120,7 @@ impl Llm {
     ) -> Result<CompletionStream> {
         let prompt = self.completion_prompt(input);
         let templated = matches!(prompt, Prompt::Chat(_));
-        let rendered = self.render(prompt)?;
+        let rendered = self.render(&prompt)?;
         self.start(rendered.tokens, templated, options)
     }
 
@@ -159,6 +159,7 @@ impl Llm {
     /// # Errors
     ///
     /// As [`Llm::complete`].
+    #[allow(clippy::unused_async)] // async in the API; rendering runs here, without waiting
     pub async fn astream_complete_with(
         &self,
         input: PromptInput,
@@ -166,7 +167,7 @@ impl Llm {
     ) -> Result<AsyncCompletionStream> {
         let prompt = self.completion_prompt(input);
         let templated = matches!(prompt, Prompt::Chat(_));
-        let rendered = self.arender(prompt).await?;
+        let rendered = self.render(&prompt)?;
         Ok(AsyncCompletionStream(self.start(
             rendered.tokens,
             templated,
@@ -219,7 +220,7 @@ impl Llm {
         let plan = self.tool_plan(request, options)?;
         let prompt = self.chat_prompt(&plan.request);
         let templated = matches!(prompt, Prompt::Chat(_));
-        let rendered = self.render(prompt)?;
+        let rendered = self.render(&prompt)?;
         let (format, tools) = self.output_format(&plan, templated);
         let options = plan.options(options);
         let inner = self.start(rendered.tokens, templated, &options)?;
@@ -256,6 +257,7 @@ impl Llm {
     /// # Errors
     ///
     /// As [`Llm::chat`].
+    #[allow(clippy::unused_async)] // async in the API; rendering runs here, without waiting
     pub async fn astream_chat_with(
         &self,
         request: &ChatRequest,
@@ -264,7 +266,7 @@ impl Llm {
         let plan = self.tool_plan(request, options)?;
         let prompt = self.chat_prompt(&plan.request);
         let templated = matches!(prompt, Prompt::Chat(_));
-        let rendered = self.arender(prompt).await?;
+        let rendered = self.render(&prompt)?;
         let (format, tools) = self.output_format(&plan, templated);
         let options = plan.options(options);
         let inner = AsyncCompletionStream(self.start(rendered.tokens, templated, &options)?);
@@ -281,13 +283,9 @@ impl Llm {
     /// # Errors
     ///
     /// A tokenizer failure.
+    #[allow(clippy::unused_async)] // async in the API; the work is quick and thread-safe now
     pub async fn atokenize(&self, text: &str, special: bool) -> Result<Vec<TokenId>> {
-        let text = text.to_owned();
-        Ok(self
-            .loaded
-            .engine
-            .with_backend_async(move |b| b.tokenize(&text, special))
-            .await??)
+        Ok(self.loaded.engine.tokenizer().tokenize(text, special)?)
     }
 
     /// The text of `tokens` (invalid UTF-8 becomes U+FFFD).
@@ -295,13 +293,9 @@ impl Llm {
     /// # Errors
     ///
     /// An out-of-range token.
+    #[allow(clippy::unused_async)] // async in the API; the work is quick and thread-safe now
     pub async fn adetokenize(&self, tokens: &[TokenId]) -> Result<String> {
-        let tokens = tokens.to_vec();
-        let bytes = self
-            .loaded
-            .engine
-            .with_backend_async(move |b| b.detokenize(&tokens))
-            .await??;
+        let bytes = self.loaded.engine.tokenizer().detokenize(tokens)?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
@@ -395,19 +389,9 @@ impl Llm {
         })
     }
 
-    fn render(&self, prompt: Prompt) -> Result<RenderedPrompt> {
-        let chat = Arc::clone(&self.loaded.chat);
-        self.loaded
-            .engine
-            .with_backend(move |b| tokenize(b, &chat, &prompt))?
-    }
-
-    async fn arender(&self, prompt: Prompt) -> Result<RenderedPrompt> {
-        let chat = Arc::clone(&self.loaded.chat);
-        self.loaded
-            .engine
-            .with_backend_async(move |b| tokenize(b, &chat, &prompt))
-            .await?
+    /// Renders and tokenizes `prompt` on the caller's thread (never the model's).
+    fn render(&self, prompt: &Prompt) -> Result<RenderedPrompt> {
+        tokenize(&**self.loaded.engine.tokenizer(), &self.loaded.chat, prompt)
     }
 
     fn completion_prompt(&self, input: PromptInput) -> Prompt {
@@ -464,16 +448,16 @@ impl Llm {
 }
 
 fn tokenize(
-    backend: &mut dyn Backend,
+    tokenizer: &(dyn Tokenizer + Send + Sync),
     chat: &ChatFormat,
     prompt: &Prompt,
 ) -> Result<RenderedPrompt> {
     Ok(match prompt {
         Prompt::Formatted(text) => RenderedPrompt {
-            tokens: backend.tokenize_prompt(text, true)?,
+            tokens: tokenizer.tokenize_prompt(text, true)?,
             thinking_forced_open: false,
         },
-        Prompt::Chat(request) => chat.render(backend, RenderRequest::from(request.as_ref()))?,
+        Prompt::Chat(request) => chat.render(tokenizer, RenderRequest::from(request.as_ref()))?,
         Prompt::Tokens(tokens) => RenderedPrompt {
             tokens: tokens.clone(),
             thinking_forced_open: false,

@@ -76,6 +76,13 @@ fn streamed_completion_equals_the_whole_one() {
         .last()
         .expect("items")
         .expect("ok");
+    // The second request finds its prompt cached; everything else is the same response.
+    let usage = last.usage.expect("usage");
+    assert_eq!(usage.cached_tokens, usage.prompt_tokens);
+    let last = wick::CompletionResponse {
+        usage: whole.usage,
+        ..last
+    };
     assert_eq!(whole, last, "no log-probabilities asked: the same response");
     assert_eq!(whole.text.len(), {
         let mut n = 0;
@@ -126,7 +133,15 @@ fn chat_items_carry_events_and_the_last_the_whole_message() {
     let whole = llm.chat(&messages).expect("chat");
     assert_eq!(whole.message, last.message);
     assert!(whole.events.is_empty());
-    assert_eq!(whole.usage, last.usage);
+    let (w, l) = (whole.usage.expect("usage"), last.usage.expect("usage"));
+    assert_eq!(
+        (w.prompt_tokens, w.completion_tokens),
+        (l.prompt_tokens, l.completion_tokens)
+    );
+    assert_eq!(
+        w.cached_tokens, w.prompt_tokens,
+        "the second time, all cached"
+    );
 }
 
 #[tokio::test]

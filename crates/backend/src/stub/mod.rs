@@ -10,6 +10,7 @@ mod vocab;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use wick_types::{ChatRequest, Grammar, SamplerOpts, SeqId, TokenId};
 
@@ -61,6 +62,7 @@ const CHAT_TEMPLATE: &str = r"{% for message in messages %}{{ '<|im_start|>' + m
 pub struct StubBackend {
     info: ModelInfo,
     vocab: Vocab,
+    tokenizer: Arc<StubTokenizer>,
     seqs: Vec<Sequence>,
     samplers: HashMap<u64, Sampler>,
     next_sampler: u64,
@@ -68,6 +70,27 @@ pub struct StubBackend {
     /// The active adapters: id to scale.
     active: BTreeMap<u64, f32>,
     next_adapter: u64,
+}
+
+/// The stub's vocabulary, for any thread.
+#[derive(Debug)]
+struct StubTokenizer {
+    vocab: Vocab,
+    special: SpecialTokens,
+}
+
+impl crate::Tokenizer for StubTokenizer {
+    fn special(&self) -> &SpecialTokens {
+        &self.special
+    }
+
+    fn tokenize(&self, text: &str, special: bool) -> Result<Vec<TokenId>> {
+        Ok(self.vocab.tokenize(text, special))
+    }
+
+    fn detokenize(&self, tokens: &[TokenId]) -> Result<Vec<u8>> {
+        self.vocab.detokenize(tokens)
+    }
 }
 
 impl StubBackend {
@@ -110,10 +133,15 @@ impl StubBackend {
             deterministic: true,
             build: format!("stub {}", env!("CARGO_PKG_VERSION")),
         };
+        let tokenizer = Arc::new(StubTokenizer {
+            vocab: vocab.clone(),
+            special: info.special.clone(),
+        });
         Ok(StubBackend {
             seqs: vec![Sequence::default(); config.n_seq_max as usize],
             info,
             vocab,
+            tokenizer,
             samplers: HashMap::new(),
             next_sampler: 0,
             adapters: HashMap::new(),
@@ -273,6 +301,10 @@ impl Backend for StubBackend {
 
     fn info(&self) -> &ModelInfo {
         &self.info
+    }
+
+    fn tokenizer(&self) -> crate::SharedTokenizer {
+        self.tokenizer.clone()
     }
 
     fn tokenize(&self, text: &str, special: bool) -> Result<Vec<TokenId>> {
