@@ -82,7 +82,7 @@ impl Plan {
     fn new(quick: bool) -> Self {
         let determinism = determinism::DeterminismTest {
             requests: prompts::QUESTIONS,
-            max_tokens: 48,
+            max_tokens: if quick { 32 } else { 48 },
             concurrency: 8,
         };
         if quick {

@@ -84,7 +84,9 @@ pub(crate) fn follows_schema(text: &str) -> bool {
 }
 
 /// (f) on one server: `runs` times the unconstrained then the constrained request, streamed,
-/// after one warm-up request.
+/// after one warm-up request. The constrained answer may have `max_tokens` (room to close its
+/// JSON, about 200 tokens with the test model); the unconstrained one, which the test model
+/// does not end by itself, half as many.
 pub(crate) async fn schema_output(
     launch: &Launch,
     side: Side,
