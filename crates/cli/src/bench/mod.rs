@@ -98,7 +98,7 @@ impl Plan {
                 chat_tokens: 16,
                 tool_tokens: 1024,
                 schema_runs: 1,
-                schema_tokens: 400,
+                schema_tokens: 300,
                 determinism,
                 determinism_fast: false,
             }
@@ -115,7 +115,7 @@ impl Plan {
                 chat_tokens: 48,
                 tool_tokens: 7424,
                 schema_runs: 3,
-                schema_tokens: 400,
+                schema_tokens: 300,
                 determinism,
                 determinism_fast: true,
             }

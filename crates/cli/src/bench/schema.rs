@@ -32,22 +32,27 @@ impl SchemaOutput {
 }
 
 const PROMPT: &str = "Invent a member of a small town library and describe them as JSON: \
-their name, their age, a few tags about their reading, and a long biography of several \
-sentences.";
+their name, their age, their town, a few tags about their reading, and several sentences about \
+their life.";
 
-/// A person: typed properties, a few tags and a biography long enough (300 to 600
-/// characters) to time the schema's cost over 100 or more tokens.
+/// A person: typed properties and two lists of short strings, about 140 tokens with the test
+/// model. Every string has a `maxLength` under 100: llama.cpp's converter turns long or
+/// unbounded strings into grammars that wick's sampler now takes seconds per token over.
 fn schema() -> Value {
+    let strings = |max_length: u32, min_items: u32, max_items: u32| {
+        json!({"type": "array", "items": {"type": "string", "maxLength": max_length},
+               "minItems": min_items, "maxItems": max_items})
+    };
     json!({
         "type": "object",
         "properties": {
             "name": {"type": "string", "maxLength": 40},
             "age": {"type": "integer"},
-            "tags": {"type": "array", "items": {"type": "string", "maxLength": 24},
-                     "minItems": 3, "maxItems": 6},
-            "biography": {"type": "string", "minLength": 300, "maxLength": 600},
+            "town": {"type": "string", "maxLength": 40},
+            "tags": strings(24, 3, 6),
+            "life": strings(80, 3, 5),
         },
-        "required": ["name", "age", "tags", "biography"],
+        "required": ["name", "age", "town", "tags", "life"],
         "additionalProperties": false,
     })
 }
@@ -73,19 +78,22 @@ pub(crate) fn follows_schema(text: &str) -> bool {
         return false;
     };
     let string = |key: &str| object.get(key).is_some_and(Value::is_string);
-    let tags = object
-        .get("tags")
-        .and_then(Value::as_array)
-        .is_some_and(|tags| tags.iter().all(Value::is_string));
+    let strings = |key: &str| {
+        object
+            .get(key)
+            .and_then(Value::as_array)
+            .is_some_and(|all| all.iter().all(Value::is_string))
+    };
     string("name")
-        && string("biography")
+        && string("town")
         && object.get("age").is_some_and(|a| a.is_i64() || a.is_u64())
-        && tags
+        && strings("tags")
+        && strings("life")
 }
 
 /// (f) on one server: `runs` times the unconstrained then the constrained request, streamed,
 /// after one warm-up request. The constrained answer may have `max_tokens` (room to close its
-/// JSON, about 200 tokens with the test model); the unconstrained one, which the test model
+/// JSON, about 140 tokens with the test model); the unconstrained one, which the test model
 /// does not end by itself, half as many.
 pub(crate) async fn schema_output(
     launch: &Launch,
@@ -142,17 +150,17 @@ mod tests {
 
     #[test]
     fn an_answer_follows_the_schema_only_when_it_parses_with_the_types() {
-        let good = r#" {"name": "Ada", "age": 41, "tags": ["maps", "poems"], "biography": "x"} "#;
+        let good = r#" {"name": "Ada", "age": 41, "town": "Rye", "tags": ["maps", "poems"],
+            "life": ["She reads."]} "#;
         assert!(follows_schema(good));
-        assert!(!follows_schema(
-            r#"{"name": "Ada", "age": 41, "tags": ["maps"]"#
-        ));
-        assert!(!follows_schema(
-            r#"{"name": "Ada", "age": "41", "tags": [], "biography": "x"}"#
-        ));
-        assert!(!follows_schema(
-            r#"{"name": "Ada", "age": 41, "tags": [1], "biography": "x"}"#
-        ));
+        let cut = r#"{"name": "Ada", "age": 41, "town": "Rye", "tags": ["maps"]"#;
+        assert!(!follows_schema(cut));
+        let text_age = r#"{"name": "Ada", "age": "41", "town": "Rye", "tags": [], "life": []}"#;
+        assert!(!follows_schema(text_age));
+        let number_tag = r#"{"name": "Ada", "age": 41, "town": "Rye", "tags": [1], "life": []}"#;
+        assert!(!follows_schema(number_tag));
+        let no_life = r#"{"name": "Ada", "age": 41, "town": "Rye", "tags": []}"#;
+        assert!(!follows_schema(no_life));
         assert!(!follows_schema("Sure! Here is a member: Ada, 41."));
         assert!(!follows_schema("[1, 2]"));
     }
