@@ -12,7 +12,15 @@ use serde_json::Value;
 fn bench_measures_both_sides_and_writes_the_table_json_and_chart() {
     let out_dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_wick"))
-        .args(["bench", "--quick", "--only", "a,d", "--threads", "2", "-m"])
+        .args([
+            "bench",
+            "--quick",
+            "--only",
+            "a,d,f,g",
+            "--threads",
+            "2",
+            "-m",
+        ])
         .arg(wick_testutil::model_path())
         .arg("-o")
         .arg(out_dir.path())
@@ -31,16 +39,30 @@ fn bench_measures_both_sides_and_writes_the_table_json_and_chart() {
         stdout.trim(),
         "the printed table is the markdown file"
     );
+    let line = |row: &str| {
+        md.lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("{row}: {md}"))
+    };
     for row in [
         "| (a) pp512 |",
         "| (a) tg128 |",
+        "| (a) pp512 (fast kernels) |",
+        "| (a) tg128 (fast kernels) |",
         "| (d) 10-turn chat: prompt tokens computed |",
+        "| (f) JSON-schema answer: ms per token",
+        "| (f) unconstrained answer: ms per token |",
     ] {
-        let line = md
-            .lines()
-            .find(|l| l.starts_with(row))
-            .unwrap_or_else(|| panic!("{row}: {md}"));
+        let line = line(row);
         assert!(line.trim_end().ends_with("× |"), "a ratio: {line}");
+    }
+    for row in [
+        "| (g) warm answers differing from cold |",
+        "| (g) 8 at once: answers differing from cold |",
+    ] {
+        let line = line(row);
+        assert!(line.matches(" / 16 |").count() == 2, "two counts: {line}");
+        assert!(line.trim_end().ends_with("| – |"), "no ratio: {line}");
     }
 
     let json: Value =
@@ -64,6 +86,29 @@ fn bench_measures_both_sides_and_writes_the_table_json_and_chart() {
         wick["processed_tokens"].as_u64() < wick["prompt_tokens"].as_u64(),
         "{wick}"
     );
+    for side in 0..2 {
+        let schema = &json["schema"][side];
+        for key in ["constrained_ms_per_token", "unconstrained_ms_per_token"] {
+            assert!(schema[key].as_f64().unwrap() > 0.0, "{schema}");
+        }
+        let determinism = &json["determinism"][side];
+        assert_eq!(determinism["requests"], 16, "{determinism}");
+        for key in ["warm_differ", "concurrent_differ"] {
+            assert!(determinism[key].as_u64().unwrap() <= 16, "{determinism}");
+        }
+    }
+    // wick held its answer to the schema.
+    assert_eq!(json["schema"][0]["follows_schema"], true, "{json}");
+    // Kernels its backend calls batch-invariant (the default mode) answer warm and
+    // concurrent requests exactly as cold ones.
+    if json["kernel_invariant"][0] == true {
+        let wick = &json["determinism"][0];
+        assert_eq!(
+            (&wick["warm_differ"], &wick["concurrent_differ"]),
+            (&Value::from(0), &Value::from(0)),
+            "{wick}"
+        );
+    }
     let png = std::fs::read(out_dir.path().join("bench.png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
 }
@@ -76,5 +121,5 @@ fn bench_refuses_unknown_parts() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--only takes letters a to e"), "{stderr}");
+    assert!(stderr.contains("--only takes letters a to g"), "{stderr}");
 }

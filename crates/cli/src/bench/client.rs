@@ -24,6 +24,8 @@ pub(crate) struct Streamed {
     pub(crate) argument_bytes: u64,
     /// Content and reasoning text streamed.
     pub(crate) text: String,
+    /// From sending the request to the end of the stream.
+    pub(crate) elapsed: Duration,
 }
 
 /// One server's base URL and an HTTP client for it.
@@ -91,6 +93,7 @@ impl Client {
                 }
             }
         }
+        out.elapsed = started.elapsed();
         if out.completion_tokens == 0 {
             out.completion_tokens = chunks;
         }
@@ -130,6 +133,14 @@ impl Client {
 }
 
 impl Streamed {
+    /// Wall milliseconds per generated token after the first one (`None` with fewer than two
+    /// tokens).
+    pub(crate) fn ms_per_token_after_first(&self) -> Option<f64> {
+        let after = self.elapsed.saturating_sub(self.ttft).as_secs_f64() * 1e3;
+        #[allow(clippy::cast_precision_loss)]
+        (self.completion_tokens > 1).then(|| after / (self.completion_tokens - 1) as f64)
+    }
+
     /// Takes in one chunk; true when it carried generated text or tool-call arguments.
     fn absorb(&mut self, chunk: &Value) -> bool {
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
@@ -219,6 +230,18 @@ impl Percentiles {
     }
 }
 
+/// The median of `samples` (the mean of the middle two for an even count; 0 when empty).
+pub(crate) fn median(samples: &[f64]) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => sorted[n / 2],
+        _ => f64::midpoint(sorted[n / 2 - 1], sorted[n / 2]),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,5 +284,29 @@ mod tests {
         let one = Percentiles::of(&[Duration::from_millis(7)]);
         assert!((one.p50_ms - 7.0).abs() < 1e-9 && (one.p99_ms - 7.0).abs() < 1e-9);
         assert!(Percentiles::of(&[]).p50_ms.abs() < f64::EPSILON);
+    }
+
+    #[test]
+    fn medians_of_odd_even_and_no_samples() {
+        assert!((median(&[3.0, 1.0, 2.0]) - 2.0).abs() < 1e-12);
+        assert!((median(&[4.0, 1.0, 3.0, 2.0]) - 2.5).abs() < 1e-12);
+        assert!((median(&[7.0]) - 7.0).abs() < 1e-12);
+        assert!(median(&[]).abs() < f64::EPSILON);
+    }
+
+    #[test]
+    fn per_token_time_leaves_the_first_token_out() {
+        let s = Streamed {
+            ttft: Duration::from_millis(100),
+            elapsed: Duration::from_millis(1100),
+            completion_tokens: 11,
+            ..Streamed::default()
+        };
+        assert!((s.ms_per_token_after_first().unwrap() - 100.0).abs() < 1e-9);
+        let one = Streamed {
+            completion_tokens: 1,
+            ..s
+        };
+        assert_eq!(one.ms_per_token_after_first(), None);
     }
 }

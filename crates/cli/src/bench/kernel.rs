@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
-use wick_backend::{Backend, BackendConfig};
+use wick_backend::{Backend, BackendConfig, KernelMode};
 use wick_llama::LlamaBackend;
 use wick_types::{SeqId, TokenId};
 
@@ -60,16 +60,19 @@ fn prompt_tokens(n: usize, n_vocab: u32) -> Vec<TokenId> {
         .collect()
 }
 
-/// wick's backend: `prefill` of `n_prompt` tokens into a cleared sequence, and `n_gen`
-/// greedy `decode_one` calls after one token; one warm-up run of each first.
-pub(crate) fn wick(model: &Path, test: KernelTest) -> Result<Kernel> {
+/// wick's backend with `kernels`: `prefill` of `n_prompt` tokens into a cleared sequence, and
+/// `n_gen` greedy `decode_one` calls after one token; one warm-up run of each first. Also
+/// says whether the backend reported those kernels batch-invariant.
+pub(crate) fn wick(model: &Path, test: KernelTest, kernels: KernelMode) -> Result<(Kernel, bool)> {
     let n_ctx = u32::try_from(test.n_prompt.max(test.n_gen + 1) + 64)?;
     let config = BackendConfig::new(model)
         .with_n_ctx(n_ctx)
         .with_n_seq_max(1)
         .with_n_batch(512)
-        .with_n_threads(Some(test.threads));
+        .with_n_threads(Some(test.threads))
+        .with_kernels(kernels);
     let mut backend = LlamaBackend::load(&config)?;
+    let deterministic = backend.info().deterministic;
     let seq = SeqId(0);
     let prompt = prompt_tokens(test.n_prompt, backend.info().n_vocab);
     let mut pp = Vec::new();
@@ -98,10 +101,11 @@ pub(crate) fn wick(model: &Path, test: KernelTest) -> Result<Kernel> {
             tg.push(test.n_gen as f64 / seconds);
         }
     }
-    Ok(Kernel {
+    let kernel = Kernel {
         pp: Rate::of(&pp),
         tg: Rate::of(&tg),
-    })
+    };
+    Ok((kernel, deterministic))
 }
 
 /// `llama-bench -o json` on the same model, threads and batch size; also returns its build.

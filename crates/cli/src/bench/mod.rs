@@ -1,16 +1,22 @@
 //! `wick bench`: wick against llama.cpp's own tools, on the same model, threads and context,
 //! in one run.
 //!
-//! (a) pp512/tg128 of wick's backend vs `llama-bench`; (b) 1, 4 and 8 concurrent streaming
-//! clients, wick serve vs `llama-server -np 8`; (c) time to first token of a request sharing a
-//! long prefix right after a server restart (512, 2,048 and 4,096 tokens); (d) prompt tokens a
-//! 10-turn chat makes each server compute; (e) server CPU per token while a long tool call
-//! streams. Both servers run as real processes driven by the same client code.
+//! (a) pp512/tg128 of wick's backend, in both kernel modes, vs `llama-bench`; (b) 1, 4 and 8
+//! concurrent streaming clients sharing a system prompt, wick serve vs `llama-server -np 8`
+//! (medians of several runs); (c) time to first token of a request sharing a long prefix right
+//! after a server restart (512, 2,048 and 4,096 tokens); (d) prompt tokens a 10-turn chat makes
+//! each server compute; (e) server CPU per token while a long tool call streams; (f) time per
+//! token of a JSON-schema answer beside the unconstrained one; (g) how many greedy answers
+//! change when warm or concurrent instead of cold and alone. Both servers run as real
+//! processes driven by the same client code.
 
 mod client;
+mod determinism;
 mod kernel;
+mod prompts;
 mod report;
 mod scenarios;
+mod schema;
 mod server;
 mod tools;
 
@@ -20,7 +26,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use wick_backend::{Backend, BackendConfig};
+use wick_backend::{Backend, BackendConfig, KernelMode};
 use wick_llama::LlamaBackend;
 
 use report::Report;
@@ -38,12 +44,12 @@ pub(crate) struct BenchArgs {
     #[arg(short, long, value_name = "N")]
     threads: Option<u32>,
 
-    /// A shorter run (fewer repetitions, shorter answers; under 5 minutes on 2 cores once
+    /// A shorter run (fewer repetitions, shorter answers; about 6 minutes on 2 cores once
     /// llama.cpp's tools are built).
     #[arg(long)]
     quick: bool,
 
-    /// Only these measurements (comma-separated letters a–e) [default: all].
+    /// Only these measurements (comma-separated letters a–g) [default: all].
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     only: Vec<char>,
 
@@ -60,35 +66,58 @@ pub(crate) struct BenchArgs {
 /// Sizes of one run.
 struct Plan {
     repetitions: usize,
-    levels: Vec<usize>,
-    rounds: usize,
-    load_tokens: u32,
+    load: scenarios::LoadTest,
     prefixes: Vec<usize>,
     chat_tokens: u32,
     tool_tokens: u32,
+    /// Runs of (f), whose medians are reported.
+    schema_runs: usize,
+    schema_tokens: u32,
+    determinism: determinism::DeterminismTest,
+    /// Whether (g) also runs wick serve with the fast kernels (when it has `--kernels`).
+    determinism_fast: bool,
 }
 
 impl Plan {
     fn new(quick: bool) -> Self {
+        let determinism = determinism::DeterminismTest {
+            requests: prompts::QUESTIONS,
+            max_tokens: if quick { 32 } else { 48 },
+            concurrency: 8,
+        };
         if quick {
             Plan {
                 repetitions: 2,
-                levels: vec![1, 4, 8],
-                rounds: 1,
-                load_tokens: 32,
+                load: scenarios::LoadTest {
+                    levels: vec![1, 4, 8],
+                    rounds: 1,
+                    runs: 1,
+                    max_tokens: 32,
+                },
                 prefixes: vec![512, 2048, 4096],
                 chat_tokens: 16,
                 tool_tokens: 1024,
+                schema_runs: 1,
+                schema_tokens: 300,
+                determinism,
+                determinism_fast: false,
             }
         } else {
             Plan {
                 repetitions: 5,
-                levels: vec![1, 4, 8],
-                rounds: 2,
-                load_tokens: 128,
+                load: scenarios::LoadTest {
+                    levels: vec![1, 4, 8],
+                    rounds: 2,
+                    runs: 3,
+                    max_tokens: 128,
+                },
                 prefixes: vec![512, 2048, 4096],
                 chat_tokens: 48,
                 tool_tokens: 7424,
+                schema_runs: 3,
+                schema_tokens: 300,
+                determinism,
+                determinism_fast: true,
             }
         }
     }
@@ -101,8 +130,8 @@ impl BenchArgs {
 }
 
 pub(crate) fn run(args: &BenchArgs) -> Result<()> {
-    if let Some(bad) = args.only.iter().find(|c| !('a'..='e').contains(*c)) {
-        bail!("--only takes letters a to e, not {bad:?}");
+    if let Some(bad) = args.only.iter().find(|c| !('a'..='g').contains(*c)) {
+        bail!("--only takes letters a to g, not {bad:?}");
     }
     let started = Instant::now();
     let model = crate::run::resolve_model(args.model.as_deref())?;
@@ -131,19 +160,22 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         tools.version
     );
     if args.wants('a') {
-        eprintln!("wick bench: (a) pp512 / tg128");
+        eprintln!("wick bench: (a) pp512 / tg128, wick in both kernel modes");
         let test = kernel::KernelTest {
             n_prompt: 512,
             n_gen: 128,
             repetitions: plan.repetitions,
             threads,
         };
-        let wick = kernel::wick(&model, test)?;
+        let (wick, invariant) = kernel::wick(&model, test, KernelMode::default())?;
+        let (fast, fast_invariant) = kernel::wick(&model, test, KernelMode::Fast)?;
         let (llama, build) = kernel::llama_bench(&tools.llama_bench, &model, test)?;
         if !build.is_empty() {
             report.llama_cpp_tools = format!("{}, {build}", tools.version);
         }
         report.kernel = Some([wick, llama]);
+        report.kernel_fast = Some(fast);
+        report.kernel_invariant = Some([invariant, fast_invariant]);
     }
     let scratch = tempfile::Builder::new()
         .prefix("wick-bench-")
@@ -156,6 +188,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         wick_home: scratch.path().join(name),
         llama_server: tools.llama_server.clone(),
         chat_template_file: None,
+        wick_args: Vec::new(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -175,7 +208,13 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// (b) to (e): each against wick serve, then llama-server, each in a fresh process.
+const SIDES: [Side; 2] = [Side::Wick, Side::LlamaCpp];
+
+fn against(side: Side) -> impl Fn() -> String {
+    move || format!("against {}", side.label())
+}
+
+/// (b) to (g): each against wick serve, then llama-server, each in a fresh process.
 async fn servers(
     args: &BenchArgs,
     plan: &Plan,
@@ -183,15 +222,12 @@ async fn servers(
     launch: &impl Fn(&str, u32, u32) -> Launch,
     report: &mut Report,
 ) -> Result<()> {
-    const SIDES: [Side; 2] = [Side::Wick, Side::LlamaCpp];
-    let against = |side: Side| move || format!("against {}", side.label());
     if args.wants('b') {
         eprintln!("wick bench: (b) 1/4/8 concurrent streaming clients");
         let mut sides = Vec::new();
         for side in SIDES {
             let l = launch(&format!("load-{}", side.label()), 2048, 8);
-            let levels = &plan.levels;
-            let load = scenarios::load(&l, side, levels, plan.rounds, plan.load_tokens).await;
+            let load = scenarios::load(&l, side, &plan.load).await;
             sides.push(load.with_context(against(side))?);
         }
         report.load = Some(pair(sides));
@@ -236,7 +272,68 @@ async fn servers(
         }
         report.tool_stream = Some(pair(sides));
     }
+    if args.wants('f') {
+        eprintln!("wick bench: (f) a JSON-schema answer beside an unconstrained one");
+        let mut sides = Vec::new();
+        for side in SIDES {
+            let l = launch(&format!("schema-{}", side.label()), 2048, 1);
+            let out = schema::schema_output(&l, side, plan.schema_runs, plan.schema_tokens);
+            sides.push(out.await.with_context(against(side))?);
+        }
+        report.schema = Some(pair(sides));
+    }
+    if args.wants('g') {
+        determinism(plan, launch, report).await?;
+    }
     Ok(())
+}
+
+/// (g) on both servers, and on wick with the fast kernels when the plan asks and `wick
+/// serve` has them.
+async fn determinism(
+    plan: &Plan,
+    launch: &impl Fn(&str, u32, u32) -> Launch,
+    report: &mut Report,
+) -> Result<()> {
+    let test = plan.determinism;
+    eprintln!(
+        "wick bench: (g) {} greedy answers cold, warm and {} at once",
+        test.requests, test.concurrency
+    );
+    // Each process has its own empty cache directory; wick keeps no prompt cache on disk.
+    let fresh = |side: Side, fast: bool| {
+        move |name: &str| {
+            let mut l = launch(&format!("determinism-{}-{name}", side.label()), 1024, 8);
+            l.wick_args = vec!["--kv-cache-size".to_owned(), "0".to_owned()];
+            if fast {
+                l.wick_args
+                    .extend(["--kernels".to_owned(), "fast".to_owned()]);
+            }
+            l
+        }
+    };
+    let mut sides = Vec::new();
+    for side in SIDES {
+        let out = determinism::determinism(&fresh(side, false), side, test).await;
+        sides.push(out.with_context(against(side))?);
+    }
+    report.determinism = Some(pair(sides));
+    if plan.determinism_fast && serve_has_kernels_flag() {
+        let out = determinism::determinism(&fresh(Side::Wick, true), Side::Wick, test).await;
+        report.determinism_fast = Some(out.context("against wick serve --kernels fast")?);
+    }
+    Ok(())
+}
+
+/// Whether this `wick serve` takes `--kernels`.
+fn serve_has_kernels_flag() -> bool {
+    std::env::current_exe()
+        .and_then(|exe| {
+            std::process::Command::new(exe)
+                .args(["serve", "--help"])
+                .output()
+        })
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("--kernels"))
 }
 
 /// The two sides' results, wick first.

@@ -7,8 +7,10 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use plotters::prelude::*;
 
+use super::determinism::Determinism;
 use super::kernel::Kernel;
 use super::scenarios::{Conversation, Load, Restart, ToolStream};
+use super::schema::SchemaOutput;
 
 /// Everything one `wick bench` run measured.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -19,11 +21,20 @@ pub(crate) struct Report {
     pub(crate) model: String,
     pub(crate) threads: u32,
     pub(crate) quick: bool,
+    /// wick in its default kernel mode, and llama-bench.
     pub(crate) kernel: Option<[Kernel; 2]>,
+    /// wick with the fast kernels.
+    pub(crate) kernel_fast: Option<Kernel>,
+    /// Whether wick's backend called its kernels batch-invariant: default mode, fast mode.
+    pub(crate) kernel_invariant: Option<[bool; 2]>,
     pub(crate) load: Option<[Vec<Load>; 2]>,
     pub(crate) restart: Option<[Vec<Restart>; 2]>,
     pub(crate) conversation: Option<[Conversation; 2]>,
     pub(crate) tool_stream: Option<[ToolStream; 2]>,
+    pub(crate) schema: Option<[SchemaOutput; 2]>,
+    pub(crate) determinism: Option<[Determinism; 2]>,
+    /// (g) on wick serve with the fast kernels, when it ran.
+    pub(crate) determinism_fast: Option<Determinism>,
 }
 
 /// One table row: what, wick, llama.cpp, and which way is better.
@@ -33,6 +44,8 @@ struct Row {
     llama: f64,
     unit: &'static str,
     higher_is_better: bool,
+    /// A count out of this many: printed as `3 / 16`, with no ratio.
+    count_of: Option<usize>,
 }
 
 impl Row {
@@ -49,11 +62,32 @@ impl Row {
             llama,
             unit,
             higher_is_better: higher,
+            count_of: None,
+        }
+    }
+
+    /// `wick` and `llama` answers out of `of` (fewer is better; no ratio).
+    #[allow(clippy::cast_precision_loss)]
+    fn count(what: impl Into<String>, wick: usize, llama: usize, of: usize) -> Self {
+        Row {
+            count_of: Some(of),
+            ..Row::new(what, wick as f64, llama as f64, "answers", false)
+        }
+    }
+
+    /// The cell of one side's value.
+    fn cell(&self, value: f64) -> String {
+        match self.count_of {
+            Some(of) => format!("{value:.0} / {of}"),
+            None => number(value),
         }
     }
 
     /// wick's advantage: above 1 means wick is better, whichever way the metric goes.
     fn ratio(&self) -> Option<f64> {
+        if self.count_of.is_some() {
+            return None;
+        }
         let (better, worse) = if self.higher_is_better {
             (self.wick, self.llama)
         } else {
@@ -66,48 +100,10 @@ impl Row {
 impl Report {
     fn rows(&self) -> Vec<Row> {
         let mut rows = Vec::new();
-        if let Some([w, l]) = &self.kernel {
-            rows.push(Row::new("(a) pp512", w.pp.mean, l.pp.mean, "tok/s", true));
-            rows.push(Row::new("(a) tg128", w.tg.mean, l.tg.mean, "tok/s", true));
-        }
+        self.kernel_rows(&mut rows);
         if let Some([w, l]) = &self.load {
             for (w, l) in w.iter().zip(l) {
-                let n = w.clients;
-                rows.push(Row::new(
-                    format!("(b) {n} clients: TTFT p50"),
-                    w.ttft.p50_ms,
-                    l.ttft.p50_ms,
-                    "ms",
-                    false,
-                ));
-                rows.push(Row::new(
-                    format!("(b) {n} clients: TTFT p99"),
-                    w.ttft.p99_ms,
-                    l.ttft.p99_ms,
-                    "ms",
-                    false,
-                ));
-                rows.push(Row::new(
-                    format!("(b) {n} clients: per-token p50"),
-                    w.per_token.p50_ms,
-                    l.per_token.p50_ms,
-                    "ms",
-                    false,
-                ));
-                rows.push(Row::new(
-                    format!("(b) {n} clients: per-token p99"),
-                    w.per_token.p99_ms,
-                    l.per_token.p99_ms,
-                    "ms",
-                    false,
-                ));
-                rows.push(Row::new(
-                    format!("(b) {n} clients: throughput"),
-                    w.tokens_per_second,
-                    l.tokens_per_second,
-                    "tok/s",
-                    true,
-                ));
+                load_rows(&mut rows, w, l);
             }
         }
         if let Some([w, l]) = &self.restart {
@@ -154,7 +150,56 @@ impl Report {
                 false,
             ));
         }
+        self.serving_rows(&mut rows);
         rows
+    }
+
+    /// (a): wick's default kernels (the headline), then its fast ones, beside llama-bench.
+    fn kernel_rows(&self, rows: &mut Vec<Row>) {
+        let Some([w, l]) = &self.kernel else {
+            return;
+        };
+        rows.push(Row::new("(a) pp512", w.pp.mean, l.pp.mean, "tok/s", true));
+        rows.push(Row::new("(a) tg128", w.tg.mean, l.tg.mean, "tok/s", true));
+        if let Some(f) = &self.kernel_fast {
+            let (pp, tg) = ("(a) pp512 (fast kernels)", "(a) tg128 (fast kernels)");
+            rows.push(Row::new(pp, f.pp.mean, l.pp.mean, "tok/s", true));
+            rows.push(Row::new(tg, f.tg.mean, l.tg.mean, "tok/s", true));
+        }
+    }
+
+    /// (f) and (g).
+    fn serving_rows(&self, rows: &mut Vec<Row>) {
+        if let Some([w, l]) = &self.schema {
+            let what = match (w.follows_schema, l.follows_schema) {
+                (true, true) => "(f) JSON-schema answer: ms per token".to_owned(),
+                (wick, _) => format!(
+                    "(f) JSON-schema answer: ms per token ({} not JSON of the schema: \
+                     not like for like)",
+                    if wick {
+                        "llama-server's answer"
+                    } else {
+                        "wick's answer"
+                    }
+                ),
+            };
+            let (wc, lc) = (w.constrained_ms_per_token, l.constrained_ms_per_token);
+            rows.push(Row::new(what, wc, lc, "ms", false));
+            let (wu, lu) = (w.unconstrained_ms_per_token, l.unconstrained_ms_per_token);
+            rows.push(Row::new(
+                "(f) unconstrained answer: ms per token",
+                wu,
+                lu,
+                "ms",
+                false,
+            ));
+        }
+        if let Some([w, l]) = &self.determinism {
+            determinism_rows(rows, w, l, "");
+            if let Some(f) = &self.determinism_fast {
+                determinism_rows(rows, f, l, " (wick fast kernels)");
+            }
+        }
     }
 
     /// The table as GitHub markdown, with the setup above it.
@@ -183,8 +228,8 @@ impl Report {
                 out,
                 "| {} | {} | {} | {} | {ratio} |",
                 row.what,
-                number(row.wick),
-                number(row.llama),
+                row.cell(row.wick),
+                row.cell(row.llama),
                 row.unit
             );
         }
@@ -195,6 +240,32 @@ impl Report {
     /// Facts behind the rows that a ratio hides.
     fn details(&self) -> String {
         let mut out = String::new();
+        if let Some([default, fast]) = self.kernel_invariant {
+            let yes = |b: bool| {
+                if b {
+                    "batch-invariant"
+                } else {
+                    "not batch-invariant"
+                }
+            };
+            let _ = writeln!(
+                out,
+                "\n(a) wick's kernels: deterministic (the default, in the headline rows) {}; \
+                 fast {}.",
+                yes(default),
+                yes(fast)
+            );
+        }
+        if let Some([w, _]) = &self.load {
+            if let Some(first) = w.first() {
+                let _ = writeln!(
+                    out,
+                    "\n(b) every client asks its own question after a shared system prompt; \
+                     medians of {} run(s).",
+                    first.runs
+                );
+            }
+        }
         if let Some([w, l]) = &self.restart {
             out.push_str("\n(c) prompt tokens served from cache after the restart:");
             for (w, l) in w.iter().zip(l) {
@@ -219,6 +290,42 @@ impl Report {
                 "\n(e) wick: {} tokens, {} argument bytes, {:.2} ms wall per token; llama.cpp: {} tokens, {} argument bytes, {:.2} ms wall per token.",
                 w.completion_tokens, w.argument_bytes, w.wall_ms_per_token,
                 l.completion_tokens, l.argument_bytes, l.wall_ms_per_token
+            );
+        }
+        out.push_str(&self.serving_details());
+        out
+    }
+
+    /// What (f) and (g) rows leave out.
+    fn serving_details(&self) -> String {
+        let mut out = String::new();
+        if let Some(sides) = &self.schema {
+            out.push_str("\n(f) JSON-schema answer against unconstrained, per token:");
+            for (name, s) in ["wick", "llama.cpp"].iter().zip(sides) {
+                let overhead = s
+                    .overhead()
+                    .map_or_else(|| "–".to_owned(), |r| format!("{r:.2}×"));
+                let _ = write!(
+                    out,
+                    " {name} {overhead} ({} against {} tokens, the answer {});",
+                    s.constrained_tokens,
+                    s.unconstrained_tokens,
+                    if s.follows_schema {
+                        "JSON of the schema"
+                    } else {
+                        "NOT JSON of the schema"
+                    }
+                );
+            }
+            let _ = writeln!(out, " medians of {} run(s).", sides[0].runs);
+        }
+        if let Some([w, _]) = &self.determinism {
+            let _ = writeln!(
+                out,
+                "\n(g) {} distinct greedy requests (shared system prompt, {} tokens each); \
+                 cold: each alone on a fresh server; warm: one server, after a request sharing \
+                 the prefix; at once: {} concurrent requests on a fresh server.",
+                w.requests, w.max_tokens, w.concurrency
             );
         }
         out
@@ -281,6 +388,52 @@ impl Report {
         root.present().map_err(draw)?;
         Ok(())
     }
+}
+
+/// (b) one concurrency level.
+fn load_rows(rows: &mut Vec<Row>, w: &Load, l: &Load) {
+    let n = w.clients;
+    let ms = [
+        ("TTFT p50", w.ttft.p50_ms, l.ttft.p50_ms),
+        ("TTFT p99", w.ttft.p99_ms, l.ttft.p99_ms),
+        ("per-token p50", w.per_token.p50_ms, l.per_token.p50_ms),
+        ("per-token p99", w.per_token.p99_ms, l.per_token.p99_ms),
+    ];
+    for (what, w, l) in ms {
+        rows.push(Row::new(
+            format!("(b) {n} clients: {what}"),
+            w,
+            l,
+            "ms",
+            false,
+        ));
+    }
+    rows.push(Row::new(
+        format!("(b) {n} clients: throughput"),
+        w.tokens_per_second,
+        l.tokens_per_second,
+        "tok/s",
+        true,
+    ));
+}
+
+/// (g) two counts of answers that differ from the cold solo ones.
+fn determinism_rows(rows: &mut Vec<Row>, w: &Determinism, l: &Determinism, note: &str) {
+    rows.push(Row::count(
+        format!("(g) warm answers differing from cold{note}"),
+        w.warm_differ,
+        l.warm_differ,
+        w.requests,
+    ));
+    rows.push(Row::count(
+        format!(
+            "(g) {} at once: answers differing from cold{note}",
+            w.concurrency
+        ),
+        w.concurrent_differ,
+        l.concurrent_differ,
+        w.requests,
+    ));
 }
 
 fn number(x: f64) -> String {
@@ -380,6 +533,7 @@ mod tests {
             },
             tokens_per_second: tps,
             completion_tokens: 100,
+            runs: 3,
         };
         let restart = |n, warm| Restart {
             prefix_tokens: n,
@@ -412,6 +566,42 @@ mod tests {
         }
     }
 
+    fn serving() -> Report {
+        let schema = |held, free, follows| SchemaOutput {
+            constrained_ms_per_token: held,
+            unconstrained_ms_per_token: free,
+            constrained_tokens: 150,
+            unconstrained_tokens: 400,
+            follows_schema: follows,
+            runs: 3,
+        };
+        let determinism = |warm, concurrent| Determinism {
+            requests: 16,
+            max_tokens: 48,
+            concurrency: 8,
+            warm_differ: warm,
+            concurrent_differ: concurrent,
+        };
+        let fast = Kernel {
+            pp: Rate {
+                mean: 2000.0,
+                stddev: 0.0,
+            },
+            tg: Rate {
+                mean: 150.0,
+                stddev: 0.0,
+            },
+        };
+        Report {
+            kernel_fast: Some(fast),
+            kernel_invariant: Some([true, false]),
+            schema: Some([schema(12.0, 10.0, true), schema(30.0, 10.0, true)]),
+            determinism: Some([determinism(0, 0), determinism(5, 9)]),
+            determinism_fast: Some(determinism(2, 4)),
+            ..sample()
+        }
+    }
+
     #[test]
     fn ratios_say_which_side_is_better_either_way() {
         let rows = sample().rows();
@@ -438,6 +628,72 @@ mod tests {
             "{md}"
         );
         assert_eq!(md.matches("\n| (").count(), 2 + 2 * 5 + 2 * 2);
+        assert!(md.contains("medians of 3 run(s)"), "{md}");
+    }
+
+    #[test]
+    fn both_kernel_modes_stand_beside_llama_bench() {
+        let md = serving().markdown();
+        assert!(
+            md.contains("| (a) pp512 | 1000 | 500 | tok/s | 2.00× |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| (a) pp512 (fast kernels) | 2000 | 500 | tok/s | 4.00× |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| (a) tg128 (fast kernels) | 150 | 200 | tok/s | 0.75× |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("deterministic (the default, in the headline rows) batch-invariant; fast not batch-invariant"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn schema_rows_give_both_times_and_flag_an_answer_off_the_schema() {
+        let md = serving().markdown();
+        assert!(
+            md.contains("| (f) JSON-schema answer: ms per token | 12.00 | 30.00 | ms | 2.50× |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| (f) unconstrained answer: ms per token | 10.00 | 10.00 | ms | 1.00× |"),
+            "{md}"
+        );
+        assert!(md.contains("wick 1.20× (150 against 400 tokens"), "{md}");
+        assert!(md.contains("llama.cpp 3.00×"), "{md}");
+        let mut off = serving();
+        if let Some([_, l]) = &mut off.schema {
+            l.follows_schema = false;
+        }
+        assert!(
+            off.markdown().contains(
+                "| (f) JSON-schema answer: ms per token (llama-server's answer not JSON of the \
+                 schema: not like for like) |"
+            ),
+            "{}",
+            off.markdown()
+        );
+    }
+
+    #[test]
+    fn determinism_rows_are_counts_without_a_ratio() {
+        let md = serving().markdown();
+        for row in [
+            "| (g) warm answers differing from cold | 0 / 16 | 5 / 16 | answers | – |",
+            "| (g) 8 at once: answers differing from cold | 0 / 16 | 9 / 16 | answers | – |",
+            "| (g) warm answers differing from cold (wick fast kernels) | 2 / 16 | 5 / 16 | answers | – |",
+            "| (g) 8 at once: answers differing from cold (wick fast kernels) | 4 / 16 | 9 / 16 | answers | – |",
+        ] {
+            assert!(md.contains(row), "{row}\n{md}");
+        }
+        let json = serde_json::to_value(serving()).unwrap();
+        assert_eq!(json["determinism"][1]["concurrent_differ"], 9);
+        assert_eq!(json["schema"][0]["follows_schema"], true);
+        assert_eq!(json["kernel_fast"]["pp"]["mean"], 2000.0);
     }
 
     #[test]

@@ -5,10 +5,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
-use super::client::{Percentiles, Streamed};
+use super::client::{median, Client, Percentiles, Streamed};
+use super::prompts;
 use super::server::{Launch, Side};
 
-/// (b) One concurrency level on one server.
+/// (b) One concurrency level on one server: the median over the runs of each figure.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct Load {
     pub(crate) clients: usize,
@@ -16,78 +17,108 @@ pub(crate) struct Load {
     pub(crate) per_token: Percentiles,
     pub(crate) tokens_per_second: f64,
     pub(crate) completion_tokens: u64,
+    /// How many runs the medians are of.
+    pub(crate) runs: usize,
 }
 
-const STORY_PROMPTS: [&str; 8] = [
-    "Write a long story about a lighthouse keeper who finds a map.",
-    "Explain in detail how a steam engine works, step by step.",
-    "Describe a journey across a desert, day by day, at length.",
-    "Write a long letter from a sailor to his family at home.",
-    "Tell the history of a small mountain village over a century.",
-    "Write a detailed recipe for bread and explain every step.",
-    "Describe a city in the year 3000, street by street.",
-    "Write a long dialogue between a teacher and a curious student.",
-];
-
-fn chat_body(prompt: &str, max_tokens: u32) -> Value {
-    json!({
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": max_tokens,
-        "temperature": 0.0,
-    })
+impl Load {
+    /// Each figure's median over `runs` (all of one concurrency level; at least one).
+    pub(crate) fn median_of(runs: &[Load]) -> Load {
+        let of = |f: fn(&Load) -> f64| median(&runs.iter().map(f).collect::<Vec<_>>());
+        #[allow(
+            clippy::cast_precision_loss,
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss
+        )]
+        Load {
+            clients: runs.first().map_or(0, |l| l.clients),
+            ttft: Percentiles {
+                p50_ms: of(|l| l.ttft.p50_ms),
+                p99_ms: of(|l| l.ttft.p99_ms),
+            },
+            per_token: Percentiles {
+                p50_ms: of(|l| l.per_token.p50_ms),
+                p99_ms: of(|l| l.per_token.p99_ms),
+            },
+            tokens_per_second: of(|l| l.tokens_per_second),
+            completion_tokens: of(|l| l.completion_tokens as f64).round() as u64,
+            runs: runs.len(),
+        }
+    }
 }
 
-/// (b) `clients` streaming clients at once, each sending `rounds` requests one after another.
-pub(crate) async fn load(
-    launch: &Launch,
-    side: Side,
-    levels: &[usize],
-    rounds: usize,
-    max_tokens: u32,
-) -> Result<Vec<Load>> {
+/// What (b) runs on each server.
+#[derive(Debug, Clone)]
+pub(crate) struct LoadTest {
+    /// Concurrent clients, one level after another.
+    pub(crate) levels: Vec<usize>,
+    /// Requests each client sends, one after another.
+    pub(crate) rounds: usize,
+    /// Times every level is run; the medians are reported.
+    pub(crate) runs: usize,
+    pub(crate) max_tokens: u32,
+}
+
+/// (b) Every level `test.runs` times on one server: each client streams `test.rounds`
+/// requests, all after the shared system prompt, each with a question no other asks.
+pub(crate) async fn load(launch: &Launch, side: Side, test: &LoadTest) -> Result<Vec<Load>> {
     let server = launch.start(side).await?;
     // One request first, so neither side's first-request costs land in the measurement.
     server
         .client
-        .stream("/v1/chat/completions", chat_body("Hello!", 8))
+        .stream("/v1/chat/completions", prompts::chat("Hello!", 8))
         .await?;
-    let mut out = Vec::new();
-    for &clients in levels {
-        let started = Instant::now();
-        let mut tasks = Vec::new();
-        for client in 0..clients {
-            let http = server.client.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut seen = Vec::new();
-                for round in 0..rounds {
-                    let prompt = STORY_PROMPTS[(client + round) % STORY_PROMPTS.len()];
-                    seen.push(
-                        http.stream("/v1/chat/completions", chat_body(prompt, max_tokens))
-                            .await?,
-                    );
-                }
-                anyhow::Ok(seen)
-            }));
+    let mut runs: Vec<Vec<Load>> = vec![Vec::new(); test.levels.len()];
+    let mut sent = 0;
+    for _ in 0..test.runs {
+        for (level, &clients) in test.levels.iter().enumerate() {
+            runs[level].push(load_level(&server.client, clients, sent, test).await?);
+            sent += test.rounds;
         }
-        let mut all: Vec<Streamed> = Vec::new();
-        for task in tasks {
-            all.extend(task.await??);
-        }
-        let wall = started.elapsed().as_secs_f64();
-        let ttfts: Vec<Duration> = all.iter().map(|s| s.ttft).collect();
-        let gaps: Vec<Duration> = all.iter().flat_map(|s| s.gaps.iter().copied()).collect();
-        let tokens: u64 = all.iter().map(|s| s.completion_tokens).sum();
-        #[allow(clippy::cast_precision_loss)]
-        out.push(Load {
-            clients,
-            ttft: Percentiles::of(&ttfts),
-            per_token: Percentiles::of(&gaps),
-            tokens_per_second: tokens as f64 / wall,
-            completion_tokens: tokens,
-        });
     }
     server.stop().await;
-    Ok(out)
+    Ok(runs.iter().map(|r| Load::median_of(r)).collect())
+}
+
+/// One run of one level; `first` numbers the requests, so no question repeats a former one.
+async fn load_level(
+    client: &Client,
+    clients: usize,
+    first: usize,
+    test: &LoadTest,
+) -> Result<Load> {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let http = client.clone();
+        let (rounds, max_tokens) = (test.rounds, test.max_tokens);
+        tasks.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for round in 0..rounds {
+                let question = prompts::client_question(c, first + round);
+                let body = prompts::chat(&question, max_tokens);
+                seen.push(http.stream("/v1/chat/completions", body).await?);
+            }
+            anyhow::Ok(seen)
+        }));
+    }
+    let mut all: Vec<Streamed> = Vec::new();
+    for task in tasks {
+        all.extend(task.await??);
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let ttfts: Vec<Duration> = all.iter().map(|s| s.ttft).collect();
+    let gaps: Vec<Duration> = all.iter().flat_map(|s| s.gaps.iter().copied()).collect();
+    let tokens: u64 = all.iter().map(|s| s.completion_tokens).sum();
+    #[allow(clippy::cast_precision_loss)]
+    Ok(Load {
+        clients,
+        ttft: Percentiles::of(&ttfts),
+        per_token: Percentiles::of(&gaps),
+        tokens_per_second: tokens as f64 / wall,
+        completion_tokens: tokens,
+        runs: 1,
+    })
 }
 
 /// (c) Time to first token of a request sharing a long prefix, on a fresh server and right
@@ -277,4 +308,40 @@ pub(crate) async fn tool_stream(
         cpu_ms_per_token: cpu.as_secs_f64() * 1e3 / tokens,
         wall_ms_per_token: wall.as_secs_f64() * 1e3 / tokens,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(ttft: f64, tps: f64, tokens: u64) -> Load {
+        Load {
+            clients: 4,
+            ttft: Percentiles {
+                p50_ms: ttft,
+                p99_ms: ttft * 2.0,
+            },
+            per_token: Percentiles {
+                p50_ms: 5.0,
+                p99_ms: 9.0,
+            },
+            tokens_per_second: tps,
+            completion_tokens: tokens,
+            runs: 1,
+        }
+    }
+
+    #[test]
+    fn a_level_reports_each_figures_median_over_the_runs() {
+        let m = Load::median_of(&[
+            load(30.0, 90.0, 128),
+            load(10.0, 120.0, 120),
+            load(20.0, 60.0, 124),
+        ]);
+        assert_eq!((m.clients, m.runs, m.completion_tokens), (4, 3, 124));
+        assert!((m.ttft.p50_ms - 20.0).abs() < 1e-12 && (m.ttft.p99_ms - 40.0).abs() < 1e-12);
+        assert!((m.tokens_per_second - 90.0).abs() < 1e-12);
+        let one = Load::median_of(&[load(7.0, 1.0, 3)]);
+        assert!((one.ttft.p50_ms - 7.0).abs() < 1e-12 && one.runs == 1);
+    }
 }

@@ -38,6 +38,8 @@ pub(crate) struct Launch {
     pub(crate) llama_server: PathBuf,
     /// A Jinja chat template both servers use instead of the model's.
     pub(crate) chat_template_file: Option<PathBuf>,
+    /// More arguments for `wick serve` (`--kv-cache-size 0`, `--kernels fast`).
+    pub(crate) wick_args: Vec<String>,
 }
 
 /// A running server; stopped (SIGTERM, then SIGKILL) when dropped.
@@ -71,6 +73,7 @@ impl Launch {
                     .args(["--parallel", &self.parallel.to_string()])
                     .args(["-c", &self.ctx.to_string()])
                     .args(["--threads", &self.threads.to_string()])
+                    .args(&self.wick_args)
                     .env("WICK_HOME", &self.wick_home);
                 c
             }
