@@ -348,8 +348,11 @@ impl State {
         request: GenerateRequest,
         events: &UnboundedSender<GenEvent>,
     ) -> Result<(), EngineError> {
+        // Park what the target would lose first, then choose again: parking may reorder or
+        // evict the RAM tier's entries.
+        let keep = self.best_source(target, &request.prompt).len();
+        self.park(backend, target, keep);
         let source = self.best_source(target, &request.prompt);
-        self.park(backend, target, source.len());
         let (cached, restoring) = match source {
             Source::Disk(path, len) => {
                 // The sequence is refilled from the snapshot once the reader has it.

@@ -477,3 +477,60 @@ fn multibyte_characters_split_across_tokens_are_never_split_in_the_text() {
     assert_eq!(pieces.concat(), answer);
     assert!(pieces.iter().all(|p| !p.contains('\u{fffd}')), "{pieces:?}");
 }
+
+/// The stub's cold answer to `prompt` (a fresh sequence, greedy, no end-of-generation tokens).
+fn cold_tokens_answer(prompt: &[TokenId], max_tokens: u32) -> String {
+    let mut b = stub(1, 512);
+    b.prefill(SeqId(0), prompt).expect("prefill");
+    let sampler = b.sampler_new(&no_eog()).expect("sampler");
+    let mut out = Vec::new();
+    for _ in 0..max_tokens {
+        out.push(
+            b.decode_one(SeqId(0), Some(sampler))
+                .expect("decode")
+                .token(),
+        );
+    }
+    String::from_utf8_lossy(&b.detokenize(&out).expect("detokenize")).into_owned()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Whatever the order of requests, whatever their prompts share, and however the
+    /// sequences, the RAM tier (tiny, so it evicts) and the copies between sequences are used,
+    /// every answer is the cold one and never reuses more than its prompt.
+    #[test]
+    fn every_answer_is_the_cold_one_whatever_was_cached_before(
+        prompts in proptest::collection::vec(
+            (0usize..3, proptest::collection::vec(60u32..64, 0..40)),
+            1..10,
+        ),
+        n_seq in 1u32..3,
+        ram in proptest::sample::select(vec![0u64, 40_000, 1 << 30]),
+    ) {
+        // Three shared stems of different lengths, each request extending one of them.
+        let stems: [Vec<TokenId>; 3] = [
+            (0..40).map(|i| TokenId(100 + i)).collect(),
+            (0..40).map(|i| TokenId(100 + i)).chain((0..30).map(|i| TokenId(200 + i))).collect(),
+            (0..5).map(|i| TokenId(240 + i)).collect(),
+        ];
+        let engine = engine(
+            n_seq,
+            EngineConfig { ram_cache_bytes: ram, ..EngineConfig::default() },
+        );
+        for (stem, tail) in prompts {
+            let mut prompt = stems[stem].clone();
+            prompt.extend(tail.into_iter().map(TokenId));
+            let request = GenerateRequest {
+                prompt: prompt.clone(),
+                max_tokens: Some(6),
+                sampler: no_eog(),
+                ..GenerateRequest::default()
+            };
+            let (text, done) = collect(engine.submit(request).expect("submit"));
+            proptest::prop_assert!(done.usage.cached_tokens as usize <= prompt.len());
+            proptest::prop_assert_eq!(text, cold_tokens_answer(&prompt, 6));
+        }
+    }
+}

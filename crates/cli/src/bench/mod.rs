@@ -74,7 +74,7 @@ struct Plan {
     schema_runs: usize,
     schema_tokens: u32,
     determinism: determinism::DeterminismTest,
-    /// Whether (g) also runs wick serve with the fast kernels (when it has `--kernels`).
+    /// Whether (g) also runs wick serve with the fast kernels.
     determinism_fast: bool,
 }
 
@@ -288,8 +288,7 @@ async fn servers(
     Ok(())
 }
 
-/// (g) on both servers, and on wick with the fast kernels when the plan asks and `wick
-/// serve` has them.
+/// (g) on both servers, and on wick with the fast kernels when the plan asks.
 async fn determinism(
     plan: &Plan,
     launch: &impl Fn(&str, u32, u32) -> Launch,
@@ -318,22 +317,11 @@ async fn determinism(
         sides.push(out.with_context(against(side))?);
     }
     report.determinism = Some(pair(sides));
-    if plan.determinism_fast && serve_has_kernels_flag() {
+    if plan.determinism_fast {
         let out = determinism::determinism(&fresh(Side::Wick, true), Side::Wick, test).await;
         report.determinism_fast = Some(out.context("against wick serve --kernels fast")?);
     }
     Ok(())
-}
-
-/// Whether this `wick serve` takes `--kernels`.
-fn serve_has_kernels_flag() -> bool {
-    std::env::current_exe()
-        .and_then(|exe| {
-            std::process::Command::new(exe)
-                .args(["serve", "--help"])
-                .output()
-        })
-        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("--kernels"))
 }
 
 /// The two sides' results, wick first.
