@@ -65,12 +65,7 @@ fn variants(m: &str) -> Vec<String> {
 }
 
 fn fixtures() -> PathBuf {
-    std::env::var_os("WICK_SHARED")
-        .map_or_else(
-            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
-            PathBuf::from,
-        )
-        .join("chat-templates")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/chat-templates")
 }
 
 fn templates() -> Vec<ChatTemplate> {

@@ -13,12 +13,7 @@ fn wick(args: &[&str]) -> Output {
 }
 
 fn fixtures() -> PathBuf {
-    std::env::var_os("WICK_SHARED")
-        .map_or_else(
-            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
-            PathBuf::from,
-        )
-        .join("chat-templates")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/chat-templates")
 }
 
 fn case(template: &str, id: &str) -> Value {

@@ -25,7 +25,7 @@ fn conversation() -> RenderRequest {
 fn bench(c: &mut Criterion) {
     let source = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/chat-templates/templates/Qwen-Qwen2.5-7B-Instruct.jinja"),
+            .join("../../tests/fixtures/chat-templates/templates/Qwen-Qwen2.5-7B-Instruct.jinja"),
     )
     .expect("the Qwen2.5 fixture template");
     let jinja = JinjaTemplate::new(&source).unwrap();

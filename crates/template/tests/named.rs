@@ -8,14 +8,9 @@ use serde::Deserialize;
 use wick_template::{NamedError, NamedTemplate, SegmentKind, Segments};
 use wick_types::{Message, Role};
 
-/// The shared fixture folder for chat templates.
+/// The chat-template fixtures, inside the repository.
 fn fixtures() -> PathBuf {
-    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/chat-templates");
-    if beside.is_dir() {
-        return beside;
-    }
-    let shared = std::env::var_os("WICK_SHARED").expect("shared fixtures: set WICK_SHARED");
-    PathBuf::from(shared).join("chat-templates")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/chat-templates")
 }
 
 #[derive(Debug, Deserialize)]

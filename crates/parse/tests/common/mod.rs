@@ -7,12 +7,9 @@ use std::path::PathBuf;
 use serde_json::Value;
 use wick_parse::{EndedBy, Event, Format, ParseOptions, ParsedMessage, Parser, ToolSchemas};
 
-/// The shared tool-call corpus directory.
+/// The tool-call corpus directory, inside the repository.
 pub fn corpus_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("WICK_SHARED") {
-        return PathBuf::from(dir).join("tool-calls");
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tool-calls")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tool-calls")
 }
 
 /// One corpus case.

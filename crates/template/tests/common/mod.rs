@@ -6,13 +6,9 @@ use std::path::PathBuf;
 use serde_json::Value;
 use wick_template::{DateTime, JinjaTemplate, RenderRequest, DEFAULT_FUEL};
 
-/// `shared/chat-templates`, beside the repository (or under `$WICK_SHARED`).
+/// `tests/fixtures/chat-templates`, inside the repository.
 pub(crate) fn fixtures() -> PathBuf {
-    let shared = std::env::var_os("WICK_SHARED").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
-        PathBuf::from,
-    );
-    shared.join("chat-templates")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/chat-templates")
 }
 
 /// The instant the fixtures were rendered at.
