@@ -486,11 +486,8 @@ impl State {
         let tier = match taken {
             Ok(tier) => tier,
             Err(reason) if !from_a_tier => return Err(cache_error(&reason)),
-            Err(_) => "failed",
+            Err(_) => return self.fall_back(backend, target, prompt),
         };
-        if tier == "failed" {
-            return self.fall_back(backend, target, prompt);
-        }
         self.slots[target].tokens = prompt[..len].to_vec();
         let counter = match (len, tier) {
             (0, _) => &self.stats.misses,

@@ -102,18 +102,12 @@ impl Worker<'_> {
                 check_range(tokens, self.state.info.n_vocab)?;
                 self.check_fits(seq, history.len() + tokens.len())?;
                 // The old last token and all new ones but the last go into the cache.
-                let start = history.len().saturating_sub(1);
-                let feed = history[start..]
-                    .iter()
-                    .chain(&tokens[..tokens.len() - 1])
-                    .map(|&t| to_llama(t))
-                    .collect();
-                Ok(Pass {
-                    seq: seq_i32(index),
-                    start,
-                    tokens: feed,
-                    outputs: Outputs::None,
-                })
+                Ok(extend(
+                    index,
+                    history,
+                    &tokens[..tokens.len() - 1],
+                    Outputs::None,
+                ))
             }
             StepOp::PrefillDecode(tokens, decode) => {
                 op.check_shape()?;
@@ -122,18 +116,7 @@ impl Worker<'_> {
                 self.check_fits(seq, history.len() + tokens.len() + 1)?;
                 // The old last token and every new one go in; the last new one's logits give
                 // the first sampled token.
-                let start = history.len().saturating_sub(1);
-                let feed = history[start..]
-                    .iter()
-                    .chain(tokens)
-                    .map(|&t| to_llama(t))
-                    .collect();
-                Ok(Pass {
-                    seq: seq_i32(index),
-                    start,
-                    tokens: feed,
-                    outputs: Outputs::Last,
-                })
+                Ok(extend(index, history, tokens, Outputs::Last))
             }
             decode => {
                 let Some(&last) = history.last() else {
@@ -489,6 +472,22 @@ impl Worker<'_> {
         // llama.cpp frees an adapter's weights with its model; wick forgets the handle.
         self.state.adapters.remove(&id);
         Ok(())
+    }
+}
+
+/// The pass that evaluates the pending last token of `history` (sequence `index`) and then
+/// `tokens` after it.
+fn extend(index: usize, history: &[TokenId], tokens: &[TokenId], outputs: Outputs) -> Pass {
+    let start = history.len().saturating_sub(1);
+    Pass {
+        seq: seq_i32(index),
+        start,
+        tokens: history[start..]
+            .iter()
+            .chain(tokens)
+            .map(|&t| to_llama(t))
+            .collect(),
+        outputs,
     }
 }
 
