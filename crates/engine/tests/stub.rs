@@ -121,6 +121,18 @@ fn beyond_live_plus_queue_requests_are_busy() {
         ..EngineConfig::default()
     };
     let engine = engine(2, config);
+    // Hold the engine's thread: the stub generates so fast that a held stream could
+    // otherwise finish (and free its place) before the fifth request is submitted.
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let holder = engine.clone();
+    let blocker = std::thread::spawn(move || {
+        holder.with_backend(move |_| {
+            started_tx.send(()).expect("test alive");
+            gate.recv().expect("test alive");
+        })
+    });
+    started.recv().expect("the engine runs the job");
     let held: Vec<_> = (0..4)
         .map(|_| engine.submit(request("hold", 500)).expect("within bounds"))
         .collect();
@@ -129,6 +141,8 @@ fn beyond_live_plus_queue_requests_are_busy() {
         other => panic!("expected Busy, got {other:?}"),
     }
     drop(held);
+    release.send(()).expect("engine alive");
+    blocker.join().expect("blocker").expect("engine alive");
     // Dropped streams are reaped at the next steps: capacity comes back.
     let mut admitted = None;
     for _ in 0..200 {
