@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use wick::{Llm, ModelKwargs};
 use wick_parse::Format;
-use wick_server::{router, AppState, ServedModel, ServerConfig};
+use wick_server::{router, AppState, ListenConfig, ServedModel, ServerConfig};
 
 /// Arguments of `wick serve`.
 #[derive(Debug, Args)]
@@ -31,6 +31,26 @@ pub(crate) struct ServeArgs {
     /// Require `Authorization: Bearer <KEY>` on every route but /health.
     #[arg(long, env = "WICK_API_KEY", value_name = "KEY", hide_env_values = true)]
     api_key: Option<String>,
+
+    /// Also answer requests whose `Host` header names this host (repeatable; `*`: any). A
+    /// server on a loopback address answers only to loopback names (`localhost`, `127.0.0.1`,
+    /// `[::1]`), so web pages cannot reach it through DNS rebinding; one on another address
+    /// answers to any name unless this is given.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_hosts: Vec<String>,
+
+    /// Connections open at once; more clients wait until one closes.
+    #[arg(long, default_value_t = 512, value_name = "N")]
+    max_connections: usize,
+
+    /// Seconds a client may take to send a request's headers, and a keep-alive connection
+    /// may stay idle, before it is closed (slow clients cannot hold connections open).
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    header_timeout: u64,
+
+    /// Seconds a client may take to send a request's body (408 after).
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    body_timeout: u64,
 
     /// Allow browsers on this origin to call the API (CORS; `*`: any origin) [default: off].
     #[arg(long, value_name = "ORIGIN")]
@@ -71,7 +91,9 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     chat_template_file: Option<std::path::PathBuf>,
 
-    /// On SIGINT/SIGTERM, wait this long for in-flight answers before cancelling them.
+    /// On SIGINT/SIGTERM, stop taking connections and wait this long for the answers in
+    /// flight; then streams still running end with an error event and `[DONE]`, and
+    /// requests still waiting get a 503.
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     shutdown_timeout: u64,
 
@@ -116,23 +138,39 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> Result<()> {
-    let config = ServerConfig {
-        api_key: args.api_key.clone().filter(|k| !k.is_empty()),
-        cors_origin: args.cors_origin.clone(),
-        max_body_bytes: args.max_body_size,
-        parallel: args.parallel as usize,
-    };
-    let state = AppState::new(config);
     let addr = format!("{}:{}", args.host, args.port);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
+    let api_key = args.api_key.clone().filter(|k| !k.is_empty());
+    if !local.ip().is_loopback() && api_key.is_none() {
+        eprintln!(
+            "wick serve: warning: listening on {local} without --api-key: anyone who can reach \
+             this address can use the models; set --api-key (or WICK_API_KEY)"
+        );
+    }
+    let config = ServerConfig {
+        api_key,
+        cors_origin: args.cors_origin.clone(),
+        max_body_bytes: args.max_body_size,
+        parallel: args.parallel as usize,
+        allowed_hosts: allowed_hosts(local, &args.host, &args.allow_hosts),
+        body_timeout: Duration::from_secs(args.body_timeout),
+    };
+    let state = AppState::new(config);
     println!("wick serve: listening on http://{local} (loading models…)");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let server = axum::serve(listener, router(state.clone()))
-        .with_graceful_shutdown(wait_for(stop_rx.clone()));
-    let server = tokio::spawn(async move { server.await });
+    let listen = ListenConfig {
+        max_connections: args.max_connections,
+        header_timeout: Duration::from_secs(args.header_timeout.max(1)),
+    };
+    let mut server = tokio::spawn(wick_server::serve(
+        listener,
+        router(state.clone()),
+        listen,
+        wait_for(stop_rx.clone()),
+    ));
     tokio::spawn(signals(stop_tx));
 
     let loading = load_all(&args, &state);
@@ -148,12 +186,35 @@ async fn serve(args: ServeArgs) -> Result<()> {
         "wick serve: shutting down (waiting up to {}s for answers in flight)",
         args.shutdown_timeout
     );
-    match tokio::time::timeout(Duration::from_secs(args.shutdown_timeout), server).await {
-        Ok(Ok(result)) => result.context("server error")?,
-        Ok(Err(e)) => bail!("server task failed: {e}"),
-        Err(_) => eprintln!("wick serve: cancelled the answers still in flight"),
+    let grace = Duration::from_secs(args.shutdown_timeout);
+    if tokio::time::timeout(grace, &mut server).await.is_err() {
+        eprintln!("wick serve: cancelling the answers still in flight");
+        state.cancel_all();
+        // The cancelled streams send their closing events, then their connections close.
+        let _ = tokio::time::timeout(CLOSE_GRACE, server).await;
     }
     Ok(())
+}
+
+/// How long cancelled answers get to send their closing events.
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// The `Host` names served: on a loopback address the loopback names, the name it was bound
+/// by and `extra`; elsewhere any name, unless `extra` names some.
+fn allowed_hosts(local: SocketAddr, bound: &str, extra: &[String]) -> Option<Vec<String>> {
+    if extra.iter().any(|h| h == "*") {
+        return None;
+    }
+    if !local.ip().is_loopback() && extra.is_empty() {
+        return None;
+    }
+    let mut hosts: Vec<String> = extra.to_vec();
+    if local.ip().is_loopback() {
+        hosts.extend(ServerConfig::LOOPBACK_HOSTS.map(str::to_owned));
+        hosts.push(local.ip().to_string());
+        hosts.push(bound.trim_matches(['[', ']']).to_owned());
+    }
+    Some(hosts)
 }
 
 /// Loads every model (off the async threads) and adds it to `state`.

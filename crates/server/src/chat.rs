@@ -36,6 +36,7 @@ pub(crate) async fn handler(
     state.metrics().first_token(started.elapsed());
     let head = Head::new("chatcmpl", served.id.clone());
     if valid.stream {
+        let shutdown = state.shutdown_token();
         let run = StreamRun {
             state,
             stream,
@@ -49,7 +50,7 @@ pub(crate) async fn handler(
             done: false,
             _live: live,
         };
-        return Ok(sse::response(sse::frames(run)));
+        return Ok(sse::response(sse::frames(run), shutdown));
     }
     let mut last = finish(&state, stream, first).await?;
     if valid.single_call {
@@ -136,7 +137,7 @@ impl StreamRun {
                 self.done = true;
                 let e = ApiError::from(e);
                 self.state.metrics().error();
-                Some(vec![sse::event(&e.body())])
+                Some(vec![sse::event(&e.body()), sse::done()])
             }
             None => {
                 self.done = true;

@@ -46,6 +46,7 @@ pub(crate) async fn handler(
         .and_then(|o| o.include_usage)
         .unwrap_or(false);
     if req.stream.unwrap_or(false) {
+        let shutdown = state.shutdown_token();
         let run = StreamRun {
             _live: state.metrics().live(),
             state,
@@ -58,7 +59,7 @@ pub(crate) async fn handler(
             pending: Some(first),
             done: false,
         };
-        return Ok(sse::response(sse::frames(run)));
+        return Ok(sse::response(sse::frames(run), shutdown));
     }
     let mut last = first;
     let mut tokens = std::mem::take(&mut last.logprobs);
@@ -152,7 +153,7 @@ impl StreamRun {
             Some(Ok(item)) => self.chunks(item),
             Some(Err(e)) => {
                 self.done = true;
-                vec![sse::event(&ApiError::from(e).body())]
+                vec![sse::event(&ApiError::from(e).body()), sse::done()]
             }
             None => {
                 self.done = true;

@@ -75,6 +75,40 @@ pub enum ApiError {
     /// The models are still loading.
     #[error("the server is loading its models; retry shortly")]
     Loading,
+    /// The server is shutting down and gave up on this request.
+    #[error("the server is shutting down; retry on another server or after it restarts")]
+    ShuttingDown,
+    /// The method is not served on this route.
+    #[error("{method} is not allowed on {path}")]
+    MethodNotAllowed {
+        /// The request method.
+        method: String,
+        /// The request path.
+        path: String,
+    },
+    /// A JSON endpoint got a body of another media type.
+    #[error(
+        "this endpoint takes a JSON body: send `Content-Type: application/json` (got {given})"
+    )]
+    UnsupportedMediaType {
+        /// The `Content-Type` sent, or `none`.
+        given: String,
+    },
+    /// The `Host` header names a host this server does not answer to.
+    #[error(
+        "the host `{host}` is not served here; a server bound to loopback answers only to \
+         loopback names (start it with --allow-host {host} to add this one)"
+    )]
+    HostNotAllowed {
+        /// The `Host` header's value.
+        host: String,
+    },
+    /// The client took too long to send the body.
+    #[error("the request body did not arrive within {seconds} s")]
+    RequestTimeout {
+        /// The body deadline, in seconds.
+        seconds: u64,
+    },
     /// Something failed on the server's side; details are logged, not returned.
     #[error("internal error; see the server log")]
     Internal,
@@ -169,6 +203,36 @@ impl ApiError {
                 None,
                 Some("loading"),
             ),
+            ApiError::ShuttingDown => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                None,
+                Some("server_shutting_down"),
+            ),
+            ApiError::MethodNotAllowed { .. } => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "invalid_request_error",
+                None,
+                Some("method_not_allowed"),
+            ),
+            ApiError::UnsupportedMediaType { .. } => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_request_error",
+                None,
+                Some("unsupported_media_type"),
+            ),
+            ApiError::HostNotAllowed { .. } => (
+                StatusCode::FORBIDDEN,
+                "invalid_request_error",
+                None,
+                Some("host_not_allowed"),
+            ),
+            ApiError::RequestTimeout { .. } => (
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_request_error",
+                None,
+                Some("request_timeout"),
+            ),
             ApiError::Internal => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",
@@ -198,6 +262,12 @@ impl IntoResponse for ApiError {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"wick\""),
+            );
         }
         response
     }

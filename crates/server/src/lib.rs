@@ -1,10 +1,12 @@
 //! wick's OpenAI-compatible HTTP API: [`router`] over an [`AppState`] that holds the served
 //! models. Chat and text completions (whole or as server-sent events), embeddings, models,
 //! tokenize/detokenize, `/health` and Prometheus `/metrics`; bearer-token auth, CORS, a body
-//! limit, and one mapping from every error to an OpenAI error body ([`ApiError`]).
+//! limit, and one mapping from every error to an OpenAI error body ([`ApiError`]). [`serve`]
+//! takes connections with the limits a server facing untrusted clients needs (header and
+//! idle deadlines, a connection cap) and shuts down gracefully.
 //!
 //! ```no_run
-//! use wick_server::{router, AppState, ServedModel, ServerConfig};
+//! use wick_server::{router, serve, AppState, ListenConfig, ServedModel, ServerConfig};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let llm = wick::Llm::builder().build()?;
@@ -12,7 +14,9 @@
 //! state.add_model(ServedModel { id: "smollm2".into(), aliases: vec![], llm });
 //! state.set_ready();
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-//! axum::serve(listener, router(state)).await?;
+//! // Resolves when the server should stop taking connections (a signal, a channel…).
+//! let shutdown = std::future::pending::<()>();
+//! serve(listener, router(state), ListenConfig::default(), shutdown).await;
 //! # Ok(())
 //! # }
 //! ```
@@ -23,6 +27,7 @@ mod completions;
 mod embeddings;
 mod error;
 mod extract;
+mod listen;
 mod logprobs;
 mod metrics;
 mod objects;
@@ -34,6 +39,7 @@ mod validate;
 mod wire;
 
 pub use error::ApiError;
+pub use listen::{serve, ListenConfig};
 pub use metrics::Metrics;
 pub use routes::router;
 pub use state::{AppState, ServedModel, ServerConfig};

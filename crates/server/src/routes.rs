@@ -2,14 +2,14 @@
 //! OpenAI-shaped 404/405.
 
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
-use tower_http::cors::{AllowOrigin, Any, CorsLayer};
+use tower_http::cors::{AllowHeaders, AllowOrigin, Any, CorsLayer};
 
 use crate::{chat, completions, embeddings, tokens, ApiError, AppState, ServedModel};
 
@@ -38,7 +38,13 @@ pub fn router(state: AppState) -> Router {
 }
 
 fn cors_layer(origin: &str) -> CorsLayer {
-    let layer = CorsLayer::new().allow_methods(Any).allow_headers(Any);
+    // Headers are mirrored, not `*`: a `*` does not cover `Authorization` (the Fetch
+    // standard), so a browser page could never send the API key; SDKs add headers of their
+    // own (`x-stainless-*`), which a fixed list would refuse.
+    let layer = CorsLayer::new()
+        .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
+        .allow_headers(AllowHeaders::mirror_request())
+        .expose_headers([header::RETRY_AFTER]);
     if origin == "*" {
         layer.allow_origin(Any)
     } else {
@@ -49,27 +55,59 @@ fn cors_layer(origin: &str) -> CorsLayer {
     }
 }
 
-/// Counts requests and errors, and checks the bearer token (on every route but `/health`).
+/// Counts requests and errors, checks the `Host` and the API key, and answers a 503 in place
+/// of any response not begun when the server gives up on requests in flight.
 async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
     state.metrics().request();
-    let exempt = req.uri().path() == "/health" || req.method() == Method::OPTIONS;
-    if let (Some(key), false) = (&state.config().api_key, exempt) {
-        let given = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if !bool::from(given.as_bytes().ct_eq(key.as_bytes())) {
-            state.metrics().error();
-            return ApiError::Unauthorized.into_response();
+    let response = if let Err(e) = admit(&state, &req) {
+        e.into_response()
+    } else {
+        tokio::select! {
+            biased;
+            () = state.cancelled() => ApiError::ShuttingDown.into_response(),
+            response = next.run(req) => response,
         }
-    }
-    let response = next.run(req).await;
+    };
     if response.status().is_client_error() || response.status().is_server_error() {
         state.metrics().error();
     }
     response
+}
+
+/// The `Host` check (every route) and the API key (every route but `/health` and CORS
+/// preflights).
+fn admit(state: &AppState, req: &Request) -> Result<(), ApiError> {
+    if let Some(host) = req.headers().get(header::HOST) {
+        let host = String::from_utf8_lossy(host.as_bytes());
+        if !state.config().host_allowed(&host) {
+            return Err(ApiError::HostNotAllowed {
+                host: host.into_owned(),
+            });
+        }
+    }
+    let exempt = req.uri().path() == "/health" || req.method() == Method::OPTIONS;
+    match &state.config().api_key {
+        Some(key) if !exempt => {
+            let given = api_key(req.headers()).unwrap_or("");
+            if bool::from(given.as_bytes().ct_eq(key.as_bytes())) {
+                Ok(())
+            } else {
+                Err(ApiError::Unauthorized)
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The key of `Authorization: Bearer <key>` (the scheme in any case) or `x-api-key`.
+fn api_key(headers: &HeaderMap) -> Option<&str> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, key)| key.trim());
+    bearer.or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
 }
 
 async fn not_found(req: Request) -> ApiError {
@@ -79,11 +117,11 @@ async fn not_found(req: Request) -> ApiError {
     }
 }
 
-async fn method_not_allowed(req: Request) -> Response {
-    let message = format!("{} is not allowed on {}", req.method(), req.uri().path());
-    let body = json!({"error": {"message": message, "type": "invalid_request_error",
-                                "param": null, "code": "method_not_allowed"}});
-    (StatusCode::METHOD_NOT_ALLOWED, Json(body)).into_response()
+async fn method_not_allowed(req: Request) -> ApiError {
+    ApiError::MethodNotAllowed {
+        method: req.method().to_string(),
+        path: req.uri().path().to_owned(),
+    }
 }
 
 /// `200 {"status": "ok"}` when ready, `503` while loading.

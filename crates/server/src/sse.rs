@@ -1,7 +1,9 @@
 //! Server-sent events exactly as clients read them: `data: <json>\n\n` per event and
 //! `data: [DONE]\n\n` at the end; a `: keep-alive` comment (which every SSE client skips)
 //! whenever nothing else was sent for a while, so a client with a read timeout does not give
-//! up on a request that waits in the queue or behind a long prefill.
+//! up on a request that waits in the queue or behind a long prefill. When the server gives
+//! up on answers in flight (a shutdown whose grace period ran out), a stream ends with an
+//! error event and `[DONE]`, never cut mid-body.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -13,6 +15,9 @@ use axum::body::{Body, Bytes};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures_core::Stream;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use crate::ApiError;
 
 /// One `data:` event carrying `value` as compact JSON, on one line (JSON escapes newlines).
 pub(crate) fn event(value: &impl serde::Serialize) -> Bytes {
@@ -32,9 +37,12 @@ pub(crate) fn done() -> Bytes {
 const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// A `200 text/event-stream` response streaming `frames`, with keep-alive comments in the
-/// silences.
-pub(crate) fn response(frames: impl Stream<Item = Bytes> + Send + 'static) -> Response {
-    let frames = KeepAlive::new(frames, KEEP_ALIVE);
+/// silences, ended early with an error event and `[DONE]` when `shutdown` is cancelled.
+pub(crate) fn response(
+    frames: impl Stream<Item = Bytes> + Send + 'static,
+    shutdown: CancellationToken,
+) -> Response {
+    let frames = KeepAlive::new(frames, KEEP_ALIVE, shutdown);
     let body = Body::from_stream(futures_util::StreamExt::map(frames, Ok::<_, Infallible>));
     (
         [
@@ -61,19 +69,27 @@ pub(crate) fn frames(run: impl Run) -> impl Stream<Item = Bytes> + Send + 'stati
     futures_util::StreamExt::flatten(steps)
 }
 
-/// `frames`, with a `: keep-alive` comment after every `period` without a frame.
+/// `frames`, with a `: keep-alive` comment after every `period` without a frame; when
+/// `shutdown` is cancelled, `frames` is dropped (which cancels its generation) and the stream
+/// ends with an error event and `[DONE]`.
 struct KeepAlive<S> {
-    frames: Pin<Box<S>>,
+    /// `None` once cut by the shutdown.
+    frames: Option<Pin<Box<S>>>,
     timer: Pin<Box<tokio::time::Sleep>>,
     period: Duration,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    /// The closing frames of a cut stream, still to send.
+    tail: std::vec::IntoIter<Bytes>,
 }
 
 impl<S: Stream<Item = Bytes>> KeepAlive<S> {
-    fn new(frames: S, period: Duration) -> Self {
+    fn new(frames: S, period: Duration, shutdown: CancellationToken) -> Self {
         KeepAlive {
-            frames: Box::pin(frames),
+            frames: Some(Box::pin(frames)),
             timer: Box::pin(tokio::time::sleep(period)),
             period,
+            shutdown: Box::pin(shutdown.cancelled_owned()),
+            tail: Vec::new().into_iter(),
         }
     }
 
@@ -87,7 +103,14 @@ impl<S: Stream<Item = Bytes>> Stream for KeepAlive<S> {
     type Item = Bytes;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        match self.frames.as_mut().poll_next(cx) {
+        if self.frames.is_some() && self.shutdown.as_mut().poll(cx).is_ready() {
+            self.frames = None;
+            self.tail = vec![event(&ApiError::ShuttingDown.body()), done()].into_iter();
+        }
+        let Some(frames) = self.frames.as_mut() else {
+            return Poll::Ready(self.tail.next());
+        };
+        match frames.as_mut().poll_next(cx) {
             Poll::Ready(Some(frame)) => {
                 self.rearm();
                 Poll::Ready(Some(frame))
@@ -122,9 +145,10 @@ mod tests {
                 _ => None,
             }
         });
-        let out: Vec<Bytes> = KeepAlive::new(frames, Duration::from_secs(10))
-            .collect()
-            .await;
+        let out: Vec<Bytes> =
+            KeepAlive::new(frames, Duration::from_secs(10), CancellationToken::new())
+                .collect()
+                .await;
         let text: Vec<&[u8]> = out.iter().map(|b| &b[..]).collect();
         assert_eq!(
             text,
@@ -135,5 +159,23 @@ mod tests {
                 b"data: [DONE]\n\n"
             ]
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_stream_ends_with_an_error_event_and_done() {
+        let shutdown = CancellationToken::new();
+        let frames = futures_util::stream::iter([Bytes::from_static(b"data: 1\n\n")])
+            .chain(futures_util::stream::pending());
+        let mut stream = KeepAlive::new(frames, Duration::from_secs(10), shutdown.clone());
+        assert_eq!(stream.next().await.unwrap(), &b"data: 1\n\n"[..]);
+        shutdown.cancel();
+        let rest: Vec<Bytes> = stream.collect().await;
+        assert_eq!(rest.len(), 2, "{rest:?}");
+        let error = std::str::from_utf8(&rest[0]).unwrap();
+        assert!(
+            error.starts_with("data: {\"error\"") && error.contains("server_shutting_down"),
+            "{error}"
+        );
+        assert_eq!(rest[1], done());
     }
 }

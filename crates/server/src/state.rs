@@ -2,7 +2,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
 use wick::Llm;
 
 use crate::{ApiError, Metrics};
@@ -18,6 +20,47 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// Live sequences per model (for the queue-depth metric). Default 4.
     pub parallel: usize,
+    /// When set, only requests whose `Host` names one of these hosts (any port; `*.localhost`
+    /// always counts as `localhost`) are served, others get a 403: a server on loopback
+    /// without a key is otherwise open to any web page through DNS rebinding. `None`: any
+    /// host. Default: the loopback names ([`ServerConfig::LOOPBACK_HOSTS`]).
+    pub allowed_hosts: Option<Vec<String>>,
+    /// How long a client may take to send a request's body. Default 30 s.
+    pub body_timeout: Duration,
+}
+
+impl ServerConfig {
+    /// The names a loopback address answers to.
+    pub const LOOPBACK_HOSTS: [&'static str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+    /// Whether a request with this `Host` header value is served.
+    pub fn host_allowed(&self, host: &str) -> bool {
+        let Some(allowed) = &self.allowed_hosts else {
+            return true;
+        };
+        let name = host_name(host).to_ascii_lowercase();
+        let name = name.strip_suffix('.').unwrap_or(&name);
+        let name = if name.ends_with(".localhost") {
+            "localhost"
+        } else {
+            name
+        };
+        allowed
+            .iter()
+            .any(|a| a == "*" || a.eq_ignore_ascii_case(name))
+    }
+}
+
+/// The name part of a `Host` header value: without its port, IPv6 without brackets.
+fn host_name(host: &str) -> &str {
+    let host = host.trim();
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split_once(']').map_or(rest, |(name, _)| name);
+    }
+    match host.split_once(':') {
+        Some((name, port)) if !port.contains(':') => name,
+        _ => host,
+    }
 }
 
 impl Default for ServerConfig {
@@ -27,6 +70,8 @@ impl Default for ServerConfig {
             cors_origin: None,
             max_body_bytes: 8 << 20,
             parallel: 4,
+            allowed_hosts: Some(Self::LOOPBACK_HOSTS.map(str::to_owned).to_vec()),
+            body_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -55,6 +100,8 @@ struct Inner {
     ready: AtomicBool,
     metrics: Metrics,
     created: u64,
+    /// Cancelled when the server gives up on the answers still in flight.
+    shutdown: CancellationToken,
 }
 
 impl AppState {
@@ -67,6 +114,7 @@ impl AppState {
                 ready: AtomicBool::new(false),
                 metrics: Metrics::default(),
                 created: unix_now(),
+                shutdown: CancellationToken::new(),
             }),
         }
     }
@@ -93,6 +141,23 @@ impl AppState {
     /// The HTTP settings.
     pub fn config(&self) -> &ServerConfig {
         &self.inner.config
+    }
+
+    /// Ends every answer in flight: streams end with an error event and `[DONE]`, requests
+    /// not answered yet (waiting in a queue, or for their first token) get a 503, and new
+    /// requests too. For a shutdown whose grace period ran out.
+    pub fn cancel_all(&self) {
+        self.inner.shutdown.cancel();
+    }
+
+    /// Resolves once [`AppState::cancel_all`] was called.
+    pub(crate) fn cancelled(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.inner.shutdown.cancelled()
+    }
+
+    /// The token [`AppState::cancel_all`] cancels, for streams that outlive their handler.
+    pub(crate) fn shutdown_token(&self) -> CancellationToken {
+        self.inner.shutdown.clone()
     }
 
     pub(crate) fn metrics(&self) -> &Metrics {
@@ -149,4 +214,49 @@ pub(crate) fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_names_pass_by_default_whatever_the_port() {
+        let config = ServerConfig::default();
+        for ok in [
+            "localhost",
+            "localhost:8080",
+            "LOCALHOST:1",
+            "127.0.0.1:8080",
+            "[::1]:8080",
+            "[::1]",
+            "app.localhost:3000",
+            "localhost.",
+        ] {
+            assert!(config.host_allowed(ok), "{ok}");
+        }
+        for bad in [
+            "evil.example:8080",
+            "localhost.evil.example",
+            "127.0.0.2",
+            "",
+            "[::2]:80",
+        ] {
+            assert!(!config.host_allowed(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn more_hosts_or_any_can_be_allowed() {
+        let mut config = ServerConfig {
+            allowed_hosts: Some(vec!["wick.lan".into()]),
+            ..ServerConfig::default()
+        };
+        assert!(config.host_allowed("wick.lan:8080"));
+        assert!(!config.host_allowed("localhost"));
+        config.allowed_hosts = Some(vec!["*".into()]);
+        assert!(config.host_allowed("anything:1"));
+        config.allowed_hosts = None;
+        assert!(config.host_allowed("anything"));
+    }
 }
