@@ -35,6 +35,7 @@ mod config;
 pub mod conformance;
 mod contract;
 mod error;
+mod gbnf;
 mod info;
 mod logprobs;
 pub mod snapshot;
@@ -47,6 +48,7 @@ pub use contract::{
     check_distinct, AdapterId, Backend, Decoded, SamplerId, StepOp, StepResult, Verified,
 };
 pub use error::{BackendError, Result};
+pub use gbnf::{check_gbnf, GbnfError};
 pub use info::{ModelInfo, SpecialTokens, ThinkingTokens, THINKING_MARKERS};
 pub use logprobs::{Logprobs, TokenLogprob, MAX_TOP_LOGPROBS};
 pub use stub::StubBackend;

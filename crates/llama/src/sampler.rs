@@ -386,9 +386,16 @@ fn stages(model: &LlamaModel, opts: &SamplerOpts) -> Result<Stages, BackendError
         None => None,
         Some(grammar) => {
             let text = gbnf(grammar)?;
-            Some(LlamaSampler::grammar(model, &text, "root").map_err(|e| {
+            // Checked here first: llama.cpp answers a bad grammar with a bare null and prints
+            // the whole grammar to stderr.
+            wick_backend::check_gbnf(&text).map_err(|e| BackendError::Grammar {
+                reason: e.to_string(),
+            })?;
+            Some(LlamaSampler::grammar(model, &text, "root").map_err(|_| {
                 BackendError::Grammar {
-                    reason: format!("llama.cpp rejected the grammar ({e})"),
+                    reason: "llama.cpp rejected the grammar (is every `<token>` in it exactly one \
+                             token of this model's vocabulary?)"
+                        .into(),
                 }
             })?)
         }

@@ -1,10 +1,13 @@
 //! `ApiJson<T>`: a JSON body whose every rejection (not JSON by its media type, too large,
 //! too slow, not JSON, wrong types) is an OpenAI-shaped error naming what to change.
 
+use std::fmt::Write as _;
+
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{header, HeaderMap, StatusCode};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::{ApiError, AppState};
 
@@ -62,26 +65,108 @@ fn check_media_type(headers: &HeaderMap) -> Result<(), ApiError> {
 /// Parses `bytes` as `T`: not JSON and JSON of the wrong shape are told apart, and a value of
 /// the wrong shape is named by its path (`messages[0].content`).
 pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| ApiError::BadRequest {
-            message: format!("the request body is not valid JSON: {e}"),
-            param: None,
-        })?;
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if path == "." {
-            ApiError::BadRequest {
-                message: format!("invalid request: {inner}"),
-                param: None,
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| ApiError::BadRequest {
+        message: format!("the request body is not valid JSON: {e}"),
+        param: None,
+    })?;
+    let e = match serde_path_to_error::deserialize::<_, T>(&value) {
+        Ok(parsed) => return Ok(parsed),
+        Err(e) => e,
+    };
+    let mut steps: Vec<Step> = e.path().iter().filter_map(Step::of).collect();
+    let message = e.into_inner().to_string();
+    if bytes.len() <= LOCATE_LIMIT {
+        locate::<T>(&value, &message, &mut steps);
+    }
+    let mut path = String::new();
+    for step in &steps {
+        match step {
+            Step::Key(k) if path.is_empty() => path.push_str(k),
+            Step::Key(k) => {
+                path.push('.');
+                path.push_str(k);
             }
-        } else {
-            ApiError::BadRequest {
-                message: format!("invalid `{path}`: {inner}"),
-                param: Some(path),
+            Step::Index(i) => {
+                let _ = write!(path, "[{i}]");
             }
         }
+    }
+    if path.is_empty() {
+        // A missing field names itself in the message.
+        let missing = message
+            .strip_prefix("missing field `")
+            .and_then(|m| m.split('`').next());
+        return Err(ApiError::BadRequest {
+            message: format!("invalid request: {message}"),
+            param: missing.map(str::to_owned),
+        });
+    }
+    Err(ApiError::BadRequest {
+        message: format!("invalid `{path}`: {message}"),
+        param: Some(path),
     })
+}
+
+/// Bodies up to this size get the offending field searched for when serde cannot say where
+/// it is (inside `#[serde(flatten)]`, which buffers the fields and loses their path).
+const LOCATE_LIMIT: usize = 256 << 10;
+
+/// One step of a path into a JSON value.
+#[derive(Debug, Clone)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+impl Step {
+    fn of(segment: &serde_path_to_error::Segment) -> Option<Step> {
+        match segment {
+            serde_path_to_error::Segment::Seq { index } => Some(Step::Index(*index)),
+            serde_path_to_error::Segment::Map { key } => Some(Step::Key(key.clone())),
+            _ => None,
+        }
+    }
+}
+
+fn at<'v>(value: &'v mut Value, steps: &[Step]) -> Option<&'v mut Value> {
+    steps.iter().try_fold(value, |v, step| match step {
+        Step::Key(k) => v.get_mut(k.as_str()),
+        Step::Index(i) => v.get_mut(*i),
+    })
+}
+
+/// Extends `steps` down to the member whose removal changes or cures the error `message`:
+/// the member at fault.
+fn locate<T: DeserializeOwned>(value: &Value, message: &str, steps: &mut Vec<Step>) {
+    let fails_the_same = |candidate: &Value| match serde_json::from_value::<T>(candidate.clone()) {
+        Ok(_) => false,
+        Err(e) => e.to_string() == message,
+    };
+    loop {
+        let mut probe = value.clone();
+        let children: Vec<Step> = match at(&mut probe, steps) {
+            Some(Value::Object(map)) => map.keys().cloned().map(Step::Key).collect(),
+            Some(Value::Array(items)) => (0..items.len()).map(Step::Index).collect(),
+            _ => return,
+        };
+        let culprit = children.into_iter().find(|child| {
+            let mut candidate = value.clone();
+            match (at(&mut candidate, steps), child) {
+                (Some(Value::Object(map)), Step::Key(k)) => {
+                    map.remove(k);
+                }
+                (Some(Value::Array(items)), Step::Index(i)) => {
+                    items.remove(*i);
+                }
+                _ => return false,
+            }
+            !fails_the_same(&candidate)
+        });
+        match culprit {
+            Some(child) => steps.push(child),
+            None => return,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -133,7 +133,12 @@ pub(crate) fn options(
             Some(g) if g.trim().is_empty() => {
                 return Err(ApiError::bad("grammar", "`grammar` must not be empty"))
             }
-            g => g.clone().map(Grammar::Gbnf),
+            Some(g) => {
+                wick_backend::check_gbnf(g)
+                    .map_err(|e| ApiError::bad("grammar", format!("invalid GBNF grammar: {e}")))?;
+                Some(Grammar::Gbnf(g.clone()))
+            }
+            None => None,
         },
         ..SamplerOpts::default()
     };

@@ -293,6 +293,90 @@ async fn a_prompt_over_the_context_names_both_numbers() {
 }
 
 #[tokio::test]
+async fn issue_15_a_bad_grammar_says_what_and_where_under_grammar() {
+    let body = chat_body(&json!({"grammar": "root ::= \"yes\" | answer"}));
+    let (status, body) = post_json(app(), "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["param"], "grammar", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("line 1, column 18") && message.contains("`answer`"),
+        "{message}"
+    );
+    assert!(!message.contains("null"), "{message}");
+}
+
+#[tokio::test]
+async fn issue_15_a_wrong_type_names_its_field() {
+    let body = chat_body(&json!({"max_tokens": "ten"}));
+    let (status, body) = post_json(app(), "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["param"], "max_tokens", "{body}");
+    let body = chat_body(&json!({"messages": [{"role": "user", "content": 5}]}));
+    let (status, body) = post_json(app(), "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["param"], "messages[0].content", "{body}");
+}
+
+#[tokio::test]
+async fn issue_15_cancel_all_ends_streams_with_an_error_and_done_and_answers_503() {
+    let backend = StubBackend::new(&BackendConfig::new("stub").with_n_ctx(512)).unwrap();
+    let llm = Llm::from_backend(Box::new(backend), Llm::builder().max_new_tokens(400)).unwrap();
+    let state = AppState::new(ServerConfig::default());
+    state.add_model(ServedModel {
+        id: "stub".into(),
+        aliases: vec![],
+        llm,
+    });
+    state.set_ready();
+    let body = chat_body(&json!({"stream": true, "max_tokens": 400, "logit_bias": {"0": -100}}));
+    let response = router(state.clone())
+        .oneshot(post("/v1/chat/completions", body.to_string()))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    state.cancel_all();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    let events = sse_events(&text);
+    let error: Value = serde_json::from_str(&events[events.len() - 2]).unwrap();
+    assert_eq!(error["error"]["code"], "server_shutting_down", "{text}");
+    // Requests after that are 503s.
+    let (status, body) = post_json(
+        router(state),
+        "/v1/chat/completions",
+        &chat_body(&json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error"]["code"], "server_shutting_down", "{body}");
+}
+
+#[tokio::test]
+async fn issue_15_json_endpoints_refuse_other_media_types_and_foreign_hosts() {
+    let req = Request::post("/v1/chat/completions")
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(Body::from(chat_body(&json!({})).to_string()))
+        .unwrap();
+    let (status, _, text) = send(app(), req).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{text}");
+    let req = Request::get("/v1/models")
+        .header(header::HOST, "rebound.example:8080")
+        .body(Body::empty())
+        .unwrap();
+    let (status, _, text) = send(app(), req).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{text}");
+    let req = Request::get("/v1/models")
+        .header(header::HOST, "localhost:8080")
+        .body(Body::empty())
+        .unwrap();
+    let (status, _, text) = send(app(), req).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+}
+
+#[tokio::test]
 async fn an_oversized_body_is_a_413() {
     let config = ServerConfig {
         max_body_bytes: 1024,
