@@ -30,6 +30,18 @@ pub trait Tokenizer {
     /// [`crate::BackendError::TokenOutOfRange`] for an id not in the vocabulary.
     fn detokenize(&self, tokens: &[TokenId]) -> Result<Vec<u8>>;
 
+    /// The most bytes of text one token can stand for (with a safety margin), when known: a
+    /// text of `n` bytes has at least `n / max_token_bytes` tokens, so a prompt far over the
+    /// context window is refused before it is tokenized.
+    fn max_token_bytes(&self) -> Option<usize> {
+        None
+    }
+
+    /// A lower bound on the tokens of a text of `bytes` bytes (0 when unknown).
+    fn min_tokens(&self, bytes: usize) -> usize {
+        self.max_token_bytes().map_or(0, |m| bytes / m.max(1))
+    }
+
     /// As [`Backend::tokenize_prompt`]: BOS first when the model wants it, then `text`.
     ///
     /// # Errors

@@ -25,6 +25,20 @@ pub enum EngineError {
         /// The context window of one sequence.
         n_ctx: usize,
     },
+    /// The prompt's text is so long that it cannot fit the context window, whatever its
+    /// tokens: refused before tokenizing it.
+    #[error(
+        "the prompt's {bytes} bytes make at least {min_tokens} tokens but the context window \
+         holds {n_ctx}; shorten the prompt or raise the context size"
+    )]
+    PromptTooLarge {
+        /// The prompt's text, in bytes.
+        bytes: usize,
+        /// A lower bound on its tokens.
+        min_tokens: usize,
+        /// The context window of one sequence.
+        n_ctx: usize,
+    },
     /// A request value is out of range.
     #[error("invalid {field}: {value} (allowed: {allowed})")]
     InvalidRequest {

@@ -40,7 +40,7 @@ pub use config::EngineConfig;
 pub use diskcache::{CacheStats, DiskCacheConfig};
 pub use error::EngineError;
 pub use logprobs::{Alternative, ScoredToken};
-pub use prompt::{segment_tokens, special_texts, ChatFormat, RenderedPrompt};
+pub use prompt::{check_size, segment_tokens, special_texts, ChatFormat, RenderedPrompt};
 pub use request::{Finished, GenEvent, GenerateRequest};
 pub use stop::{StopMatcher, StopScan};
 pub use utf8::Utf8Stream;

@@ -26,6 +26,8 @@ pub struct ChatFormat {
     eos_token: Option<String>,
     stops: Vec<String>,
     format: Format,
+    /// The context window, when known: far larger prompts are refused before tokenizing.
+    n_ctx: Option<usize>,
 }
 
 /// A rendered, tokenized prompt.
@@ -60,6 +62,7 @@ impl ChatFormat {
             eos_token,
             stops,
             format,
+            n_ctx: None,
         })
     }
 
@@ -74,6 +77,19 @@ impl ChatFormat {
         };
         let template = ChatTemplate::Jinja(JinjaTemplate::new(&source)?);
         ChatFormat::new(template, backend).map(Some)
+    }
+
+    /// Refuses prompts whose text alone is too long for a context window of `n_ctx` tokens
+    /// before tokenizing them ([`check_size`]).
+    #[must_use]
+    pub fn with_context_window(mut self, n_ctx: usize) -> Self {
+        self.n_ctx = Some(n_ctx);
+        self
+    }
+
+    /// The context window set by [`ChatFormat::with_context_window`].
+    pub fn context_window(&self) -> Option<usize> {
+        self.n_ctx
     }
 
     /// The template.
@@ -117,6 +133,9 @@ impl ChatFormat {
         }
         let segments = self.template.render_segments(&request)?;
         let text = segments.text();
+        if let Some(n_ctx) = self.n_ctx {
+            check_size(tokenizer, text.len(), n_ctx)?;
+        }
         let tail = text.trim_end();
         let thinking_forced_open = REASONING_OPENERS.iter().any(|o| tail.ends_with(o));
         let tokens = segment_tokens(tokenizer, &segments)?
@@ -128,6 +147,29 @@ impl ChatFormat {
             thinking_forced_open,
         })
     }
+}
+
+/// Refuses a prompt of `bytes` bytes of text when even a lower bound on its tokens
+/// ([`Tokenizer::min_tokens`]) leaves no room in a context window of `n_ctx` tokens, so a
+/// megabytes-long prompt costs no tokenizing.
+///
+/// # Errors
+///
+/// [`EngineError::PromptTooLarge`].
+pub fn check_size<T: Tokenizer + ?Sized>(
+    tokenizer: &T,
+    bytes: usize,
+    n_ctx: usize,
+) -> Result<(), EngineError> {
+    let min_tokens = tokenizer.min_tokens(bytes);
+    if min_tokens >= n_ctx {
+        return Err(EngineError::PromptTooLarge {
+            bytes,
+            min_tokens,
+            n_ctx,
+        });
+    }
+    Ok(())
 }
 
 /// The texts of the model's BOS and EOS tokens (what templates get as `bos_token` and

@@ -85,6 +85,7 @@ pub(crate) struct LlamaTokenizer {
     model: LlamaModel,
     special: SpecialTokens,
     n_vocab: u32,
+    max_token_bytes: usize,
 }
 
 impl std::fmt::Debug for LlamaTokenizer {
@@ -106,10 +107,17 @@ impl LlamaTokenizer {
                     reason: format!("llama.cpp could not load its vocabulary ({e})"),
                 }
             })?;
+        let longest = (0..n_vocab)
+            .map(|t| detokenize(&model, &[TokenId(t)]).len())
+            .max()
+            .unwrap_or(1);
         Ok(LlamaTokenizer {
             special: special_tokens(&model),
             model,
             n_vocab,
+            // Twice the longest piece: a token never stands for more input than its piece
+            // holds, and the margin covers normalizations of the input text.
+            max_token_bytes: 2 * longest.max(1),
         })
     }
 }
@@ -126,5 +134,9 @@ impl wick_backend::Tokenizer for LlamaTokenizer {
     fn detokenize(&self, tokens: &[TokenId]) -> Result<Vec<u8>, BackendError> {
         check_range(tokens, self.n_vocab)?;
         Ok(detokenize(&self.model, tokens))
+    }
+
+    fn max_token_bytes(&self) -> Option<usize> {
+        Some(self.max_token_bytes)
     }
 }

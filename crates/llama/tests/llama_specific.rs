@@ -112,3 +112,35 @@ fn a_failed_operation_leaves_the_sequence_usable() {
     backend.prefill(SeqId(0), &prompt).unwrap();
     assert_eq!(generate(&mut backend, SeqId(0), None, 4), after);
 }
+
+#[test]
+fn the_token_count_lower_bound_holds_for_every_kind_of_text() {
+    let config = BackendConfig::new(wick_testutil::model_path()).with_n_ctx(512);
+    let backend = LlamaBackend::load(&config).unwrap();
+    let tokenizer = backend.tokenizer();
+    let bound = tokenizer
+        .max_token_bytes()
+        .expect("known for llama.cpp models");
+    assert!(bound >= 2, "{bound}");
+    let texts = [
+        " ".repeat(5000),
+        "\n".repeat(3000),
+        "\t \n".repeat(1000),
+        "a".repeat(4000),
+        "supercalifragilisticexpialidocious ".repeat(100),
+        "0123456789".repeat(300),
+        "こんにちは世界".repeat(200),
+        "🙂🙃".repeat(300),
+        "fn main() { println!(\"hello\"); }\n".repeat(100),
+        "<|im_start|>user\n".repeat(100),
+    ];
+    for text in &texts {
+        let tokens = tokenizer.tokenize(text, false).unwrap().len();
+        let at_least = tokenizer.min_tokens(text.len());
+        assert!(
+            tokens >= at_least,
+            "{tokens} tokens < lower bound {at_least} for {:?}…",
+            &text[..20.min(text.len())]
+        );
+    }
+}

@@ -55,14 +55,17 @@ pub enum ApiError {
     },
     /// The prompt does not fit the context window.
     #[error(
-        "the prompt has {prompt_tokens} tokens but the context window holds {n_ctx}; \
-         shorten the {param} or start the server with a larger --ctx-size"
+        "the prompt has {}{prompt_tokens} tokens but the context window holds {n_ctx}; \
+         shorten the {param} or start the server with a larger --ctx-size",
+        if *at_least { "at least " } else { "" }
     )]
     ContextLength {
         /// The field that is too long (`messages`, `prompt`, `input`).
         param: &'static str,
         /// Tokens in the prompt.
         prompt_tokens: usize,
+        /// Whether `prompt_tokens` is a lower bound (the prompt was refused untokenized).
+        at_least: bool,
         /// The context window.
         n_ctx: usize,
     },
@@ -120,11 +123,13 @@ impl ApiError {
         match self {
             ApiError::ContextLength {
                 prompt_tokens,
+                at_least,
                 n_ctx,
                 ..
             } => ApiError::ContextLength {
                 param,
                 prompt_tokens,
+                at_least,
                 n_ctx,
             },
             other => other,
@@ -310,6 +315,15 @@ fn from_engine(e: EngineError) -> ApiError {
         } => ApiError::ContextLength {
             param: "messages",
             prompt_tokens,
+            at_least: false,
+            n_ctx,
+        },
+        EngineError::PromptTooLarge {
+            min_tokens, n_ctx, ..
+        } => ApiError::ContextLength {
+            param: "messages",
+            prompt_tokens: min_tokens,
+            at_least: true,
             n_ctx,
         },
         EngineError::InvalidRequest { field, .. } => ApiError::bad(field, e.to_string()),
@@ -331,6 +345,7 @@ fn from_backend(e: BackendError) -> ApiError {
         BackendError::ContextFull { needed, n_ctx, .. } => ApiError::ContextLength {
             param: "messages",
             prompt_tokens: needed,
+            at_least: false,
             n_ctx: n_ctx as usize,
         },
         BackendError::Unsupported { op, .. } => ApiError::Unsupported {

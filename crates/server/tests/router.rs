@@ -377,6 +377,18 @@ async fn issue_15_json_endpoints_refuse_other_media_types_and_foreign_hosts() {
 }
 
 #[tokio::test]
+async fn issue_15_a_prompt_far_over_the_context_is_refused_untokenized() {
+    let app = router(state(ServerConfig::default(), 64));
+    let long = "word ".repeat(200_000);
+    let body = chat_body(&json!({"messages": [{"role": "user", "content": long}]}));
+    let (status, body) = post_json(app, "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], "context_length_exceeded");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("at least"), "{message}");
+}
+
+#[tokio::test]
 async fn an_oversized_body_is_a_413() {
     let config = ServerConfig {
         max_body_bytes: 1024,

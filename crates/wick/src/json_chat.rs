@@ -41,13 +41,8 @@ impl Llm {
         };
         let engine = Engine::start(backend, config)?;
         let chat = engine.with_backend(|b| -> Result<ChatFormat> {
-            match ChatFormat::from_model(b)? {
-                Some(format) => Ok(format),
-                None => Ok(ChatFormat::new(
-                    wick_template::ChatTemplate::Named(wick_template::NamedTemplate::Chatml),
-                    b,
-                )?),
-            }
+            let n_ctx = usize::try_from(b.info().n_ctx).unwrap_or(usize::MAX);
+            Ok(crate::llm::model_chat_format(b)?.with_context_window(n_ctx))
         })??;
         Ok(Llm {
             loaded: Arc::new(Loaded {

@@ -453,10 +453,15 @@ fn tokenize(
     prompt: &Prompt,
 ) -> Result<RenderedPrompt> {
     Ok(match prompt {
-        Prompt::Formatted(text) => RenderedPrompt {
-            tokens: tokenizer.tokenize_prompt(text, true)?,
-            thinking_forced_open: false,
-        },
+        Prompt::Formatted(text) => {
+            if let Some(n_ctx) = chat.context_window() {
+                wick_engine::check_size(tokenizer, text.len(), n_ctx)?;
+            }
+            RenderedPrompt {
+                tokens: tokenizer.tokenize_prompt(text, true)?,
+                thinking_forced_open: false,
+            }
+        }
         Prompt::Chat(request) => chat.render(tokenizer, RenderRequest::from(request.as_ref()))?,
         Prompt::Tokens(tokens) => RenderedPrompt {
             tokens: tokens.clone(),
@@ -501,17 +506,11 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
             allowed: "a llama.cpp template name or a Jinja template",
         })?;
     let chat = engine.with_backend(move |b| -> Result<ChatFormat> {
+        let n_ctx = usize::try_from(b.info().n_ctx).unwrap_or(usize::MAX);
         if let Some(template) = template {
-            return Ok(ChatFormat::new(template, b)?);
+            return Ok(ChatFormat::new(template, b)?.with_context_window(n_ctx));
         }
-        match ChatFormat::from_model(b)? {
-            Some(format) => Ok(format),
-            // llama.cpp's default when a model has no template.
-            None => Ok(ChatFormat::new(
-                wick_template::ChatTemplate::Named(wick_template::NamedTemplate::Chatml),
-                b,
-            )?),
-        }
+        Ok(model_chat_format(b)?.with_context_window(n_ctx))
     })??;
     Ok(Loaded {
         engine,
@@ -579,4 +578,15 @@ impl ToolPlan {
         }
         options
     }
+}
+
+/// The model's own chat template, or llama.cpp's default (ChatML) when it has none.
+pub(crate) fn model_chat_format(b: &dyn wick_backend::Backend) -> Result<ChatFormat> {
+    Ok(match ChatFormat::from_model(b)? {
+        Some(format) => format,
+        None => ChatFormat::new(
+            wick_template::ChatTemplate::Named(wick_template::NamedTemplate::Chatml),
+            b,
+        )?,
+    })
 }

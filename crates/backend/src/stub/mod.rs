@@ -91,6 +91,14 @@ impl crate::Tokenizer for StubTokenizer {
     fn detokenize(&self, tokens: &[TokenId]) -> Result<Vec<u8>> {
         self.vocab.detokenize(tokens)
     }
+
+    fn max_token_bytes(&self) -> Option<usize> {
+        let longest = (0..self.vocab.n_vocab())
+            .filter_map(|t| self.vocab.detokenize(&[TokenId(t)]).ok())
+            .map(|piece| piece.len())
+            .max()?;
+        Some(2 * longest.max(1))
+    }
 }
 
 impl StubBackend {
