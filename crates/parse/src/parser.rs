@@ -21,6 +21,9 @@ pub struct ParseOptions {
     pub thinking_forced_open: bool,
     /// Seed for generated call ids (tests); `None` seeds randomly.
     pub id_seed: Option<u64>,
+    /// The output is constrained to one tool call (a forced `tool_choice`): text outside a
+    /// committed call can only be the call's own syntax cut short, and never becomes content.
+    pub forced_call: bool,
 }
 
 impl ParseOptions {
@@ -43,6 +46,13 @@ impl ParseOptions {
         self
     }
 
+    /// Sets whether the output is a forced tool call ([`ParseOptions::forced_call`]).
+    #[must_use]
+    pub fn forced_call(mut self, forced: bool) -> Self {
+        self.forced_call = forced;
+        self
+    }
+
     /// Makes generated ids deterministic.
     #[must_use]
     pub fn id_seed(mut self, seed: u64) -> Self {
@@ -58,6 +68,7 @@ pub struct Parser {
     engine: Engine,
     utf8: Vec<u8>,
     finished: bool,
+    forced_call: bool,
 }
 
 impl Parser {
@@ -76,6 +87,7 @@ impl Parser {
             engine,
             utf8: Vec::new(),
             finished: false,
+            forced_call: options.forced_call,
         }
     }
 
@@ -90,7 +102,16 @@ impl Parser {
             return Vec::new();
         }
         self.engine.feed(text);
-        std::mem::take(&mut self.engine.out.events)
+        self.settled()
+    }
+
+    /// The events settled so far; no content for a forced call.
+    fn settled(&mut self) -> Vec<Event> {
+        let mut events = std::mem::take(&mut self.engine.out.events);
+        if self.forced_call {
+            events.retain(|e| !matches!(e, Event::Content(_)));
+        }
+        events
     }
 
     /// Feeds raw bytes (token pieces may split UTF-8 characters): an incomplete trailing
@@ -134,7 +155,7 @@ impl Parser {
         }
         self.finished = true;
         self.engine.finish();
-        let mut events = std::mem::take(&mut self.engine.out.events);
+        let mut events = self.settled();
         let finish_reason = match ended_by {
             EndedBy::Length => FinishReason::Length,
             EndedBy::Stop if self.engine.out.calls() > 0 => FinishReason::ToolCalls,
@@ -142,5 +163,45 @@ impl Parser {
         };
         events.push(Event::End { finish_reason });
         events
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ParsedMessage;
+
+    fn parse(format: Format, output: &str, forced: bool) -> ParsedMessage {
+        let options = ParseOptions::new().id_seed(1).forced_call(forced);
+        let mut parser = Parser::new(format, options);
+        let mut message = ParsedMessage::default();
+        for c in output.chars() {
+            message.extend(&parser.feed(&c.to_string()));
+        }
+        message.extend(&parser.finish(EndedBy::Length));
+        message
+    }
+
+    #[test]
+    fn issue_15_a_forced_call_cut_anywhere_puts_none_of_its_syntax_in_content() {
+        let calls = [
+            (Format::Generic, r#"{"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}}"#),
+            (Format::Hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"),
+            (Format::MistralNemo, r#"[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]"#),
+        ];
+        for (format, call) in calls {
+            for cut in (0..=call.len()).filter(|&i| call.is_char_boundary(i)) {
+                let forced = parse(format, &call[..cut], true);
+                assert_eq!(forced.content, "", "{format:?} cut at {cut}");
+                // Once the call commits, a forced parse reads what an unforced one reads.
+                let free = parse(format, &call[..cut], false);
+                if !free.tool_calls.is_empty() {
+                    assert_eq!(
+                        forced.tool_calls, free.tool_calls,
+                        "{format:?} cut at {cut}"
+                    );
+                }
+            }
+        }
     }
 }

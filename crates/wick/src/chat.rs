@@ -43,6 +43,15 @@ impl ChatResponse {
     }
 }
 
+/// How an answer's output is read: its format, the request's tools, and whether it is a
+/// forced call (then nothing outside the call is content).
+#[derive(Debug)]
+pub(crate) struct OutputPlan {
+    pub(crate) format: Format,
+    pub(crate) tools: ToolSchemas,
+    pub(crate) forced_call: bool,
+}
+
 /// Runs the output parser over completion items.
 #[derive(Debug)]
 struct ChatParser {
@@ -51,12 +60,13 @@ struct ChatParser {
 }
 
 impl ChatParser {
-    fn new(format: Format, tools: ToolSchemas, thinking_forced_open: bool) -> Self {
+    fn new(output: OutputPlan, thinking_forced_open: bool) -> Self {
         let options = ParseOptions::new()
-            .tools(tools)
-            .thinking_forced_open(thinking_forced_open);
+            .tools(output.tools)
+            .thinking_forced_open(thinking_forced_open)
+            .forced_call(output.forced_call);
         ChatParser {
-            parser: Parser::new(format, options),
+            parser: Parser::new(output.format, options),
             message: ParsedMessage::default(),
         }
     }
@@ -114,13 +124,12 @@ pub struct ChatStream {
 impl ChatStream {
     pub(crate) fn new(
         inner: CompletionStream,
-        format: Format,
-        tools: ToolSchemas,
+        output: OutputPlan,
         thinking_forced_open: bool,
     ) -> Self {
         ChatStream {
             inner: inner.without_text(),
-            parser: ChatParser::new(format, tools, thinking_forced_open),
+            parser: ChatParser::new(output, thinking_forced_open),
         }
     }
 
@@ -154,13 +163,12 @@ pub struct AsyncChatStream {
 impl AsyncChatStream {
     pub(crate) fn new(
         inner: AsyncCompletionStream,
-        format: Format,
-        tools: ToolSchemas,
+        output: OutputPlan,
         thinking_forced_open: bool,
     ) -> Self {
         AsyncChatStream {
             inner: AsyncCompletionStream(inner.0.without_text()),
-            parser: ChatParser::new(format, tools, thinking_forced_open),
+            parser: ChatParser::new(output, thinking_forced_open),
         }
     }
 

@@ -81,13 +81,12 @@ impl Llm {
             .loaded
             .chat
             .render(&**self.loaded.engine.tokenizer(), render)?;
-        let (format, schemas) = self.output_format(&plan, true);
+        let output = self.output_format(&plan, true);
         let options = plan.options(options);
         let inner = AsyncCompletionStream(self.start(rendered.tokens, true, &options)?);
         Ok(AsyncChatStream::new(
             inner,
-            format,
-            schemas,
+            output,
             rendered.thinking_forced_open,
         ))
     }

@@ -1,5 +1,6 @@
 //! [`Llm`]: complete, chat and stream, sync and async, over a shared engine.
 
+use crate::chat::OutputPlan;
 use std::sync::Arc;
 
 use wick_backend::Tokenizer;
@@ -221,13 +222,12 @@ impl Llm {
         let prompt = self.chat_prompt(&plan.request);
         let templated = matches!(prompt, Prompt::Chat(_));
         let rendered = self.render(&prompt)?;
-        let (format, tools) = self.output_format(&plan, templated);
+        let output = self.output_format(&plan, templated);
         let options = plan.options(options);
         let inner = self.start(rendered.tokens, templated, &options)?;
         Ok(ChatStream::new(
             inner,
-            format,
-            tools,
+            output,
             rendered.thinking_forced_open,
         ))
     }
@@ -267,13 +267,12 @@ impl Llm {
         let prompt = self.chat_prompt(&plan.request);
         let templated = matches!(prompt, Prompt::Chat(_));
         let rendered = self.render(&prompt)?;
-        let (format, tools) = self.output_format(&plan, templated);
+        let output = self.output_format(&plan, templated);
         let options = plan.options(options);
         let inner = AsyncCompletionStream(self.start(rendered.tokens, templated, &options)?);
         Ok(AsyncChatStream::new(
             inner,
-            format,
-            tools,
+            output,
             rendered.thinking_forced_open,
         ))
     }
@@ -319,13 +318,17 @@ impl Llm {
     /// The output format and tool schemas for a chat: a forced call's format, else the
     /// builder's override, else the template's when the template formatted the prompt, plain
     /// content otherwise.
-    pub(crate) fn output_format(&self, plan: &ToolPlan, templated: bool) -> (Format, ToolSchemas) {
+    pub(crate) fn output_format(&self, plan: &ToolPlan, templated: bool) -> OutputPlan {
         let format = match (plan.forced_format, self.settings.output_format, templated) {
             (Some(format), _, _) | (None, Some(format), _) => format,
             (None, None, true) => self.loaded.chat.format(),
             (None, None, false) => Format::ContentOnly,
         };
-        (format, ToolSchemas::from_tools(&plan.request.tools))
+        OutputPlan {
+            format,
+            tools: ToolSchemas::from_tools(&plan.request.tools),
+            forced_call: plan.forced_format.is_some(),
+        }
     }
 
     /// What `tool_choice` does to a chat: `none` hides the tools; `required` and a named

@@ -388,6 +388,38 @@ fn tool_choice_required_and_named_force_a_parsed_call() {
 }
 
 #[test]
+fn issue_15_a_forced_call_cut_by_max_tokens_leaks_no_syntax_into_content() {
+    let llm = builder().build().expect("builds");
+    let request = weather_request();
+    let options = |max_tokens| wick::GenerateOptions {
+        tool_choice: wick::ToolChoice::Required,
+        max_tokens: Some(max_tokens),
+        ..wick::GenerateOptions::default()
+    };
+    // Cut inside the call's opening syntax, inside the name, and inside the arguments.
+    for max_tokens in 1..=12 {
+        let mut streamed = String::new();
+        let mut last = None;
+        for item in llm
+            .stream_chat_with(&request, &options(max_tokens))
+            .expect("stream")
+        {
+            let item = item.expect("item");
+            for event in &item.events {
+                if let Event::Content(text) = event {
+                    streamed.push_str(text);
+                }
+            }
+            last = Some(item);
+        }
+        let last = last.expect("items");
+        assert_eq!(last.finish_reason, Some(FinishReason::Length), "{last:?}");
+        assert_eq!(last.message.content, "", "cut after {max_tokens} tokens");
+        assert_eq!(streamed, "", "cut after {max_tokens} tokens");
+    }
+}
+
+#[test]
 fn the_disk_prompt_cache_serves_a_new_model_instance() {
     let dir = tempfile::tempdir().expect("tmp");
     let cached = || {
