@@ -6,8 +6,8 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use wick::DeltaBuilder;
 use wick::{AsyncChatStream, ChatResponse, Event, ScoredToken};
-use wick_parse::DeltaBuilder;
 
 use crate::extract::ApiJson;
 use crate::metrics::LiveGuard;

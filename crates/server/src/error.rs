@@ -4,9 +4,9 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use wick::BackendError;
+use wick::EngineError;
 use wick::Error as WickError;
-use wick_backend::BackendError;
-use wick_engine::EngineError;
 
 /// What a request can fail with, as the client sees it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -4,8 +4,8 @@
 
 use serde::ser::Serializer;
 use serde::Serialize;
+use wick::ChoiceDelta;
 use wick::{FinishReason, ParsedMessage, ParsedToolCall, Usage};
-use wick_parse::ChoiceDelta;
 
 use crate::logprobs::{ChatLogprobs, LegacyLogprobs};
 
@@ -221,10 +221,7 @@ pub(crate) struct ChunkChoice<'a> {
 }
 
 impl<'a> ChunkChoice<'a> {
-    pub(crate) fn new(
-        choice: wick_parse::ChoiceChunk<'a>,
-        logprobs: Option<ChatLogprobs<'a>>,
-    ) -> Self {
+    pub(crate) fn new(choice: wick::ChoiceChunk<'a>, logprobs: Option<ChatLogprobs<'a>>) -> Self {
         ChunkChoice {
             index: choice.index,
             delta: choice.delta,
@@ -264,8 +261,8 @@ pub(crate) const NO_CHOICES: [(); 0] = [];
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wick::DeltaBuilder;
     use wick::Event;
-    use wick_parse::DeltaBuilder;
 
     fn head() -> Head {
         Head {

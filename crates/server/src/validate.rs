@@ -2,8 +2,8 @@
 //! that names the field and what is allowed.
 
 use serde_json::{json, Map, Value};
+use wick::Tool;
 use wick::{GenerateOptions, Grammar, JsonChat, SamplerOpts, ToolChoice};
-use wick_types::Tool;
 
 use crate::wire::{ChatCompletionRequest, Content, Stop, WireMessage, WireSampling, WireTool};
 use crate::ApiError;
@@ -134,7 +134,7 @@ pub(crate) fn options(
                 return Err(ApiError::bad("grammar", "`grammar` must not be empty"))
             }
             Some(g) => {
-                wick_backend::check_gbnf(g)
+                wick::check_gbnf(g)
                     .map_err(|e| ApiError::bad("grammar", format!("invalid GBNF grammar: {e}")))?;
                 Some(Grammar::Gbnf(g.clone()))
             }

@@ -7,7 +7,7 @@ use axum::Router;
 use serde_json::{json, Value};
 use tower::ServiceExt;
 use wick::Llm;
-use wick_backend::{BackendConfig, StubBackend};
+use wick::{BackendConfig, StubBackend};
 use wick_server::{router, AppState, ServedModel, ServerConfig};
 
 fn state(config: ServerConfig, n_ctx: u32) -> AppState {

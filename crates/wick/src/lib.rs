@@ -49,9 +49,13 @@ pub use json_chat::JsonChat;
 pub use llm::Llm;
 pub use options::{GenerateOptions, PromptInput, ToolChoice};
 pub use response::{CompletionResponse, LlmMetadata};
-pub use wick_backend::KernelMode;
-pub use wick_engine::{Alternative, CacheStats, ScoredToken};
-pub use wick_parse::{Event, Format, ParsedMessage, ParsedToolCall};
+pub use wick_backend::{
+    check_gbnf, BackendConfig, BackendError, GbnfError, KernelMode, StubBackend,
+};
+pub use wick_engine::{Alternative, CacheStats, EngineError, ScoredToken};
+pub use wick_parse::{
+    ChoiceChunk, ChoiceDelta, DeltaBuilder, Event, Format, ParsedMessage, ParsedToolCall,
+};
 pub use wick_types::{
     ChatRequest, FinishReason, Grammar, Message, Role, SamplerOpts, TokenId, Tool, Usage,
 };
