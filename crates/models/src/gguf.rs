@@ -105,9 +105,23 @@ impl GgufHeader {
         }
         let file = File::open(path).map_err(|cause| GgufError::Io { cause })?;
         let mut reader = Reader {
-            inner: BufReader::with_capacity(1 << 16, file),
+            inner: Box::new(BufReader::with_capacity(1 << 16, file)),
             pos: 0,
             len: meta.len(),
+        };
+        parse(&mut reader)
+    }
+
+    /// [`GgufHeader::read`] on a whole file's bytes (tests and fuzzing).
+    ///
+    /// # Errors
+    ///
+    /// As [`GgufHeader::read`].
+    pub fn parse_bytes(bytes: &[u8]) -> Result<Self, GgufError> {
+        let mut reader = Reader {
+            inner: Box::new(std::io::Cursor::new(bytes.to_vec())),
+            pos: 0,
+            len: bytes.len() as u64,
         };
         parse(&mut reader)
     }
@@ -245,8 +259,26 @@ impl GgufHeader {
     }
 }
 
+/// What the header is read from: a file, or bytes in memory.
+trait Source: Read {
+    /// Skips `n` bytes forward.
+    fn skip(&mut self, n: i64) -> std::io::Result<()>;
+}
+
+impl Source for BufReader<File> {
+    fn skip(&mut self, n: i64) -> std::io::Result<()> {
+        self.seek_relative(n)
+    }
+}
+
+impl Source for std::io::Cursor<Vec<u8>> {
+    fn skip(&mut self, n: i64) -> std::io::Result<()> {
+        std::io::Seek::seek(self, std::io::SeekFrom::Current(n)).map(|_| ())
+    }
+}
+
 struct Reader {
-    inner: BufReader<File>,
+    inner: Box<dyn Source>,
     pos: u64,
     len: u64,
 }
@@ -293,7 +325,7 @@ impl Reader {
         self.need(n, part)?;
         let n_i64 = i64::try_from(n).map_err(|_| self.malformed("length overflows"))?;
         self.inner
-            .seek_relative(n_i64)
+            .skip(n_i64)
             .map_err(|cause| GgufError::Io { cause })?;
         self.pos += n;
         Ok(())

@@ -172,14 +172,84 @@ mod tests {
     use crate::ParsedMessage;
 
     fn parse(format: Format, output: &str, forced: bool) -> ParsedMessage {
-        let options = ParseOptions::new().id_seed(1).forced_call(forced);
-        let mut parser = Parser::new(format, options);
-        let mut message = ParsedMessage::default();
-        for c in output.chars() {
-            message.extend(&parser.feed(&c.to_string()));
+        parse_ended(format, output, forced, EndedBy::Length)
+    }
+
+    /// `output` fed one character at a time, and whole: both must agree.
+    fn parse_ended(format: Format, output: &str, forced: bool, ended: EndedBy) -> ParsedMessage {
+        let run = |pieces: Vec<String>| {
+            let options = ParseOptions::new().id_seed(1).forced_call(forced);
+            let mut parser = Parser::new(format, options);
+            let mut message = ParsedMessage::default();
+            for piece in pieces {
+                message.extend(&parser.feed(&piece));
+            }
+            message.extend(&parser.finish(ended));
+            message
+        };
+        let by_char = run(output.chars().map(String::from).collect());
+        assert_eq!(by_char, run(vec![output.to_owned()]), "{output:?}");
+        by_char
+    }
+
+    #[test]
+    fn issue_15_a_generic_response_that_is_not_a_string_is_its_json_as_llama_cpp_dumps_it() {
+        let cases = [
+            (
+                r#"{"response": {"b": 1, "a": [1, null]}}"#,
+                "{\n  \"a\": [\n    1,\n    null\n  ],\n  \"b\": 1\n}",
+            ),
+            (r#"{"response": 42}"#, "42"),
+            (r#"{"response": -1.5}"#, "-1.5"),
+            (r#"{"response": true}"#, "true"),
+            (r#"{"response": null}"#, "null"),
+            (r#"{"response": []}"#, "[]"),
+            (r#"{"response": "text"}"#, "text"),
+        ];
+        for (output, content) in cases {
+            let m = parse_ended(Format::Generic, output, false, EndedBy::Stop);
+            assert_eq!(m.content, content, "{output}");
+            assert!(m.tool_calls.is_empty());
         }
-        message.extend(&parser.finish(EndedBy::Length));
-        message
+        // Cut inside the value: closed at its last valid point.
+        let m = parse_ended(
+            Format::Generic,
+            r#"{"response": [1, {"z": tr"#,
+            false,
+            EndedBy::Length,
+        );
+        assert_eq!(m.content, "[\n  1,\n  {}\n]");
+    }
+
+    #[test]
+    fn issue_15_gpt_oss_output_that_begins_inside_the_header_the_prompt_opened() {
+        let m = parse_ended(
+            Format::GptOss,
+            " to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>",
+            false,
+            EndedBy::Stop,
+        );
+        assert_eq!(m.content, "");
+        assert_eq!(m.tool_calls.len(), 1);
+        assert_eq!(m.tool_calls[0].name, "get_weather");
+        assert_eq!(m.tool_calls[0].arguments, r#"{"city": "Paris"}"#);
+        let m = parse_ended(
+            Format::GptOss,
+            "analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Hi!",
+            false,
+            EndedBy::Stop,
+        );
+        assert_eq!(
+            (m.reasoning_content.as_deref(), m.content.as_str()),
+            (Some("Think."), "Hi!")
+        );
+        let m = parse_ended(Format::GptOss, "final<|message|>Hi!", false, EndedBy::Stop);
+        assert_eq!(m.content, "Hi!");
+        // Text that only starts like a header is content.
+        for text in ["finally, a text", "Hi there", "to be or not", "fin"] {
+            let m = parse_ended(Format::GptOss, text, false, EndedBy::Stop);
+            assert_eq!(m.content, text);
+        }
     }
 
     #[test]

@@ -18,17 +18,15 @@ pub(crate) async fn handler(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
-    if req.echo == Some(true) {
-        return Err(ApiError::Unsupported {
-            message: "echo is not supported yet".into(),
-            param: "echo",
-        });
-    }
-    let logprobs = validate::completion_logprobs(req.logprobs.as_ref())?;
-    let input = prompt(req.prompt)?;
-    let mut options = validate::options(&req.sampling, req.sampling.max_tokens, "max_tokens")?;
-    options.logprobs = logprobs;
-    let served = state.model(req.model.as_deref())?;
+    let ValidCompletion {
+        model,
+        input,
+        options,
+        logprobs,
+        stream: streamed,
+        include_usage,
+    } = valid(req)?;
+    let served = state.model(model.as_deref())?;
     let started = Instant::now();
     let mut stream = served
         .llm
@@ -41,11 +39,7 @@ pub(crate) async fn handler(
     };
     state.metrics().first_token(started.elapsed());
     let head = Head::new("cmpl", served.id.clone());
-    let include_usage = req
-        .stream_options
-        .and_then(|o| o.include_usage)
-        .unwrap_or(false);
-    if req.stream.unwrap_or(false) {
+    if streamed {
         let shutdown = state.shutdown_token();
         let run = StreamRun {
             _live: state.metrics().live(),
@@ -76,6 +70,42 @@ pub(crate) async fn handler(
     let usage = UsageField::Counts(last.usage.unwrap_or_default());
     let body = head.object(OBJECT, [choice], usage);
     Ok(axum::Json(body).into_response())
+}
+
+/// A text-completion request that passed every check.
+#[derive(Debug)]
+pub(crate) struct ValidCompletion {
+    model: Option<String>,
+    input: PromptInput,
+    options: wick::GenerateOptions,
+    logprobs: Option<u8>,
+    stream: bool,
+    include_usage: bool,
+}
+
+/// Checks a text-completion request.
+pub(crate) fn valid(req: CompletionRequest) -> Result<ValidCompletion, ApiError> {
+    if req.echo == Some(true) {
+        return Err(ApiError::Unsupported {
+            message: "echo is not supported yet".into(),
+            param: "echo",
+        });
+    }
+    let logprobs = validate::completion_logprobs(req.logprobs.as_ref())?;
+    let input = prompt(req.prompt)?;
+    let mut options = validate::options(&req.sampling, req.sampling.max_tokens, "max_tokens")?;
+    options.logprobs = logprobs;
+    Ok(ValidCompletion {
+        model: req.model,
+        input,
+        options,
+        logprobs,
+        stream: req.stream.unwrap_or(false),
+        include_usage: req
+            .stream_options
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false),
+    })
 }
 
 /// The prompt as text (sent as a formatted prompt: its special-token text is kept) or tokens.

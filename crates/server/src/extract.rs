@@ -62,6 +62,28 @@ fn check_media_type(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
+/// Parses and validates a request body the way the handler of `path` does, without running
+/// it: the fuzz targets' door into the server's untrusted-input path.
+///
+/// # Errors
+///
+/// The [`ApiError`] the route would answer; [`ApiError::NotFound`] for a path without a JSON
+/// body.
+#[doc(hidden)]
+pub fn check_request(path: &str, body: &[u8]) -> Result<(), ApiError> {
+    use crate::wire::{ChatCompletionRequest, CompletionRequest};
+    match path {
+        "/v1/chat/completions" => {
+            crate::validate::chat(parse::<ChatCompletionRequest>(body)?).map(drop)
+        }
+        "/v1/completions" => crate::completions::valid(parse::<CompletionRequest>(body)?).map(drop),
+        _ => Err(ApiError::NotFound {
+            method: "POST".into(),
+            path: path.to_owned(),
+        }),
+    }
+}
+
 /// Parses `bytes` as `T`: not JSON and JSON of the wrong shape are told apart, and a value of
 /// the wrong shape is named by its path (`messages[0].content`).
 pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {

@@ -39,6 +39,7 @@ mod validate;
 mod wire;
 
 pub use error::ApiError;
+pub use extract::check_request;
 pub use listen::{serve, ListenConfig};
 pub use metrics::Metrics;
 pub use routes::router;

@@ -3,6 +3,11 @@
 //! messages start `<|start|>assistant[ to=RECIPIENT]`. `analysis` is reasoning; `final` and
 //! recipient-less `commentary` are content; `functions.NAME` recipients are calls; other
 //! recipients (built-in tools) are dropped.
+//!
+//! The generation prompt ends inside the first message's header (`<|start|>assistant`), so the
+//! output may begin in the middle of it: with `<|channel|>`, with the role's recipient
+//! (` to=functions.NAME<|channel|>…`), or, after a prompt that also wrote `<|channel|>`, with the
+//! channel name (`final<|message|>…`). All three are read as that header, never as content.
 
 use crate::call_json::{optional_close, JsonArgs};
 use crate::engine::{Block, Cx, Open, Step, Syntax};
@@ -27,8 +32,14 @@ pub(super) fn syntax(_f: Format) -> Syntax {
         drop: &[],
         verbatim: &[],
         openers: &["<|channel|>", "<|start|>"],
-        start: false,
-        make: |open| Box::new(Message::new(open == Open::Marker(1))),
+        start: true,
+        make: |open| {
+            Box::new(Message::new(match open {
+                Open::Marker(0) => Opened::Channel,
+                Open::Marker(_) => Opened::Start,
+                Open::Start => Opened::Output,
+            }))
+        },
         ids: IdStyle::Call,
     }
 }
@@ -50,20 +61,55 @@ enum St {
     End,
 }
 
+/// Where a message's header began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opened {
+    /// At `<|channel|>`: the channel comes first.
+    Channel,
+    /// At `<|start|>`: the role (`assistant[ to=R]`), then `<|channel|>`.
+    Start,
+    /// At the start of the output, somewhere inside the header the prompt opened.
+    Output,
+}
+
+/// How the output may begin inside a header: the role's recipient, the channel marker, a
+/// channel name.
+const HEADER_STARTS: &[&str] = &["to=", "<|channel|>", "analysis", "final", "commentary"];
+
+/// Headers are short and on one line.
+const MAX_HEADER: usize = 256;
+
+/// Whether `text` (the output's start, up to what arrived) can still be, or begin, a header:
+/// so text that merely starts with a channel's word (`finally`) is content at once.
+fn may_begin_header(text: &str) -> bool {
+    let head = text.split(MESSAGE).next().unwrap_or(text);
+    if head.len() > MAX_HEADER || head.contains('\n') {
+        return false;
+    }
+    HEADER_STARTS.iter().any(|s| match text.strip_prefix(s) {
+        // A channel's name ends at a space (` to=…`, ` json`) or a marker.
+        Some(after) if !s.ends_with(['=', '>']) => {
+            after.is_empty() || after.starts_with([' ', '<'])
+        }
+        Some(_) => true,
+        None => s.starts_with(text),
+    })
+}
+
 #[derive(Debug)]
 struct Message {
     st: St,
-    role_header: bool,
+    opened: Opened,
     args: JsonArgs,
     committed: bool,
     open: bool,
 }
 
 impl Message {
-    fn new(role_header: bool) -> Self {
+    fn new(opened: Opened) -> Self {
         Message {
             st: St::Header,
-            role_header,
+            opened,
             args: JsonArgs::default(),
             committed: false,
             open: false,
@@ -72,11 +118,11 @@ impl Message {
 
     /// Reads `[assistant[ to=R]]<|channel|>CHANNEL[ to=R][ <|constrain|>json]`.
     fn header(&self, h: &str) -> Option<(Body, Option<String>)> {
-        let (role, channel) = if self.role_header {
-            let (role, ch) = h.split_once("<|channel|>")?;
-            (role, ch)
-        } else {
-            ("", h)
+        let (role, channel) = match (self.opened, h.split_once("<|channel|>")) {
+            (Opened::Channel, _) => ("", h),
+            (Opened::Start | Opened::Output, Some((role, ch))) => (role, ch),
+            (Opened::Start, None) => return None,
+            (Opened::Output, None) => ("", h),
         };
         let mut recipient = None;
         for word in role.split_whitespace().chain(channel.split_whitespace()) {
@@ -107,6 +153,9 @@ impl Block for Message {
         loop {
             let rest = &input[i..];
             match self.st {
+                St::Header if self.opened == Opened::Output && !may_begin_header(rest) => {
+                    return Step::Diverged;
+                }
                 St::Header => match until(rest, &[MESSAGE], any, eof) {
                     Until::Found { len, end, .. } => {
                         let Some((body, name)) = self.header(&rest[..len]) else {

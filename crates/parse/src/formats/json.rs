@@ -7,7 +7,7 @@ use crate::call_json::{
 };
 use crate::engine::{Block, Cx, Reasoning, Step, Syntax};
 use crate::ids::IdStyle;
-use crate::json_stream::{StrDecoder, StrStep};
+use crate::json_stream::{JsonStep, JsonStream, StrDecoder, StrStep};
 use crate::scan::{lit, ws_len, Lit};
 use crate::Format;
 
@@ -243,6 +243,9 @@ enum Ge {
     Colon,
     Value,
     Response,
+    /// A `response` that is not a string: content once the value is complete, as llama.cpp
+    /// writes it (`json::dump(2)`: two-space indent, keys sorted).
+    ResponseValue,
     Call,
     Calls,
     After,
@@ -259,6 +262,7 @@ struct GenericBlock {
     text: String,
     obj: Option<CallObject>,
     arr: Option<CallArray>,
+    value: Option<JsonStream>,
     started: bool,
 }
 
@@ -280,6 +284,14 @@ impl Block for GenericBlock {
                         (Ge::Value, '"', "response") => {
                             self.started = true;
                             self.st = Ge::Response;
+                        }
+                        (Ge::Value, '{' | '[' | '-' | '0'..='9' | 't' | 'f' | 'n', "response") => {
+                            self.started = true;
+                            self.text.clear();
+                            self.value = Some(JsonStream::new());
+                            self.st = Ge::ResponseValue;
+                            i += ws;
+                            continue;
                         }
                         (Ge::Value, '{', "tool_call") => {
                             self.obj = Some(CallObject::new(NAME_ARGS));
@@ -322,6 +334,23 @@ impl Block for GenericBlock {
                         StrStep::Invalid(n) => return Step::Done(i + n),
                     }
                 }
+                Ge::ResponseValue => {
+                    let json = self.value.as_mut().expect("invariant: set in Value");
+                    match json.feed(rest, &mut self.text) {
+                        JsonStep::Need => return Step::Need(input.len()),
+                        JsonStep::Done(n) => {
+                            i += n;
+                            cx.out.content(&dump2(&self.text));
+                            self.value = None;
+                            self.st = Ge::After;
+                        }
+                        JsonStep::Invalid(n) => {
+                            cx.out.content(&dump2(&self.text));
+                            self.value = None;
+                            return Step::Done(i + n);
+                        }
+                    }
+                }
                 Ge::Call => {
                     let obj = self.obj.as_mut().expect("invariant: set in Value");
                     match obj.feed(rest, eof, cx) {
@@ -351,6 +380,12 @@ impl Block for GenericBlock {
     }
 
     fn finish(&mut self, cx: &mut Cx<'_>) -> bool {
+        if let Some(mut json) = self.value.take() {
+            // Cut inside the value: closed at its last valid point, like a cut call (H1–H5).
+            if json.heal(&mut self.text) {
+                cx.out.content(&dump2(&self.text));
+            }
+        }
         if let Some(obj) = &mut self.obj {
             obj.finish(cx);
         }
@@ -364,5 +399,31 @@ impl Block for GenericBlock {
         self.started
             || self.obj.as_ref().is_some_and(CallObject::committed)
             || self.arr.as_ref().is_some_and(CallArray::committed)
+    }
+}
+
+/// `text` (one JSON value) as nlohmann's `dump(2)` writes it: two-space indent, object keys
+/// sorted (its objects are ordered maps); text that is not JSON stays as it is.
+fn dump2(text: &str) -> String {
+    fn sorted(value: serde_json::Value) -> serde_json::Value {
+        match value {
+            serde_json::Value::Object(map) => {
+                let mut entries: Vec<(String, serde_json::Value)> = map.into_iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                serde_json::Value::Object(
+                    entries.into_iter().map(|(k, v)| (k, sorted(v))).collect(),
+                )
+            }
+            serde_json::Value::Array(items) => {
+                serde_json::Value::Array(items.into_iter().map(sorted).collect())
+            }
+            other => other,
+        }
+    }
+    match serde_json::from_str(text) {
+        Ok(value) => {
+            serde_json::to_string_pretty(&sorted(value)).unwrap_or_else(|_| text.to_owned())
+        }
+        Err(_) => text.to_owned(),
     }
 }
