@@ -119,10 +119,9 @@ impl Message {
     /// Reads `[assistant[ to=R]]<|channel|>CHANNEL[ to=R][ <|constrain|>json]`.
     fn header(&self, h: &str) -> Option<(Body, Option<String>)> {
         let (role, channel) = match (self.opened, h.split_once("<|channel|>")) {
-            (Opened::Channel, _) => ("", h),
+            (Opened::Channel, _) | (Opened::Output, None) => ("", h),
             (Opened::Start | Opened::Output, Some((role, ch))) => (role, ch),
             (Opened::Start, None) => return None,
-            (Opened::Output, None) => ("", h),
         };
         let mut recipient = None;
         for word in role.split_whitespace().chain(channel.split_whitespace()) {

@@ -266,6 +266,28 @@ struct GenericBlock {
     started: bool,
 }
 
+impl GenericBlock {
+    /// Streams a non-string `response` value: `Ok` with the bytes it took when the value
+    /// ended (its content is out), else the block's step.
+    fn response_value(&mut self, rest: &str, cx: &mut Cx<'_>) -> Result<usize, Step> {
+        let json = self.value.as_mut().expect("invariant: set in Value");
+        match json.feed(rest, &mut self.text) {
+            JsonStep::Need => Err(Step::Need(rest.len())),
+            JsonStep::Done(n) => {
+                cx.out.content(&dump2(&self.text));
+                self.value = None;
+                self.st = Ge::After;
+                Ok(n)
+            }
+            JsonStep::Invalid(n) => {
+                cx.out.content(&dump2(&self.text));
+                self.value = None;
+                Err(Step::Done(n))
+            }
+        }
+    }
+}
+
 impl Block for GenericBlock {
     fn step(&mut self, input: &str, eof: bool, cx: &mut Cx<'_>) -> Step {
         let mut i = 0;
@@ -334,23 +356,12 @@ impl Block for GenericBlock {
                         StrStep::Invalid(n) => return Step::Done(i + n),
                     }
                 }
-                Ge::ResponseValue => {
-                    let json = self.value.as_mut().expect("invariant: set in Value");
-                    match json.feed(rest, &mut self.text) {
-                        JsonStep::Need => return Step::Need(input.len()),
-                        JsonStep::Done(n) => {
-                            i += n;
-                            cx.out.content(&dump2(&self.text));
-                            self.value = None;
-                            self.st = Ge::After;
-                        }
-                        JsonStep::Invalid(n) => {
-                            cx.out.content(&dump2(&self.text));
-                            self.value = None;
-                            return Step::Done(i + n);
-                        }
-                    }
-                }
+                Ge::ResponseValue => match self.response_value(rest, cx) {
+                    Ok(n) => i += n,
+                    Err(Step::Need(_)) => return Step::Need(input.len()),
+                    Err(Step::Done(n)) => return Step::Done(i + n),
+                    Err(step) => return step,
+                },
                 Ge::Call => {
                     let obj = self.obj.as_mut().expect("invariant: set in Value");
                     match obj.feed(rest, eof, cx) {
