@@ -301,43 +301,11 @@ fn gbnf(grammar: &Grammar) -> Result<String, BackendError> {
 }
 
 fn check_opts(opts: &SamplerOpts) -> Result<(), BackendError> {
-    let bad =
-        |field: &'static str, value: f32, allowed: &'static str| BackendError::SamplerOption {
-            field,
-            value: value.to_string(),
-            allowed,
-        };
-    if !opts.temperature.is_finite() {
-        return Err(bad("temperature", opts.temperature, "a finite number"));
-    }
-    if !(opts.top_p > 0.0 && opts.top_p <= 1.0) {
-        return Err(bad("top_p", opts.top_p, "greater than 0 and at most 1"));
-    }
-    if !(0.0..=1.0).contains(&opts.min_p) {
-        return Err(bad("min_p", opts.min_p, "0 to 1"));
-    }
-    if !(opts.repetition_penalty > 0.0 && opts.repetition_penalty.is_finite()) {
-        return Err(bad(
-            "repetition_penalty",
-            opts.repetition_penalty,
-            "a finite number above 0",
-        ));
-    }
-    if !opts.frequency_penalty.is_finite() || !opts.presence_penalty.is_finite() {
-        return Err(bad(
-            "frequency_penalty/presence_penalty",
-            opts.frequency_penalty + opts.presence_penalty,
-            "finite numbers",
-        ));
-    }
-    // +inf or NaN would turn a logit the grammar masked (-inf) into NaN.
-    if let Some(&(_, bias)) = opts
-        .logit_bias
-        .iter()
-        .find(|&&(_, b)| !(b.is_finite() || b == f32::NEG_INFINITY))
-    {
-        return Err(bad("logit_bias", bias, "a finite number or -inf"));
-    }
+    opts.validate().map_err(|e| BackendError::SamplerOption {
+        field: e.field,
+        value: e.value,
+        allowed: e.allowed,
+    })?;
     Ok(())
 }
 

@@ -117,16 +117,16 @@ pub(crate) fn options(
             ))
         }
     };
+    // The limits are `SamplerOpts::validate`'s, checked below; here only what the wire adds
+    // (values beyond f32 or u32 are out of range too).
     let sampling = SamplerOpts {
-        temperature: range(s.temperature, "temperature", 0.0, 2.0)?.unwrap_or(0.8),
-        top_p: range(s.top_p, "top_p", 0.0, 1.0)?.unwrap_or(0.95),
-        min_p: range(s.min_p, "min_p", 0.0, 1.0)?.unwrap_or(0.05),
-        top_k: int_range(s.top_k, "top_k", 0, 1_000_000)?.unwrap_or(40),
-        repetition_penalty: range(s.repetition_penalty, "repetition_penalty", 0.0, 10.0)?
-            .unwrap_or(1.0),
-        frequency_penalty: range(s.frequency_penalty, "frequency_penalty", -2.0, 2.0)?
-            .unwrap_or(0.0),
-        presence_penalty: range(s.presence_penalty, "presence_penalty", -2.0, 2.0)?.unwrap_or(0.0),
+        temperature: float(s.temperature, "temperature")?.unwrap_or(0.8),
+        top_p: float(s.top_p, "top_p")?.unwrap_or(0.95),
+        min_p: float(s.min_p, "min_p")?.unwrap_or(0.05),
+        top_k: count(s.top_k, "top_k")?.unwrap_or(40),
+        repetition_penalty: float(s.repetition_penalty, "repetition_penalty")?.unwrap_or(1.0),
+        frequency_penalty: float(s.frequency_penalty, "frequency_penalty")?.unwrap_or(0.0),
+        presence_penalty: float(s.presence_penalty, "presence_penalty")?.unwrap_or(0.0),
         seed: seed(s.seed),
         logit_bias: logit_bias(s.logit_bias.as_ref())?,
         grammar: match &s.grammar {
@@ -142,6 +142,15 @@ pub(crate) fn options(
         },
         ..SamplerOpts::default()
     };
+    sampling.validate().map_err(|e| {
+        ApiError::bad(
+            e.field,
+            format!(
+                "{} = {} is out of range (allowed: {})",
+                e.field, e.value, e.allowed
+            ),
+        )
+    })?;
     Ok(GenerateOptions {
         max_tokens,
         sampling: Some(sampling),
@@ -187,30 +196,24 @@ fn top_count(n: i64, field: &'static str, max: u8) -> Result<u8, ApiError> {
     }
 }
 
+/// A wire number as `f32`; one beyond `f32` is out of range.
 #[allow(clippy::cast_possible_truncation)]
-fn range(v: Option<f64>, field: &'static str, lo: f64, hi: f64) -> Result<Option<f32>, ApiError> {
+fn float(v: Option<f64>, field: &'static str) -> Result<Option<f32>, ApiError> {
     match v {
-        Some(x) if !(lo..=hi).contains(&x) => Err(ApiError::bad(
+        Some(x) if x.is_finite() && (x as f32).is_infinite() => Err(ApiError::bad(
             field,
-            format!("{field} = {x} is out of range (allowed: {lo} to {hi})"),
+            format!("{field} = {x} is out of range"),
         )),
         other => Ok(other.map(|x| x as f32)),
     }
 }
 
-fn int_range(
-    v: Option<i64>,
-    field: &'static str,
-    lo: i64,
-    hi: i64,
-) -> Result<Option<u32>, ApiError> {
-    match v {
-        Some(x) if !(lo..=hi).contains(&x) => Err(ApiError::bad(
-            field,
-            format!("{field} = {x} is out of range (allowed: {lo} to {hi})"),
-        )),
-        other => Ok(other.and_then(|x| u32::try_from(x).ok())),
-    }
+/// A wire integer as `u32`; a negative or larger one is out of range.
+fn count(v: Option<i64>, field: &'static str) -> Result<Option<u32>, ApiError> {
+    v.map(|x| {
+        u32::try_from(x).map_err(|_| ApiError::bad(field, format!("{field} = {x} is out of range")))
+    })
+    .transpose()
 }
 
 /// The seed: as given (any integer; folded to 32 bits), or a fresh one.
@@ -236,13 +239,15 @@ fn logit_bias(
                 format!("logit_bias key `{token}` is not a token id"),
             ));
         };
+        // OpenAI's wire range, narrower than what a sampler takes; -100 bans the token.
         if !(-100.0..=100.0).contains(value) {
             return Err(ApiError::bad(
                 "logit_bias",
                 format!("logit_bias[{token}] = {value} is out of range (allowed: -100 to 100)"),
             ));
         }
-        let value = if *value <= -100.0 {
+        #[allow(clippy::float_cmp)]
+        let value = if *value == -100.0 {
             f32::NEG_INFINITY
         } else {
             *value as f32

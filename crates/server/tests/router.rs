@@ -389,6 +389,26 @@ async fn issue_15_a_prompt_far_over_the_context_is_refused_untokenized() {
 }
 
 #[tokio::test]
+async fn issue_15_sampling_limits_are_the_samplers_own() {
+    // top_p 0 used to pass the server and fail in llama.cpp.
+    for (field, value) in [
+        ("top_p", json!(0)),
+        ("temperature", json!(2.5)),
+        ("min_p", json!(-1)),
+    ] {
+        let body = chat_body(&json!({ field: value }));
+        let (status, body) = post_json(app(), "/v1/chat/completions", &body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(body["error"]["param"], field, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("allowed"), "{message}");
+    }
+    let body = chat_body(&json!({"temperature": 2.0, "top_p": 0.01}));
+    let (status, body) = post_json(app(), "/v1/chat/completions", &body).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
 async fn an_oversized_body_is_a_413() {
     let config = ServerConfig {
         max_body_bytes: 1024,

@@ -19,4 +19,4 @@ mod sampling;
 
 pub use chat::{ChatRequest, FinishReason, Message, Role, Tool, Usage};
 pub use ids::{SeqId, TokenId};
-pub use sampling::{Grammar, SamplerOpts};
+pub use sampling::{Grammar, InvalidSampler, SamplerOpts, MAX_TOP_K};

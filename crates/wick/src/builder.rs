@@ -155,7 +155,7 @@ impl LlmBuilder {
         self.model(ModelSource::Reference(reference.into()))
     }
 
-    /// Sampling temperature in [0, 1]; 0 is greedy.
+    /// Sampling temperature in [0, 2]; 0 is greedy.
     #[must_use]
     pub fn temperature(mut self, temperature: f32) -> Self {
         self.temperature = temperature;
@@ -260,9 +260,15 @@ impl LlmBuilder {
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
-        if !(0.0..=1.0).contains(&self.temperature) {
-            return Err(invalid("temperature", self.temperature, "0.0 to 1.0"));
-        }
+        let sampling = SamplerOpts {
+            temperature: self.temperature,
+            ..self.sampling.clone()
+        };
+        sampling.validate().map_err(|e| Error::Invalid {
+            field: e.field,
+            value: e.value,
+            allowed: e.allowed,
+        })?;
         if self.max_new_tokens == 0 {
             return Err(invalid("max_new_tokens", 0, "1 or more"));
         }
@@ -312,7 +318,7 @@ mod tests {
     #[test]
     fn each_out_of_range_setting_is_named() {
         let b = LlmBuilder::default;
-        assert_eq!(field_of(&b().temperature(1.5)), "temperature");
+        assert_eq!(field_of(&b().temperature(2.5)), "temperature");
         assert_eq!(field_of(&b().temperature(-0.1)), "temperature");
         assert_eq!(field_of(&b().temperature(f32::NAN)), "temperature");
         assert_eq!(field_of(&b().max_new_tokens(0)), "max_new_tokens");
@@ -344,7 +350,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "invalid temperature: 3 (allowed: 0.0 to 1.0)"
+            "invalid temperature: 3 (allowed: 0 to 2 (0: greedy))"
         );
     }
 
