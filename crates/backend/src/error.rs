@@ -1,5 +1,5 @@
 use std::path::PathBuf;
-use wick_types::{SeqId, TokenId};
+use wick_types::{ErrorClass, SeqId, TokenId};
 
 /// Everything a backend operation can fail with.
 ///
@@ -136,6 +136,46 @@ pub enum BackendError {
     /// The thread that owns the model is gone (it panicked or was shut down).
     #[error("the backend worker thread has stopped")]
     WorkerGone,
+}
+
+impl BackendError {
+    /// How this error reads to the client ([`ErrorClass`]).
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            BackendError::SamplerOption { field, .. } => ErrorClass::Invalid { param: Some(field) },
+            BackendError::TokenOutOfRange { .. } => ErrorClass::Invalid {
+                param: Some("tokens"),
+            },
+            BackendError::EmptyInput { .. } | BackendError::Tokenize { .. } => {
+                ErrorClass::Invalid {
+                    param: Some("input"),
+                }
+            }
+            BackendError::Grammar { .. } => ErrorClass::Invalid {
+                param: Some("response_format"),
+            },
+            BackendError::Template { .. } => ErrorClass::Invalid {
+                param: Some("messages"),
+            },
+            BackendError::ContextFull { needed, n_ctx, .. } => ErrorClass::ContextLength {
+                prompt_tokens: *needed,
+                at_least: false,
+                n_ctx: *n_ctx as usize,
+            },
+            BackendError::Unsupported { op, .. } => ErrorClass::Unsupported { param: op },
+            BackendError::Load { .. }
+            | BackendError::Config { .. }
+            | BackendError::InvalidArgument { .. }
+            | BackendError::UnknownSequence { .. }
+            | BackendError::DuplicateSequence { .. }
+            | BackendError::UnknownSampler(_)
+            | BackendError::UnknownAdapter(_)
+            | BackendError::Adapter { .. }
+            | BackendError::InvalidSnapshot { .. }
+            | BackendError::Decode { .. }
+            | BackendError::WorkerGone => ErrorClass::Internal,
+        }
+    }
 }
 
 /// Shorthand for results of backend operations.

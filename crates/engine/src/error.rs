@@ -1,6 +1,7 @@
 //! The engine's errors.
 
 use wick_backend::BackendError;
+use wick_types::ErrorClass;
 
 /// Why a request was refused or failed.
 #[derive(Debug, thiserror::Error)]
@@ -58,4 +59,34 @@ pub enum EngineError {
     /// The engine's worker has stopped.
     #[error("the engine has stopped")]
     Stopped,
+}
+
+impl EngineError {
+    /// How this error reads to the client ([`ErrorClass`]).
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            EngineError::Busy { .. } => ErrorClass::Busy,
+            EngineError::PromptTooLong {
+                prompt_tokens,
+                n_ctx,
+            } => ErrorClass::ContextLength {
+                prompt_tokens: *prompt_tokens,
+                at_least: false,
+                n_ctx: *n_ctx,
+            },
+            EngineError::PromptTooLarge {
+                min_tokens, n_ctx, ..
+            } => ErrorClass::ContextLength {
+                prompt_tokens: *min_tokens,
+                at_least: true,
+                n_ctx: *n_ctx,
+            },
+            EngineError::InvalidRequest { field, .. } => ErrorClass::Invalid { param: Some(field) },
+            EngineError::Template(_) => ErrorClass::Invalid {
+                param: Some("messages"),
+            },
+            EngineError::Backend(b) => b.class(),
+            EngineError::Stopped => ErrorClass::Internal,
+        }
+    }
 }

@@ -4,9 +4,7 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use wick::BackendError;
-use wick::EngineError;
-use wick::Error as WickError;
+use wick::{Error as WickError, ErrorClass};
 
 /// What a request can fail with, as the client sees it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -279,98 +277,39 @@ impl IntoResponse for ApiError {
 }
 
 impl From<WickError> for ApiError {
+    /// The one mapping from a library error to the client's: an exhaustive `match` over its
+    /// class, so a new kind of failure cannot fall through a catch-all.
     fn from(e: WickError) -> Self {
-        match e {
-            WickError::Invalid {
-                field,
-                value,
-                allowed,
-            } => ApiError::bad(
-                field,
-                format!("invalid {field}: {value} (allowed: {allowed})"),
-            ),
-            WickError::Model { .. } => internal(&e),
-            WickError::Backend(b) => from_backend(b),
-            WickError::Engine(engine) => from_engine(engine),
-            // wick::Error is #[non_exhaustive]: a variant added later is a server error
-            // until it is mapped here.
-            other => internal(&other),
+        let message = e.to_string();
+        match e.class() {
+            ErrorClass::Invalid { param } => ApiError::BadRequest {
+                message,
+                param: param.map(str::to_owned),
+            },
+            ErrorClass::ContextLength {
+                prompt_tokens,
+                at_least,
+                n_ctx,
+            } => ApiError::ContextLength {
+                param: "messages",
+                prompt_tokens,
+                at_least,
+                n_ctx,
+            },
+            ErrorClass::Unsupported { param } => ApiError::Unsupported { message, param },
+            ErrorClass::Busy => ApiError::Busy { message },
+            ErrorClass::Internal => {
+                tracing::error!("internal error: {message}");
+                ApiError::Internal
+            }
         }
-    }
-}
-
-fn internal(e: &dyn std::fmt::Display) -> ApiError {
-    tracing::error!("internal error: {e}");
-    ApiError::Internal
-}
-
-fn from_engine(e: EngineError) -> ApiError {
-    match e {
-        EngineError::Busy { .. } => ApiError::Busy {
-            message: e.to_string(),
-        },
-        EngineError::PromptTooLong {
-            prompt_tokens,
-            n_ctx,
-        } => ApiError::ContextLength {
-            param: "messages",
-            prompt_tokens,
-            at_least: false,
-            n_ctx,
-        },
-        EngineError::PromptTooLarge {
-            min_tokens, n_ctx, ..
-        } => ApiError::ContextLength {
-            param: "messages",
-            prompt_tokens: min_tokens,
-            at_least: true,
-            n_ctx,
-        },
-        EngineError::InvalidRequest { field, .. } => ApiError::bad(field, e.to_string()),
-        EngineError::Template(t) => ApiError::bad("messages", format!("chat template: {t}")),
-        EngineError::Backend(b) => from_backend(b),
-        EngineError::Stopped => internal(&e),
-        other => internal(&other),
-    }
-}
-
-fn from_backend(e: BackendError) -> ApiError {
-    match e {
-        BackendError::SamplerOption { field, .. } => ApiError::bad(field, e.to_string()),
-        BackendError::TokenOutOfRange { .. } => ApiError::bad("tokens", e.to_string()),
-        BackendError::EmptyInput { .. } | BackendError::Tokenize { .. } => {
-            ApiError::bad("input", e.to_string())
-        }
-        BackendError::Grammar { .. } => ApiError::bad("response_format", e.to_string()),
-        BackendError::ContextFull { needed, n_ctx, .. } => ApiError::ContextLength {
-            param: "messages",
-            prompt_tokens: needed,
-            at_least: false,
-            n_ctx: n_ctx as usize,
-        },
-        BackendError::Unsupported { op, .. } => ApiError::Unsupported {
-            message: e.to_string(),
-            param: op,
-        },
-        BackendError::Template { .. } => ApiError::bad("messages", e.to_string()),
-        BackendError::Load { .. }
-        | BackendError::Config { .. }
-        | BackendError::InvalidArgument { .. }
-        | BackendError::UnknownSequence { .. }
-        | BackendError::DuplicateSequence { .. }
-        | BackendError::UnknownSampler(_)
-        | BackendError::UnknownAdapter(_)
-        | BackendError::Adapter { .. }
-        | BackendError::InvalidSnapshot { .. }
-        | BackendError::Decode { .. }
-        | BackendError::WorkerGone => internal(&e),
-        other => internal(&other),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wick::{BackendError, EngineError};
 
     fn of(e: impl Into<WickError>) -> ApiError {
         ApiError::from(e.into())

@@ -33,6 +33,18 @@ pub enum Error {
     Engine(#[from] EngineError),
 }
 
+impl Error {
+    /// How this error reads to the client ([`wick_types::ErrorClass`]).
+    pub fn class(&self) -> wick_types::ErrorClass {
+        match self {
+            Error::Invalid { field, .. } => wick_types::ErrorClass::Invalid { param: Some(field) },
+            Error::Model { .. } => wick_types::ErrorClass::Internal,
+            Error::Backend(b) => b.class(),
+            Error::Engine(e) => e.class(),
+        }
+    }
+}
+
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
