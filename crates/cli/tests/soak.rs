@@ -104,6 +104,7 @@ fn client_loop(server: &Server, n: usize, alone: &[String], stop: &AtomicBool, t
 
 #[test]
 fn soak_64_streaming_clients_a_third_hanging_up_then_sigterm() {
+    let t0 = Instant::now();
     let mut server = Server::start(&["--parallel", "4", "--queue-size", "64"]);
     let alone: Vec<String> = PROMPTS
         .iter()
@@ -118,6 +119,7 @@ fn soak_64_streaming_clients_a_third_hanging_up_then_sigterm() {
             accumulate(&sse_events(&text)).0
         })
         .collect();
+    eprintln!("soak: solo answers after {:?}", t0.elapsed());
     let stop = AtomicBool::new(false);
     let tally = Tally::default();
     let pid = server.pid();
@@ -137,8 +139,10 @@ fn soak_64_streaming_clients_a_third_hanging_up_then_sigterm() {
             .status()
             .unwrap();
         assert!(killed.success());
+        eprintln!("soak: SIGTERM after {:?}", t0.elapsed());
         (warm, end)
     });
+    eprintln!("soak: clients done after {:?}", t0.elapsed());
     assert!(
         server.wait().success(),
         "the server exits cleanly on SIGTERM"
