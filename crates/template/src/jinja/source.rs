@@ -17,7 +17,8 @@ pub(crate) fn rewrite(source: &str) -> String {
     while let Some(at) = rest.find("{%") {
         out.push_str(&rest[..at]);
         let tag = &rest[at..];
-        let Some(end) = tag.find("%}") else {
+        // The end marker after the opening `{%` (in `{%}` the `%` is the opener's).
+        let Some(end) = tag[2..].find("%}").map(|e| e + 2) else {
             out.push_str(tag);
             return out;
         };
@@ -71,7 +72,7 @@ fn find_endraw(s: &str) -> Option<usize> {
     let mut from = 0;
     while let Some(at) = s[from..].find("{%") {
         let start = from + at;
-        let end = start + s[start..].find("%}")?;
+        let end = start + 2 + s[start + 2..].find("%}")?;
         let body =
             s[start + 2..end].trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace());
         if body == "endraw" {
@@ -181,5 +182,14 @@ mod tests {
             rewrite(src),
             "{% raw %}{% for x in y %}{% endraw %}{% for a in (b)|__wick_iter %}"
         );
+    }
+
+    #[test]
+    fn a_tag_whose_percent_is_shared_with_its_opener_is_not_a_panic() {
+        // Found by the jinja_render fuzz target: `{%}` made the tag end before it began.
+        for src in ["{%}", "a{%}b", "{% raw %}{%}", "{%}%}", "{%- raw -%}x{%}{% endraw %}"] {
+            let _ = rewrite(src);
+        }
+        assert_eq!(rewrite("{%}"), "{%}");
     }
 }
