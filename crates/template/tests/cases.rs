@@ -100,3 +100,24 @@ fn all_sixty_templates_render_the_tool_less_conversations() {
     }
     assert!(rendered > 500, "only {rendered} renderings succeeded");
 }
+
+/// jinja2's `Markup` arithmetic (issue 15): `"…"|safe + text` escapes `text`, as transformers
+/// renders it; the cases were rendered by jinja2 with transformers' environment.
+#[test]
+fn issue_15_safe_plus_text_escapes_the_text_like_jinja2() {
+    let cases: Vec<serde_json::Value> =
+        std::fs::read_to_string(common::fixtures().join("markup.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    assert!(cases.len() >= 3);
+    for case in &cases {
+        let t = common::template(case["template"].as_str().unwrap());
+        let got = t.render(&common::request(case)).expect("renders");
+        assert_eq!(got, case["expected"].as_str().unwrap(), "{}", case["case"]);
+    }
+    assert!(cases
+        .iter()
+        .any(|c| c["expected"].as_str().unwrap().contains("&#34;")));
+}

@@ -6,6 +6,7 @@ use minijinja::value::Rest;
 use minijinja::{AutoEscape, Environment, Error, ErrorKind, State, UndefinedBehavior, Value};
 
 use super::marks::marks_of;
+use super::markup;
 use super::methods;
 use super::pyfilters;
 use super::pyfmt;
@@ -57,7 +58,8 @@ pub(crate) fn build(
     env.add_filter("rejectattr", pyfilters::rejectattr);
     env.add_filter("indent", pyfilters::indent);
     env.add_test("iterable", pyfilters::is_iterable);
-    env.add_template_owned(NAME, source::rewrite(source))?;
+    env.add_function(markup::ADD_FN, markup::add);
+    env.add_template_owned(NAME, markup::rewrite(&source::rewrite(source)))?;
     Ok(env)
 }
 

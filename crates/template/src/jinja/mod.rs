@@ -2,6 +2,7 @@
 
 mod env;
 mod marks;
+mod markup;
 mod methods;
 mod pyfilters;
 mod pyfmt;

@@ -187,7 +187,13 @@ mod tests {
     #[test]
     fn a_tag_whose_percent_is_shared_with_its_opener_is_not_a_panic() {
         // Found by the jinja_render fuzz target: `{%}` made the tag end before it began.
-        for src in ["{%}", "a{%}b", "{% raw %}{%}", "{%}%}", "{%- raw -%}x{%}{% endraw %}"] {
+        for src in [
+            "{%}",
+            "a{%}b",
+            "{% raw %}{%}",
+            "{%}%}",
+            "{%- raw -%}x{%}{% endraw %}",
+        ] {
             let _ = rewrite(src);
         }
         assert_eq!(rewrite("{%}"), "{%}");
