@@ -28,7 +28,9 @@ pub(crate) fn rewrite(source: &str) -> String {
             .unwrap_or(inner.len());
         let body_end = inner
             .rfind(|c: char| c != '-' && c != '+' && !c.is_whitespace())
-            .map_or(body_start, |i| i + 1)
+            .map_or(body_start, |i| {
+                i + inner[i..].chars().next().map_or(1, char::len_utf8)
+            })
             .max(body_start);
         let (lead, body, trail) = (
             &inner[..body_start],
@@ -193,6 +195,9 @@ mod tests {
             "{% raw %}{%}",
             "{%}%}",
             "{%- raw -%}x{%}{% endraw %}",
+            // Also found by it: a tag ending in a multi-byte character.
+            "{% if x ｜%}",
+            "{%- set é -%}",
         ] {
             let _ = rewrite(src);
         }
