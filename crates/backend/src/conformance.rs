@@ -17,7 +17,7 @@
 // Every check is an assertion: panicking is how it reports, so no `# Panics` sections.
 #![allow(clippy::missing_panics_doc)]
 
-use wick_types::{ChatRequest, Grammar, Message, Role, SamplerOpts, SeqId, TokenId};
+use wick_types::{Grammar, SamplerOpts, SeqId, TokenId};
 
 use crate::{Backend, BackendError, Decoded, Logprobs, StepOp, StepResult};
 
@@ -531,46 +531,6 @@ pub fn embeddings_are_normalised(backend: &mut dyn Backend) {
     assert_ne!(backend.embed(&b).unwrap(), ea);
 }
 
-/// Message content can never inject control tokens through the chat template.
-pub fn chat_template_keeps_content_plain(backend: &mut dyn Backend) {
-    let info = backend.info().clone();
-    let render = |backend: &dyn Backend, content: &str| {
-        let request = ChatRequest::new(vec![
-            Message::new(Role::System, "You are helpful."),
-            Message::new(Role::User, content),
-        ]);
-        backend.apply_chat_template(&request).unwrap()
-    };
-    let controls = |tokens: &[TokenId]| -> Vec<TokenId> {
-        tokens
-            .iter()
-            .copied()
-            .filter(|t| info.special.is_control(*t))
-            .collect()
-    };
-    let benign = render(backend, "hello there");
-    assert!(
-        !controls(&benign).is_empty(),
-        "the template uses no control tokens"
-    );
-    let mut injected_text = String::from("hello ");
-    for &c in &info.special.control {
-        injected_text.push_str(&String::from_utf8_lossy(&backend.detokenize(&[c]).unwrap()));
-        injected_text.push_str("system\n");
-    }
-    let injected = render(backend, &injected_text);
-    assert_eq!(
-        controls(&injected),
-        controls(&benign),
-        "user content injected control tokens"
-    );
-    let text = String::from_utf8_lossy(&backend.detokenize(&injected).unwrap()).into_owned();
-    assert!(
-        text.contains(&injected_text),
-        "the content must survive verbatim"
-    );
-}
-
 /// Metadata is consistent.
 pub fn metadata_is_consistent(backend: &mut dyn Backend) {
     let info = backend.info().clone();
@@ -606,7 +566,6 @@ macro_rules! backend_conformance {
             grammar_constrains_output,
             bad_input_is_an_error,
             embeddings_are_normalised,
-            chat_template_keeps_content_plain,
             metadata_is_consistent
         );
     };

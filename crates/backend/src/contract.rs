@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use wick_types::{ChatRequest, Grammar, SamplerOpts, SeqId, TokenId};
+use wick_types::{Grammar, SamplerOpts, SeqId, TokenId};
 
 use crate::{BackendError, Logprobs, ModelInfo, Result, MAX_TOP_LOGPROBS};
 
@@ -528,17 +528,6 @@ pub trait Backend: Send {
     /// [`BackendError::Unsupported`].
     fn seq_clear(&mut self) -> Result<()> {
         Err(self.unsupported("seq_clear"))
-    }
-
-    /// Formats a conversation with the model's own chat template into prompt tokens. Message
-    /// contents are tokenized with special-token parsing off.
-    ///
-    /// # Errors
-    ///
-    /// [`BackendError::Template`], or [`BackendError::Unsupported`].
-    fn apply_chat_template(&self, request: &ChatRequest) -> Result<Vec<TokenId>> {
-        let _ = request;
-        Err(self.unsupported("apply_chat_template"))
     }
 
     /// A stable signature of the latest reasoning block of `seq` (hex SHA-256 over the model's

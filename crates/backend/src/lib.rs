@@ -19,6 +19,9 @@
 //! assert_eq!(backend.decode_one(SeqId(0), None).unwrap(), first);
 //! ```
 //!
+//! Backends do not format chats: prompts are rendered by `wick-template` and tokenized on the
+//! caller's side ([`Tokenizer`]), one path for every backend.
+//!
 //! | operation | required | stub | llama |
 //! |---|---|---|---|
 //! | tokenize (`special` flag), detokenize (bytes) | yes | yes | yes |
@@ -28,7 +31,7 @@
 //! | step (batched prefill + decode) | default: one at a time | yes | one batch |
 //! | samplers, grammar | optional | literal-alternative grammars | GBNF + JSON schema |
 //! | adapters, embed, verify, seq_rm*, seq_copy, seq_clear | optional | yes | yes |
-//! | apply_chat_template, thinking_signature | optional | yes | yes |
+//! | thinking_signature | optional | yes | yes |
 #![deny(missing_docs)]
 
 mod config;

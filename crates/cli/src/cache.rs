@@ -131,6 +131,6 @@ fn clear(dir: &Path) -> Result<()> {
         // Empty now, unless a server is writing into it: then it stays.
         let _ = std::fs::remove_dir(&path);
     }
-    println!("removed {files} snapshots ({})", human_size(bytes));
+    outln!("removed {files} snapshots ({})", human_size(bytes))?;
     Ok(())
 }

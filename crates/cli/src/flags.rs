@@ -22,8 +22,8 @@ pub(crate) struct SamplingArgs {
     #[arg(long, default_value_t = 0.05, value_name = "P")]
     pub(crate) min_p: f32,
 
-    /// Penalise tokens seen in the last 64 (1: off).
-    #[arg(long, default_value_t = 1.1, value_name = "X")]
+    /// Penalise tokens seen in the last 64 (1: off, as the server's default).
+    #[arg(long, default_value_t = 1.0, value_name = "X")]
     pub(crate) repeat_penalty: f32,
 
     /// Seed of the random draw (same seed, same answer).

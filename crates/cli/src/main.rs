@@ -1,5 +1,14 @@
 //! `wick`: a local LLM runtime over llama.cpp.
 
+/// `println!` that returns the write's error instead of panicking, so a closed pipe
+/// (`wick tokenize … | head`) ends the command quietly (see [`closed_pipe`]).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
 mod bench;
 mod cache;
 mod chat;
@@ -72,9 +81,20 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // The reader went away (`| head`): what it wanted was written; end quietly.
+        Err(e) if closed_pipe(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `e` is a write to a closed pipe.
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

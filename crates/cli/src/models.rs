@@ -42,14 +42,14 @@ pub(crate) fn pull(args: &PullArgs) -> Result<()> {
         .with_sha256(args.sha256.as_deref());
     let pulled = store()?.pull(&reference, &options)?;
     let e = &pulled.entry;
-    println!(
+    outln!(
         "{} {} ({}, sha256 {}) at {}",
         if pulled.downloaded { "pulled" } else { "have" },
         e.name,
         human_size(e.size),
         e.sha256,
         pulled.path.display()
-    );
+    )?;
     Ok(())
 }
 
@@ -65,7 +65,7 @@ pub(crate) fn ls() -> Result<()> {
 
 pub(crate) fn rm(args: &RmArgs) -> Result<()> {
     let entry = store()?.remove(&args.name)?;
-    println!("removed {} (sha256 {})", entry.name, entry.sha256);
+    outln!("removed {} (sha256 {})", entry.name, entry.sha256)?;
     Ok(())
 }
 

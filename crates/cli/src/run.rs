@@ -1,17 +1,14 @@
-//! `wick run`: one prompt in, the streamed answer out.
+//! `wick run`: one prompt in, the streamed answer out — a thin client of the library (`Llm`),
+//! so the prompt, the template's stops and the answer are the server's and `wick chat`'s.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use wick_backend::{Backend, BackendConfig, Decoded};
-use wick_llama::LlamaBackend;
+use wick::{ChatRequest, Event, GenerateOptions, Llm, Message, ModelKwargs, PromptInput, Role};
 use wick_models::{ModelRef, ModelStore, Settings};
-use wick_types::{ChatRequest, Message, Role, SeqId};
-
-use wick_engine::Utf8Stream;
 
 use crate::flags::{LoadArgs, SamplingArgs};
 
@@ -32,8 +29,13 @@ pub(crate) struct RunArgs {
     system: Option<String>,
 
     /// Send the prompt as it is, without the model's chat template.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["system", "chat_template"])]
     raw: bool,
+
+    /// Format the prompt with this llama.cpp template name (`chatml`, `llama3`, …) or inline
+    /// Jinja instead of the model's own template [default: the model's].
+    #[arg(long, value_name = "NAME|JINJA")]
+    chat_template: Option<String>,
 
     /// Most tokens to generate.
     #[arg(short = 'n', long, default_value_t = 256, value_name = "N")]
@@ -71,13 +73,17 @@ pub(crate) fn resolve_model(model: Option<&str>) -> Result<PathBuf> {
     Ok(store.resolve(&reference)?)
 }
 
-fn init_logging(verbose: bool) {
+/// Logs to standard error (`--verbose`, or `WICK_LOG` as a filter), in colour only on a
+/// terminal and without `NO_COLOR`.
+pub(crate) fn init_logging(verbose: bool) {
     let filter = if verbose { "info" } else { "off" };
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("WICK_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
         )
+        .with_ansi(colour)
         .with_writer(std::io::stderr)
         .try_init();
 }
@@ -88,72 +94,105 @@ pub(crate) fn run(args: &RunArgs) -> Result<()> {
     if prompt.trim().is_empty() {
         bail!("the prompt is empty: pass it as an argument or on standard input");
     }
-    let model = resolve_model(args.model.as_deref())?;
-    let config = BackendConfig::new(&model)
-        .with_n_ctx(args.load.ctx_size)
-        .with_n_seq_max(1)
-        .with_n_threads(args.load.threads)
-        .with_n_gpu_layers(args.load.gpu_layers);
-
     let started = Instant::now();
-    let mut backend = LlamaBackend::load(&config)?;
+    let llm = load(args)?;
     let load_time = started.elapsed();
-
-    let tokens = if args.raw {
-        backend.tokenize_prompt(&prompt, false)?
+    let options = GenerateOptions {
+        max_tokens: Some(args.max_tokens),
+        ..GenerateOptions::default()
+    };
+    let mut out = std::io::stdout().lock();
+    let asked = Instant::now();
+    let mut first_token = None;
+    let mut usage = None;
+    if args.raw {
+        let input = PromptInput::Text {
+            text: prompt,
+            formatted: true,
+        };
+        for item in llm.stream_complete_with(input, &options)? {
+            let item = item?;
+            if !item.delta.is_empty() {
+                first_token.get_or_insert_with(|| asked.elapsed());
+                out.write_all(item.delta.as_bytes())?;
+                out.flush()?;
+            }
+            usage = usage.or(item.usage);
+        }
     } else {
         let mut request = ChatRequest::new(vec![Message::new(Role::User, prompt)]);
         request.system.clone_from(&args.system);
-        backend
-            .apply_chat_template(&request)
-            .with_context(|| format!("formatting the prompt for {} (try --raw)", model.display()))?
-    };
-    let n_ctx = backend.info().n_ctx as usize;
-    if tokens.len() >= n_ctx {
-        bail!(
-            "the prompt is {} tokens but the context window is {n_ctx}: shorten it or raise --ctx-size",
-            tokens.len()
-        );
+        for item in llm.stream_chat_with(&request, &options)? {
+            let item = item?;
+            for event in &item.events {
+                first_token.get_or_insert_with(|| asked.elapsed());
+                show(event, &mut out)?;
+            }
+            usage = usage.or(item.usage);
+        }
     }
-    let sampler = backend.sampler_new(&args.sampling.sampler())?;
-    let seq = SeqId(0);
-
-    let prefill_start = Instant::now();
-    backend.prefill(seq, &tokens)?;
-    let mut out = std::io::stdout().lock();
-    let mut text = Utf8Stream::default();
-    let mut generated = 0usize;
-    let mut first_token: Option<Duration> = None;
-    let budget = (args.max_tokens as usize).min(n_ctx - tokens.len());
-    let decode_start = Instant::now();
-    while generated < budget {
-        let decoded = backend.decode_one(seq, Some(sampler))?;
-        first_token.get_or_insert_with(|| prefill_start.elapsed());
-        generated += 1;
-        let Decoded::Token(token) = decoded else {
-            break;
-        };
-        let piece = text.push(&backend.detokenize(&[token])?);
-        out.write_all(piece.as_bytes())?;
-        out.flush()?;
-    }
-    out.write_all(text.finish().as_bytes())?;
     writeln!(out)?;
     out.flush()?;
 
     if args.verbose {
-        let decode = decode_start.elapsed().as_secs_f64();
+        let usage = usage.unwrap_or_default();
+        let total = asked.elapsed().as_secs_f64();
         let first = first_token.unwrap_or_default().as_secs_f64();
-        #[allow(clippy::cast_precision_loss)]
-        let rate = generated as f64 / decode.max(1e-9);
+        let decode = (total - first).max(1e-9);
+        let generated = usage.completion_tokens;
+        let rate = f64::from(generated.saturating_sub(1)) / decode;
         eprintln!(
-            "model {} loaded in {:.2}s; prompt {} tokens, first token after {:.3}s; \
-             {generated} tokens generated in {decode:.2}s ({rate:.1} tokens/s)",
-            model.display(),
+            "model {} loaded in {:.2}s; prompt {} tokens ({} cached), first token after \
+             {first:.3}s; {generated} tokens generated in {total:.2}s ({rate:.1} tokens/s)",
+            args.model.as_deref().unwrap_or("(default)"),
             load_time.as_secs_f64(),
-            tokens.len(),
-            first,
+            usage.prompt_tokens,
+            usage.cached_tokens,
         );
     }
     Ok(())
+}
+
+/// The model, loaded through the library as `wick serve` and `wick chat` load it.
+fn load(args: &RunArgs) -> Result<Llm> {
+    let mut builder = match args.model.as_deref() {
+        Some(reference) => Llm::builder().model_ref(reference),
+        None => Llm::builder(),
+    };
+    if let Some(template) = &args.chat_template {
+        builder = builder.chat_template(template.clone());
+    }
+    builder
+        .temperature(args.sampling.temperature)
+        .generate_kwargs(args.sampling.sampler())
+        .max_new_tokens(args.max_tokens)
+        .context_window(args.load.ctx_size)
+        .model_kwargs(ModelKwargs {
+            n_threads: args.load.threads,
+            n_gpu_layers: args.load.gpu_layers,
+            n_seq_max: 1,
+            ..ModelKwargs::default()
+        })
+        .build()
+        .context("loading the model")
+}
+
+/// The answer on standard output; reasoning and tool calls on standard error, so a pipe gets
+/// the answer alone.
+fn show(event: &Event, out: &mut impl Write) -> std::io::Result<()> {
+    match event {
+        Event::Content(text) => {
+            out.write_all(text.as_bytes())?;
+            out.flush()
+        }
+        Event::Reasoning(text) | Event::ToolCallArgs { text, .. } => {
+            eprint!("{text}");
+            Ok(())
+        }
+        Event::ToolCallStart { name, .. } => {
+            eprint!("\n[tool call] {name} ");
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }

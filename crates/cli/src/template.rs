@@ -82,9 +82,10 @@ struct RenderArgs {
     choice: TemplateChoice,
     /// Use the chat template of this GGUF model: its role template
     /// (`chat_template.roles.<role>.prefix|suffix|strip`, …) when it has one, else its Jinja
-    /// template with its BOS/EOS texts.
-    #[arg(long, value_name = "PATH", group = "template_source")]
-    model: Option<PathBuf>,
+    /// template with its BOS/EOS texts. Any model reference: a GGUF file, an http(s):// URL,
+    /// hf:owner/repo/file.gguf, owner/repo[:QUANT] or a name from `wick ls`.
+    #[arg(long, value_name = "REF", group = "template_source")]
+    model: Option<String>,
     /// The request (JSON): messages, tools, BOS and EOS token texts, whether to add the
     /// generation prompt, and extra template variables.
     #[arg(long, value_name = "FILE.json")]
@@ -168,7 +169,9 @@ fn render(args: &RenderArgs) -> Result<()> {
     let mut request = read_request(&args.request)?;
     let template = match (&args.model, args.choice.load()?) {
         (_, Some(t)) => t,
-        (Some(model), None) => header_template(model, &mut request)?,
+        (Some(model), None) => {
+            header_template(&crate::run::resolve_model(Some(model))?, &mut request)?
+        }
         (None, None) => bail!("choose a template: --template, --named, --role-template or --model"),
     };
     let mut out = std::io::stdout().lock();
@@ -187,7 +190,7 @@ fn detect(file: &PathBuf) -> Result<()> {
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     match NamedTemplate::detect(&source) {
         Some(t) => {
-            println!("{t}");
+            outln!("{t}")?;
             Ok(())
         }
         None => bail!(
@@ -205,6 +208,6 @@ fn derive(args: &DeriveArgs) -> Result<()> {
     let options = DeriveOptions::with_tokens(args.bos_token.clone(), args.eos_token.clone());
     let role = RoleTemplate::derive(&template, &options)
         .with_context(|| format!("{} has no exact role template", file.display()))?;
-    println!("{}", serde_json::to_string_pretty(&role)?);
+    outln!("{}", serde_json::to_string_pretty(&role)?)?;
     Ok(())
 }

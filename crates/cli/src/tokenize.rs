@@ -16,10 +16,12 @@ use crate::template::{
 /// Arguments of `wick tokenize`.
 #[derive(Debug, Args)]
 pub(crate) struct TokenizeArgs {
-    /// The GGUF model whose vocabulary tokenizes (and whose chat template is the default: its
-    /// role template from the `chat_template.*` keys when it has one, else its Jinja template).
-    #[arg(long, short, value_name = "PATH")]
-    model: PathBuf,
+    /// The model whose vocabulary tokenizes (and whose chat template is the default: its role
+    /// template from the `chat_template.*` keys when it has one, else its Jinja template): a
+    /// GGUF file, an http(s):// URL, hf:owner/repo/file.gguf, owner/repo[:QUANT] or a name
+    /// from `wick ls`.
+    #[arg(long, short, value_name = "REF")]
+    model: String,
     /// The request (JSON): messages, tools, BOS and EOS token texts, whether to add the
     /// generation prompt, and extra template variables.
     #[arg(long, value_name = "FILE.json")]
@@ -41,12 +43,13 @@ pub(crate) fn prompt_tokens(
 
 pub(crate) fn run(args: &TokenizeArgs) -> Result<()> {
     let mut request = read_request(&args.request)?;
-    let backend = load_model(&args.model)?;
+    let model = crate::run::resolve_model(Some(&args.model))?;
+    let backend = load_model(&model)?;
     let template = if let Some(t) = args.choice.load()? {
         t
     } else {
-        let header = wick_models::GgufHeader::read(&args.model)
-            .with_context(|| format!("reading the header of {}", args.model.display()))?;
+        let header = wick_models::GgufHeader::read(&model)
+            .with_context(|| format!("reading the header of {}", model.display()))?;
         match gguf_role_template(&header)? {
             Some(t) => t,
             None => model_template(&backend, &mut request)?,
@@ -66,6 +69,6 @@ pub(crate) fn run(args: &TokenizeArgs) -> Result<()> {
             "control": special.is_control(id),
         }));
     }
-    println!("{}", serde_json::Value::Array(rows));
+    outln!("{}", serde_json::Value::Array(rows))?;
     Ok(())
 }

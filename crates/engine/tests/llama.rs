@@ -3,8 +3,9 @@
 use std::time::Instant;
 
 use wick_backend::BackendConfig;
-use wick_engine::{Engine, EngineConfig, Finished, GenEvent, GenerateRequest};
+use wick_engine::{ChatFormat, Engine, EngineConfig, Finished, GenEvent, GenerateRequest};
 use wick_llama::LlamaBackend;
+use wick_template::RenderRequest;
 use wick_types::{ChatRequest, FinishReason, Grammar, Message, Role, SamplerOpts, TokenId};
 
 fn engine(n_seq: u32) -> Engine {
@@ -21,10 +22,16 @@ fn chat_prompt(engine: &Engine, user: &str) -> Vec<TokenId> {
         messages: vec![Message::new(Role::User, user)],
         ..ChatRequest::default()
     };
-    engine
-        .with_backend(move |b| b.apply_chat_template(&request))
+    // The model's own template, rendered and tokenized on this side, as the library does.
+    let format = engine
+        .with_backend(|b| ChatFormat::from_model(b))
         .expect("engine alive")
-        .expect("template")
+        .expect("the template compiles")
+        .expect("the model has a chat template");
+    format
+        .render(&**engine.tokenizer(), RenderRequest::from(&request))
+        .expect("renders")
+        .tokens
 }
 
 fn collect(events: impl Iterator<Item = GenEvent>) -> (String, Finished) {

@@ -9,7 +9,7 @@ use wick_backend::{
     AdapterId, Backend, BackendConfig, BackendError, Decoded, ModelInfo, SamplerId, StepOp,
     StepResult, Verified,
 };
-use wick_types::{ChatRequest, Grammar, SamplerOpts, SeqId, TokenId};
+use wick_types::{Grammar, SamplerOpts, SeqId, TokenId};
 
 use crate::worker::{State, Worker};
 
@@ -374,10 +374,5 @@ impl Backend for LlamaBackend {
             w.seq_clear();
             Ok(())
         })
-    }
-
-    fn apply_chat_template(&self, request: &ChatRequest) -> Result<Vec<TokenId>> {
-        let request = request.clone();
-        self.call(move |w| crate::chat::apply(w.model, &w.state.info.special, &request))
     }
 }

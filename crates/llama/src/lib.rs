@@ -18,7 +18,6 @@
 //! ```
 #![deny(missing_docs)]
 
-mod chat;
 mod eval;
 mod ffi;
 mod gguf;

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use wick_types::{ChatRequest, Grammar, SamplerOpts, SeqId, TokenId};
+use wick_types::{Grammar, SamplerOpts, SeqId, TokenId};
 
 use crate::{
     AdapterId, Backend, BackendConfig, BackendError, Decoded, Logprobs, ModelInfo, Result,
@@ -21,13 +21,13 @@ use crate::{
 use grammar::LiteralGrammar;
 use model::Sequence;
 use sampler::Sampler;
-use vocab::{Vocab, EOS, IM_END, IM_START, THINK_END, THINK_START};
+use vocab::{Vocab, EOS, IM_END, THINK_END, THINK_START};
 
 /// The training context the stub claims; `n_ctx` is capped to it.
 const N_CTX_TRAIN: u32 = 1 << 16;
 
 /// The stub's chat template: `ChatML`, as `SmolLM2` writes it but without its default system
-/// prompt, so that rendering it gives exactly what [`Backend::apply_chat_template`] tokenizes.
+/// prompt.
 const CHAT_TEMPLATE: &str = r"{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 
 /// A deterministic backend with no model: the next token is a hash of the context.
@@ -559,25 +559,5 @@ impl Backend for StubBackend {
     fn seq_clear(&mut self) -> Result<()> {
         self.seqs.iter_mut().for_each(|s| s.truncate(0));
         Ok(())
-    }
-
-    /// `ChatML`: per message `<|im_start|>` role `\n` content `<|im_end|>` `\n`, then
-    /// `<|im_start|>assistant\n` when asked. Roles and contents are tokenized with special-token
-    /// parsing off, so control text inside them stays plain text.
-    fn apply_chat_template(&self, request: &ChatRequest) -> Result<Vec<TokenId>> {
-        let mut out = Vec::new();
-        let newline = self.vocab.tokenize("\n", false);
-        for message in request.effective_messages() {
-            out.push(IM_START);
-            out.extend(self.vocab.tokenize(&format!("{}\n", message.role), false));
-            out.extend(self.vocab.tokenize(&message.content, false));
-            out.push(IM_END);
-            out.extend_from_slice(&newline);
-        }
-        if request.add_generation_prompt {
-            out.push(IM_START);
-            out.extend(self.vocab.tokenize("assistant\n", false));
-        }
-        Ok(out)
     }
 }

@@ -22,6 +22,7 @@ pub(super) const CONTROL: [&str; 7] = [
 /// `<|endoftext|>`: the end-of-sequence token.
 pub(super) const EOS: TokenId = TokenId(0);
 /// `<|im_start|>`.
+#[cfg(test)]
 pub(super) const IM_START: TokenId = TokenId(1);
 /// `<|im_end|>`: the end-of-turn token.
 pub(super) const IM_END: TokenId = TokenId(2);

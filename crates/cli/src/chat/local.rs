@@ -20,6 +20,9 @@ impl Local {
             Some(reference) => Llm::builder().model_ref(reference),
             None => Llm::builder(),
         };
+        if let Some(template) = &args.chat_template {
+            builder = builder.chat_template(template.clone());
+        }
         builder = builder
             .temperature(args.sampling.temperature)
             .generate_kwargs(args.sampling.sampler())
@@ -33,11 +36,6 @@ impl Local {
             });
         let llm = builder.build().context("loading the model")?;
         Ok(Local { llm })
-    }
-
-    /// The model's name, for the banner.
-    pub(super) fn name(&self) -> String {
-        self.llm.metadata().model_name
     }
 }
 

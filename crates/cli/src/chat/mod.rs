@@ -68,6 +68,11 @@ pub(crate) struct ChatArgs {
     #[arg(long, value_name = "KEY", env = "WICK_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
 
+    /// Format chats with this llama.cpp template name (`chatml`, `llama3`, …) or inline Jinja
+    /// instead of the model's own template [default: the model's] (without --url).
+    #[arg(long, value_name = "NAME|JINJA", conflicts_with = "url")]
+    chat_template: Option<String>,
+
     /// Most tokens in one answer.
     #[arg(short = 'n', long, default_value_t = 512, value_name = "N")]
     max_tokens: u32,
@@ -151,6 +156,8 @@ pub(crate) fn run(args: &ChatArgs) -> Result<()> {
         input: Input::open(interactive)?,
         printer: Printer::new(std::io::stdout(), std::io::stdout().is_terminal()),
         interrupt,
+        turns: 0,
+        failed: 0,
     };
     if let Some(url) = &args.url {
         let mut remote = Remote::connect(url, args)?;
@@ -158,7 +165,9 @@ pub(crate) fn run(args: &ChatArgs) -> Result<()> {
         session.run(&mut remote)
     } else {
         let mut local = Local::load(args)?;
-        banner(interactive, &local.name());
+        // The model as the user named it, not the GGUF's internal name.
+        let name = args.model.as_deref().unwrap_or("the default model");
+        banner(interactive, name);
         session.run(&mut local)
     }
 }
@@ -177,6 +186,9 @@ struct Session {
     input: Input,
     printer: Printer<std::io::Stdout>,
     interrupt: Interrupt,
+    /// Turns sent, and those that failed (the exit status says so).
+    turns: usize,
+    failed: usize,
 }
 
 impl Session {
@@ -195,12 +207,15 @@ impl Session {
                     self.conversation.messages.clear();
                     eprintln!("(system prompt {what}, conversation reset)");
                 }
-                Line::Help => println!("{COMMANDS}"),
+                Line::Help => outln!("{COMMANDS}")?,
                 Line::Exit => break,
                 Line::Unknown(name) => {
                     eprintln!("(unknown command {name}: /help lists the commands)");
                 }
             }
+        }
+        if self.failed > 0 {
+            anyhow::bail!("{} of {} turns failed", self.failed, self.turns);
         }
         Ok(())
     }
@@ -212,6 +227,7 @@ impl Session {
             .messages
             .push(Message::new(Role::User, text));
         self.interrupt.begin();
+        self.turns += 1;
         let result = responder.answer(&self.conversation, &mut self.printer, &self.interrupt);
         let stopped = self.interrupt.end();
         self.printer.finish()?;
@@ -226,6 +242,7 @@ impl Session {
             }
             Err(e) => {
                 eprintln!("error: {e:#}");
+                self.failed += 1;
                 self.conversation.messages.pop();
             }
         }
