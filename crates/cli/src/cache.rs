@@ -20,7 +20,8 @@ enum CacheCommand {
     /// List the snapshots: one line per model and context layout, with its files, size,
     /// the longest cached prefix and when it was last used.
     Ls,
-    /// Remove every snapshot (the cache fills again as requests finish).
+    /// Remove every snapshot (the cache fills again as requests finish), and what a killed
+    /// server left half-written (files another running server is writing stay).
     Clear,
 }
 
@@ -39,6 +40,8 @@ struct Group {
     bytes: u64,
     longest: usize,
     newest: Option<std::time::SystemTime>,
+    /// Snapshots being written, or left half-written by a killed process: files and bytes.
+    unfinished: (usize, u64),
 }
 
 fn groups(dir: &Path) -> Result<Vec<Group>> {
@@ -57,7 +60,12 @@ fn groups(dir: &Path) -> Result<Vec<Group>> {
             bytes: 0,
             longest: 0,
             newest: None,
+            unfinished: (0, 0),
         };
+        for file in temp_files(&path)? {
+            group.unfinished.0 += 1;
+            group.unfinished.1 += std::fs::metadata(&file).map_or(0, |m| m.len());
+        }
         for file in snapshots(&path)? {
             let meta = std::fs::metadata(&file)?;
             group.files += 1;
@@ -70,7 +78,7 @@ fn groups(dir: &Path) -> Result<Vec<Group>> {
                 }
             }
         }
-        if group.files > 0 {
+        if group.files > 0 || group.unfinished.0 > 0 {
             out.push(group);
         }
     }
@@ -84,6 +92,15 @@ fn snapshots(dir: &Path) -> Result<Vec<PathBuf>> {
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "kv"))
+        .collect())
+}
+
+fn temp_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    Ok(std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| wick_engine::is_temp(p))
         .collect())
 }
 
@@ -113,7 +130,17 @@ fn ls(dir: &Path) -> Result<()> {
             g.longest
         )?;
     }
-    let total: u64 = groups.iter().map(|g| g.bytes).sum();
+    let total: u64 = groups.iter().map(|g| g.bytes + g.unfinished.1).sum();
+    let (unfinished, unfinished_bytes) = groups
+        .iter()
+        .fold((0, 0), |(n, b), g| (n + g.unfinished.0, b + g.unfinished.1));
+    if unfinished > 0 {
+        writeln!(
+            out,
+            "{unfinished} snapshots half-written or being written ({})",
+            human_size(unfinished_bytes)
+        )?;
+    }
     writeln!(out, "total {} in {}", human_size(total), dir.display())?;
     Ok(())
 }
@@ -121,6 +148,7 @@ fn ls(dir: &Path) -> Result<()> {
 fn clear(dir: &Path) -> Result<()> {
     let mut files = 0;
     let mut bytes = 0;
+    let mut stale = (0, 0);
     for g in groups(dir)? {
         let path = dir.join(&g.key);
         for file in snapshots(&path)? {
@@ -128,9 +156,23 @@ fn clear(dir: &Path) -> Result<()> {
             std::fs::remove_file(&file).with_context(|| format!("removing {}", file.display()))?;
             files += 1;
         }
+        let (n, b) = wick_engine::remove_stale_temp_files(&path);
+        stale = (stale.0 + n, stale.1 + b);
         // Empty now, unless a server is writing into it: then it stays.
         let _ = std::fs::remove_dir(&path);
     }
-    outln!("removed {files} snapshots ({})", human_size(bytes))?;
+    let stale_note = if stale.0 > 0 {
+        format!(
+            " and {} half-written by a killed process ({})",
+            stale.0,
+            human_size(stale.1)
+        )
+    } else {
+        String::new()
+    };
+    outln!(
+        "removed {files} snapshots ({}){stale_note}",
+        human_size(bytes)
+    )?;
     Ok(())
 }

@@ -40,7 +40,15 @@ fn local(input: &str) -> Output {
     chat(
         wick()
             // A plain system prompt: SmolLM2's default one makes its greedy answers wander.
-            .args(["chat", "--threads", "2", "-n", "32", "-s", "You are a helpful assistant."])
+            .args([
+                "chat",
+                "--threads",
+                "2",
+                "-n",
+                "32",
+                "-s",
+                "You are a helpful assistant.",
+            ])
             .arg("-m")
             .arg(model()),
         input,

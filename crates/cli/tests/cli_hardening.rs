@@ -28,7 +28,7 @@ fn run_answers_exactly_as_the_server_does() {
         .unwrap()
         .json()
         .unwrap();
-    let served = r["choices"][0]["message"]["content"].as_str().unwrap();
+    let answer = r["choices"][0]["message"]["content"].as_str().unwrap();
     let out = wick()
         .args(["run", "-t", "0", "-n", "32", "--threads", "2", "-m"])
         .arg(model())
@@ -41,7 +41,7 @@ fn run_answers_exactly_as_the_server_does() {
         String::from_utf8_lossy(&out.stderr)
     );
     let ran = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(ran.strip_suffix('\n').unwrap_or(&ran), served);
+    assert_eq!(ran.strip_suffix('\n').unwrap_or(&ran), answer);
 }
 
 /// Starts `wick ARGS`, reads a few bytes of its output and closes the pipe.
@@ -172,4 +172,38 @@ fn verbose_logs_have_no_colour_off_a_terminal() {
     assert!(out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains('\u{1b}'), "ANSI escapes in {stderr:?}");
+}
+
+#[test]
+fn cache_clear_removes_what_a_killed_server_left_half_written() {
+    let home = tempfile::tempdir().unwrap();
+    let group = home.path().join("kv/0123456789abcdef0123456789abcdef");
+    std::fs::create_dir_all(&group).unwrap();
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let left = group.join(format!(".aa.kv.{dead}.tmp"));
+    let writing = group.join(format!(".bb.kv.{}.tmp", std::process::id()));
+    std::fs::write(&left, vec![0u8; 4096]).unwrap();
+    std::fs::write(&writing, vec![0u8; 16]).unwrap();
+    let listed = wick()
+        .env("WICK_HOME", home.path())
+        .args(["cache", "ls"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains("2 snapshots half-written"), "{listed}");
+    let cleared = wick()
+        .env("WICK_HOME", home.path())
+        .args(["cache", "clear"])
+        .output()
+        .unwrap();
+    assert!(cleared.status.success());
+    let said = String::from_utf8_lossy(&cleared.stdout);
+    assert!(
+        said.contains("1 half-written by a killed process"),
+        "{said}"
+    );
+    assert!(!left.exists(), "the leftover is gone");
+    assert!(writing.exists(), "a live writer's file stays");
 }

@@ -127,6 +127,8 @@ impl DiskCache {
         let key = hex(&Sha256::digest(format!("{}\n{layout}", config.model_id)))[..32].to_owned();
         let dir = config.dir.join(key);
         fs::create_dir_all(&dir)?;
+        // What a process killed mid-write left behind.
+        remove_stale_temp_files(&dir);
         let (writer, jobs) = mpsc::channel();
         let (done, written) = mpsc::channel();
         let writer_thread = {
@@ -364,20 +366,28 @@ fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()>
     result
 }
 
-/// Removes the least recently used snapshots until the directory fits the budget.
+/// Removes the least recently used snapshots until the directory fits the budget. Snapshots
+/// being written count too (stale ones, left by a killed process, are removed first).
 fn keep_budget(dir: &Path, budget: u64, stats: &CacheStats) {
+    remove_stale_temp_files(dir);
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
-    let mut files: Vec<(SystemTime, u64, PathBuf)> = entries
-        .flatten()
-        .filter(|e| is_snapshot(&e.path()))
-        .filter_map(|e| {
-            let meta = e.metadata().ok()?;
-            Some((meta.modified().ok()?, meta.len(), e.path()))
-        })
-        .collect();
-    let mut total: u64 = files.iter().map(|f| f.1).sum();
+    let mut writing = 0;
+    let mut files: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
+    for e in entries.flatten() {
+        let (path, Ok(meta)) = (e.path(), e.metadata()) else {
+            continue;
+        };
+        if is_temp(&path) {
+            writing += meta.len();
+        } else if is_snapshot(&path) {
+            if let Ok(modified) = meta.modified() {
+                files.push((modified, meta.len(), path));
+            }
+        }
+    }
+    let mut total: u64 = writing + files.iter().map(|f| f.1).sum::<u64>();
     files.sort();
     for (_, len, path) in files {
         if total <= budget {
@@ -393,6 +403,62 @@ fn keep_budget(dir: &Path, budget: u64, stats: &CacheStats) {
 /// Whether `path` is a snapshot (temp files start with a dot and end in `.tmp`).
 fn is_snapshot(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "kv")
+}
+
+/// Whether `path` is a snapshot being written: `.NAME.kv.PID.tmp`.
+pub fn is_temp(path: &Path) -> bool {
+    temp_writer(path).is_some()
+}
+
+/// The process writing the temp file `path`.
+fn temp_writer(path: &Path) -> Option<u32> {
+    let name = path.file_name()?.to_str()?;
+    let rest = name.strip_prefix('.')?.strip_suffix(".tmp")?;
+    rest.rsplit_once('.')?.1.parse().ok()
+}
+
+/// How old a temp file must be to count as left behind whatever its writer (a snapshot is
+/// written in seconds; this covers a writer's process id being reused).
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Whether the temp file `path` was left by a writer that is gone: its process no longer
+/// runs, or it is over an hour old. A temp file another live process (a second server on the
+/// same directory) is writing right now is never stale.
+pub fn is_stale_temp(path: &Path) -> bool {
+    let Some(pid) = temp_writer(path) else {
+        return false;
+    };
+    let old = fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > STALE_AFTER);
+    old || (pid != std::process::id() && !process_runs(pid))
+}
+
+/// Whether a process with this id runs (Linux: `/proc/PID`; elsewhere assumed, so only age
+/// makes a temp file stale).
+fn process_runs(pid: u32) -> bool {
+    let proc = Path::new("/proc");
+    !proc.is_dir() || proc.join(pid.to_string()).exists()
+}
+
+/// Removes the stale temp files in `dir`; how many and their bytes.
+pub fn remove_stale_temp_files(dir: &Path) -> (usize, u64) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return (0, 0);
+    };
+    let (mut files, mut bytes) = (0, 0);
+    for path in entries.flatten().map(|e| e.path()) {
+        if is_stale_temp(&path) {
+            let len = fs::metadata(&path).map_or(0, |m| m.len());
+            if fs::remove_file(&path).is_ok() {
+                files += 1;
+                bytes += len;
+            }
+        }
+    }
+    (files, bytes)
 }
 
 fn file_name(tokens: &[TokenId]) -> String {
@@ -413,4 +479,51 @@ fn hex(bytes: &[u8]) -> String {
 
 pub(crate) fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The id of a process that has exited.
+    fn dead_pid() -> u32 {
+        let mut child = std::process::Command::new("true").spawn().expect("spawn");
+        let pid = child.id();
+        child.wait().expect("wait");
+        pid
+    }
+
+    #[test]
+    fn issue_15_temp_files_of_dead_writers_are_stale_and_live_ones_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let dead = dir.path().join(format!(".aa.kv.{}.tmp", dead_pid()));
+        let live = dir
+            .path()
+            .join(format!(".bb.kv.{}.tmp", std::process::id()));
+        let snapshot = dir.path().join("cc.kv");
+        for (path, len) in [(&dead, 100), (&live, 10), (&snapshot, 1000)] {
+            fs::write(path, vec![0u8; len]).unwrap();
+        }
+        assert!(is_temp(&dead) && is_temp(&live) && !is_temp(&snapshot));
+        assert!(is_stale_temp(&dead));
+        assert!(!is_stale_temp(&live));
+        assert_eq!(remove_stale_temp_files(dir.path()), (1, 100));
+        assert!(!dead.exists() && live.exists() && snapshot.exists());
+    }
+
+    #[test]
+    fn issue_15_files_being_written_count_in_the_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = dir
+            .path()
+            .join(format!(".bb.kv.{}.tmp", std::process::id()));
+        let snapshot = dir.path().join("cc.kv");
+        fs::write(&live, vec![0u8; 600]).unwrap();
+        fs::write(&snapshot, vec![0u8; 600]).unwrap();
+        let stats = CacheStats::default();
+        // 1200 bytes in all against a budget of 1000: the snapshot goes, the live write stays.
+        keep_budget(dir.path(), 1000, &stats);
+        assert!(!snapshot.exists() && live.exists());
+        assert_eq!(stats.evictions.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
 }

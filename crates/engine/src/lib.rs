@@ -37,7 +37,7 @@ mod utf8;
 mod worker;
 
 pub use config::EngineConfig;
-pub use diskcache::{CacheStats, DiskCacheConfig};
+pub use diskcache::{is_stale_temp, is_temp, remove_stale_temp_files, CacheStats, DiskCacheConfig};
 pub use error::EngineError;
 pub use logprobs::{Alternative, ScoredToken};
 pub use prompt::{check_size, segment_tokens, special_texts, ChatFormat, RenderedPrompt};
