@@ -110,7 +110,7 @@ fn tag_end(tag: &str, close: &str) -> Option<usize> {
                 }
                 i += 1;
             }
-            _ if tag[i..].starts_with(close) => return Some(i),
+            _ if bytes[i..].starts_with(close.as_bytes()) => return Some(i),
             _ => i += 1,
         }
     }
@@ -172,6 +172,10 @@ fn group<'a>(s: &'a str, pos: &mut usize) -> Vec<Tok<'a>> {
                     *pos += if bytes[*pos] == b'\\' { 2 } else { 1 };
                 }
                 *pos = (*pos + 1).min(bytes.len());
+                // An escape may have stepped into a multi-byte character.
+                while !s.is_char_boundary(*pos) {
+                    *pos += 1;
+                }
                 out.push(Tok::Literal(&s[start..*pos]));
             }
             c if c.is_ascii_whitespace() => {
@@ -442,6 +446,11 @@ mod tests {
             "{{ ')' + }}",
             "safe {{ + }}",
             "{{",
+            // Found by the jinja_render fuzz target: multi-byte characters in and after tags.
+            "safe {{ '\\｜' + a }}",
+            "safe {{ \"\\é\" }}",
+            "safe {% x ｜%}",
+            "safe {{ a ｜}}",
         ] {
             let _ = rewrite(src);
         }
