@@ -32,6 +32,8 @@ pub(crate) struct Fetch<'a> {
     pub(crate) sha256: Option<&'a str>,
     /// Shown beside the progress bar.
     pub(crate) label: &'a str,
+    /// A Hugging Face download (its errors may suggest `HF_TOKEN`), not a plain URL.
+    pub(crate) hugging_face: bool,
 }
 
 /// A finished, verified download (still at its partial path).
@@ -58,11 +60,18 @@ struct Plan {
 }
 
 impl Downloader {
-    pub(crate) fn new(progress: bool, retries: u32) -> Result<Self, ModelError> {
+    /// `read_timeout`: the longest wait for the answer and for each read of the body (the
+    /// blocking client applies its timeout to each), so a stalled server is an error, not a
+    /// hang, and a long download is never cut for its length.
+    pub(crate) fn new(
+        progress: bool,
+        retries: u32,
+        read_timeout: Duration,
+    ) -> Result<Self, ModelError> {
         let client = Client::builder()
             .user_agent(concat!("wick/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(30))
-            .timeout(None)
+            .timeout(read_timeout)
             .build()
             .map_err(|e| transport("", &e, false))?;
         Ok(Self {
@@ -117,6 +126,18 @@ impl Downloader {
         let mut response = request
             .send()
             .map_err(|e| transport(fetch.url, &e.without_url(), have > 0))?;
+        if response.status() == StatusCode::RANGE_NOT_SATISFIABLE && have > 0 {
+            // Asked to resume past the end: the partial file may be whole already.
+            let total = response
+                .headers()
+                .get(CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("bytes */"))
+                .and_then(|t| t.trim().parse::<u64>().ok());
+            if total == Some(have) {
+                return finish_complete(fetch, part, have);
+            }
+        }
         let Some(plan) = plan(fetch, &response, have)? else {
             // The partial file does not fit what the server has: start again.
             discard(part);
@@ -179,6 +200,25 @@ impl Downloader {
     }
 }
 
+/// A partial file the server says is whole: hashed and checked like a finished download.
+fn finish_complete(fetch: &Fetch<'_>, part: &Path, size: u64) -> Result<Downloaded, ModelError> {
+    let mut hasher = Sha256::new();
+    hash_prefix(part, size, &mut hasher)?;
+    let sha256 = hex(&hasher.finalize());
+    if let Some(expected) = fetch.sha256 {
+        if !expected.eq_ignore_ascii_case(&sha256) {
+            discard(part);
+            return Err(ModelError::HashMismatch {
+                url: fetch.url.to_owned(),
+                expected: expected.to_owned(),
+                actual: sha256,
+            });
+        }
+    }
+    let _ = std::fs::remove_file(etag_path(part));
+    Ok(Downloaded { sha256, size })
+}
+
 /// Reads the status and the size headers; `None` when the partial file must be dropped.
 fn plan(fetch: &Fetch<'_>, response: &Response, have: u64) -> Result<Option<Plan>, ModelError> {
     let status = response.status();
@@ -217,11 +257,16 @@ pub(crate) fn status_error(fetch: &Fetch<'_>, status: StatusCode) -> ModelError 
             url,
             token_sent: fetch.bearer.is_some(),
         },
-        404 => ModelError::Status {
+        404 if fetch.hugging_face => ModelError::Status {
             status: 404,
             url,
             hint: ": not found (check the name; a private repository also needs HF_TOKEN)"
                 .to_owned(),
+        },
+        404 => ModelError::Status {
+            status: 404,
+            url,
+            hint: ": not found (check the URL)".to_owned(),
         },
         code => ModelError::Status {
             status: code,

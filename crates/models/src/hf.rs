@@ -79,6 +79,7 @@ pub(crate) fn list_files(
             bearer: token,
             sha256: None,
             label: "",
+            hugging_face: true,
         };
         return Err(status_error(&fetch, response.status()));
     }

@@ -80,6 +80,8 @@ struct Remote<'a> {
     bearer: Option<&'a str>,
     sha256: Option<String>,
     file_name: &'a str,
+    /// From the Hugging Face hub (errors may suggest `HF_TOKEN`), not a plain URL.
+    hugging_face: bool,
 }
 
 impl ModelStore {
@@ -119,6 +121,7 @@ impl ModelStore {
                     bearer: None,
                     sha256: opts.sha256.clone(),
                     file_name,
+                    hugging_face: false,
                 };
                 self.fetch(&remote, &opts)
             }
@@ -221,6 +224,7 @@ impl ModelStore {
             bearer: self.settings.hf_token.as_deref(),
             sha256: opts.sha256.clone().or(sibling.sha256),
             file_name: file,
+            hugging_face: true,
         };
         self.fetch(&remote, opts)
     }
@@ -301,6 +305,7 @@ impl ModelStore {
             bearer: remote.bearer,
             sha256: remote.sha256.as_deref(),
             label: stem(remote.file_name),
+            hugging_face: remote.hugging_face,
         };
         let done = self.downloader.download(&fetch, &part)?;
         if let Err(cause) = crate::GgufHeader::read(&part) {

@@ -32,6 +32,9 @@ pub struct Settings {
     pub progress: bool,
     /// How many times one download resumes after a broken connection before giving up.
     pub retries: u32,
+    /// How long a download waits for the server's answer, and then for each piece of the
+    /// body, before it counts as stalled (a broken connection: resumed, then an error).
+    pub read_timeout: std::time::Duration,
 }
 
 impl Settings {
@@ -45,6 +48,7 @@ impl Settings {
             hf_cache: None,
             progress: false,
             retries: 3,
+            read_timeout: std::time::Duration::from_secs(60),
         }
     }
 
@@ -57,10 +61,11 @@ impl Settings {
                 || DEFAULT_HF_ENDPOINT.to_owned(),
                 |e| e.trim_end_matches('/').to_owned(),
             ),
-            hf_token: var("HF_TOKEN"),
+            hf_token: var("HF_TOKEN").or_else(hf_token_file),
             hf_cache: hf_cache_from_env(),
             progress: std::io::stderr().is_terminal(),
             retries: 3,
+            read_timeout: std::time::Duration::from_secs(60),
         }
     }
 
@@ -129,4 +134,85 @@ fn hf_cache_from_env() -> Option<PathBuf> {
     }
     let cache = var("XDG_CACHE_HOME").or_else(|| dirs::home_dir().map(|h| h.join(".cache")))?;
     Some(cache.join("huggingface").join("hub"))
+}
+
+/// The token `huggingface-cli login` saved, where `huggingface_hub` reads it: `HF_TOKEN_PATH`,
+/// else `$HF_HOME/token`, else `$XDG_CACHE_HOME/huggingface/token` or
+/// `~/.cache/huggingface/token`; trimmed, ignored when empty.
+fn hf_token_file() -> Option<String> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    hf_token_file_in(&var, dirs::home_dir())
+}
+
+/// [`hf_token_file`] with the environment and the home directory given.
+fn hf_token_file_in(
+    var: &dyn Fn(&str) -> Option<PathBuf>,
+    home: Option<PathBuf>,
+) -> Option<String> {
+    let path = var("HF_TOKEN_PATH").or_else(|| {
+        let hf_home = var("HF_HOME").or_else(|| {
+            var("XDG_CACHE_HOME")
+                .or_else(|| home.map(|h| h.join(".cache")))
+                .map(|c| c.join("huggingface"))
+        })?;
+        Some(hf_home.join("token"))
+    })?;
+    let token = std::fs::read_to_string(path).ok()?;
+    let token = token.trim();
+    (!token.is_empty()).then(|| token.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_15_the_token_file_is_found_where_huggingface_hub_looks() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |rel: &str, text: &str| {
+            let path = dir.path().join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let home = dir.path().join("home");
+        let none = |_: &str| None;
+        assert_eq!(hf_token_file_in(&none, Some(home.clone())), None);
+        write("home/.cache/huggingface/token", "hf_home_cache\n");
+        assert_eq!(
+            hf_token_file_in(&none, Some(home.clone())).as_deref(),
+            Some("hf_home_cache")
+        );
+        let xdg = dir.path().join("xdg");
+        write("xdg/huggingface/token", "  hf_xdg  ");
+        let with_xdg = |n: &str| (n == "XDG_CACHE_HOME").then(|| xdg.clone());
+        assert_eq!(
+            hf_token_file_in(&with_xdg, Some(home.clone())).as_deref(),
+            Some("hf_xdg")
+        );
+        let hf_home = dir.path().join("hfhome");
+        write("hfhome/token", "hf_from_hf_home");
+        let with_hf_home = |n: &str| (n == "HF_HOME").then(|| hf_home.clone());
+        assert_eq!(
+            hf_token_file_in(&with_hf_home, None).as_deref(),
+            Some("hf_from_hf_home")
+        );
+        let path = write("elsewhere/tok", "hf_path");
+        let with_path = |n: &str| match n {
+            "HF_TOKEN_PATH" => Some(path.clone()),
+            "HF_HOME" => Some(hf_home.clone()),
+            _ => None,
+        };
+        assert_eq!(
+            hf_token_file_in(&with_path, None).as_deref(),
+            Some("hf_path")
+        );
+        let empty = write("empty/token", " \n");
+        let with_empty = |n: &str| (n == "HF_TOKEN_PATH").then(|| empty.clone());
+        assert_eq!(hf_token_file_in(&with_empty, None), None);
+    }
 }

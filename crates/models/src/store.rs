@@ -50,7 +50,8 @@ impl ModelStore {
     ///
     /// [`ModelError::Transport`] when the HTTP client cannot be set up (no TLS roots).
     pub fn new(settings: Settings) -> Result<Self, ModelError> {
-        let downloader = Downloader::new(settings.progress, settings.retries)?;
+        let downloader =
+            Downloader::new(settings.progress, settings.retries, settings.read_timeout)?;
         let index = IndexFile::new(&settings.models_dir(), &settings.tmp_dir());
         Ok(Self {
             settings,

@@ -221,6 +221,8 @@ fn missing_repositories_files_and_urls_are_404_errors() {
         err.to_string().contains(&format!("HTTP 404 from {url}")),
         "{err}"
     );
+    // A plain URL is not Hugging Face's: no token hint (issue 15).
+    assert!(!err.to_string().contains("HF_TOKEN"), "{err}");
     assert!(f.files().is_empty());
 }
 
@@ -449,4 +451,59 @@ fn a_file_that_changed_since_the_interruption_is_fetched_whole() {
         "it tried to resume"
     );
     assert_eq!(f.files(), vec![pulled.path]);
+}
+
+#[test]
+fn issue_15_a_partial_file_that_is_already_whole_is_not_fetched_again() {
+    let f = fixture();
+    f.hub.drop_once_at(REPO, FILE, 2_000_000);
+    let mut settings = f.settings();
+    settings.retries = 0;
+    let interrupted = ModelStore::new(settings)
+        .unwrap()
+        .pull(&hf_file(), &PullOptions::default());
+    assert!(interrupted.is_err());
+    let part = f
+        .files()
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "part"))
+        .expect("a partial file");
+    // The rest arrived some other way (a killed process that had written it all).
+    std::fs::write(&part, synthetic_gguf(SIZE, "llama", 15, 1)).unwrap();
+    let before = f.hub.count("/files/");
+    let pulled = f.store().pull(&hf_file(), &PullOptions::default()).unwrap();
+    assert_eq!(sha256_of(&pulled.path), f.sha256);
+    assert_eq!(
+        f.hub.count("/files/"),
+        before + 1,
+        "one request, answered 416"
+    );
+    let last = f
+        .hub
+        .requests()
+        .into_iter()
+        .rfind(|r| r.path.starts_with("/files/"))
+        .unwrap();
+    assert_eq!(
+        last.range.as_deref(),
+        Some(format!("bytes={SIZE}-").as_str())
+    );
+}
+
+#[test]
+fn issue_15_a_stalled_server_is_an_error_not_a_hang() {
+    let f = fixture();
+    f.hub.set_delay(REPO, FILE, Duration::from_secs(5));
+    let mut settings = f.settings();
+    settings.retries = 0;
+    settings.read_timeout = Duration::from_millis(300);
+    let err = ModelStore::new(settings)
+        .unwrap()
+        .pull(&hf_file(), &PullOptions::default())
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("timed out") || msg.contains("timeout"),
+        "{msg}"
+    );
 }
