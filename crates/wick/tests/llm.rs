@@ -177,7 +177,7 @@ async fn async_streams_yield_the_first_token_while_generation_goes_on() {
 
 #[test]
 fn bad_settings_fail_before_loading() {
-    let err = builder().temperature(2.0).build().expect_err("invalid");
+    let err = builder().temperature(2.5).build().expect_err("invalid");
     assert!(err.to_string().contains("temperature"), "{err}");
 }
 

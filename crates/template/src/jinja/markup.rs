@@ -80,7 +80,8 @@ pub(crate) fn rewrite(source: &str) -> String {
             continue;
         }
         let lead = body.len() - body.trim_start_matches(['-', '+']).len();
-        let trail = body.len() - body.trim_end_matches(['-', '+']).len();
+        // Counted after `lead`, which may already hold every character (`{{-}}`).
+        let trail = body[lead..].len() - body[lead..].trim_end_matches(['-', '+']).len();
         let inner = &body[lead..body.len() - trail];
         out.push_str(open);
         out.push_str(&body[..lead]);
@@ -451,6 +452,8 @@ mod tests {
             "safe {{ \"\\é\" }}",
             "safe {% x ｜%}",
             "safe {{ a ｜}}",
+            "safe {{-}}",
+            "safe {%+%}",
         ] {
             let _ = rewrite(src);
         }
