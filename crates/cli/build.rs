@@ -1,7 +1,10 @@
 //! Records which llama-cpp-sys-2 (and so which llama.cpp) the binary links, for `wick bench`.
 
 fn main() {
-    let lock = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.lock");
+    // Read when the script runs, not when it was compiled: a build script compiled for a clone
+    // at another path may be reused for this one.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
+    let lock = std::path::Path::new(&manifest_dir).join("../../Cargo.lock");
     println!("cargo:rerun-if-changed={}", lock.display());
     let text = std::fs::read_to_string(&lock).unwrap_or_default();
     let version = text
