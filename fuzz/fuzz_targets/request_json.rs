@@ -1,0 +1,20 @@
+//! Request bodies through the server's parsing and validation (chat and text completions):
+//! any bytes give an answer or an OpenAI error, never a panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&route, body)) = data.split_first() else {
+        return;
+    };
+    let path = if route % 2 == 0 {
+        "/v1/chat/completions"
+    } else {
+        "/v1/completions"
+    };
+    if let Err(e) = wick_server::check_request(path, body) {
+        // Every error has a status and a well-formed body.
+        let _ = (e.status(), e.body());
+    }
+});
