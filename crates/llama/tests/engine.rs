@@ -1,4 +1,5 @@
-//! The engine on the real llama.cpp backend and the real test model.
+//! The engine on the real llama.cpp backend and the real test model (here, beside the backend,
+//! so that wick-engine's own tests need no llama.cpp build).
 
 use std::time::Instant;
 
