@@ -61,3 +61,35 @@ pub(crate) struct LoadArgs {
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub(crate) gpu_layers: u32,
 }
+
+/// Loads the model `model` names (downloading it when needed), or the default model, for one
+/// conversation at a time: `wick run` and `wick chat` load it the same way.
+pub(crate) fn load_llm(
+    model: Option<&str>,
+    chat_template: Option<&str>,
+    sampling: &SamplingArgs,
+    load: &LoadArgs,
+    max_tokens: u32,
+) -> anyhow::Result<wick::Llm> {
+    use anyhow::Context as _;
+    let mut builder = match model {
+        Some(reference) => wick::Llm::builder().model_ref(reference),
+        None => wick::Llm::builder(),
+    };
+    if let Some(template) = chat_template {
+        builder = builder.chat_template(template);
+    }
+    builder
+        .temperature(sampling.temperature)
+        .generate_kwargs(sampling.sampler())
+        .max_new_tokens(max_tokens)
+        .context_window(load.ctx_size)
+        .model_kwargs(wick::ModelKwargs {
+            n_threads: load.threads,
+            n_gpu_layers: load.gpu_layers,
+            n_seq_max: 1,
+            ..wick::ModelKwargs::default()
+        })
+        .build()
+        .context("loading the model")
+}

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use wick::{ChatRequest, Event, GenerateOptions, Llm, Message, ModelKwargs, PromptInput, Role};
+use wick::{ChatRequest, Event, GenerateOptions, Message, PromptInput, Role};
 use wick_models::{ModelRef, ModelStore, Settings};
 
 use crate::flags::{LoadArgs, SamplingArgs};
@@ -95,7 +95,13 @@ pub(crate) fn run(args: &RunArgs) -> Result<()> {
         bail!("the prompt is empty: pass it as an argument or on standard input");
     }
     let started = Instant::now();
-    let llm = load(args)?;
+    let llm = crate::flags::load_llm(
+        args.model.as_deref(),
+        args.chat_template.as_deref(),
+        &args.sampling,
+        &args.load,
+        args.max_tokens,
+    )?;
     let load_time = started.elapsed();
     let options = GenerateOptions {
         max_tokens: Some(args.max_tokens),
@@ -151,30 +157,6 @@ pub(crate) fn run(args: &RunArgs) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// The model, loaded through the library as `wick serve` and `wick chat` load it.
-fn load(args: &RunArgs) -> Result<Llm> {
-    let mut builder = match args.model.as_deref() {
-        Some(reference) => Llm::builder().model_ref(reference),
-        None => Llm::builder(),
-    };
-    if let Some(template) = &args.chat_template {
-        builder = builder.chat_template(template.clone());
-    }
-    builder
-        .temperature(args.sampling.temperature)
-        .generate_kwargs(args.sampling.sampler())
-        .max_new_tokens(args.max_tokens)
-        .context_window(args.load.ctx_size)
-        .model_kwargs(ModelKwargs {
-            n_threads: args.load.threads,
-            n_gpu_layers: args.load.gpu_layers,
-            n_seq_max: 1,
-            ..ModelKwargs::default()
-        })
-        .build()
-        .context("loading the model")
 }
 
 /// The answer on standard output; reasoning and tool calls on standard error, so a pipe gets

@@ -369,7 +369,6 @@ fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()>
 /// Removes the least recently used snapshots until the directory fits the budget. Snapshots
 /// being written count too (stale ones, left by a killed process, are removed first).
 fn keep_budget(dir: &Path, budget: u64, stats: &CacheStats) {
-    remove_stale_temp_files(dir);
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
@@ -379,7 +378,9 @@ fn keep_budget(dir: &Path, budget: u64, stats: &CacheStats) {
         let (path, Ok(meta)) = (e.path(), e.metadata()) else {
             continue;
         };
-        if is_temp(&path) {
+        if is_stale_temp(&path) {
+            let _ = fs::remove_file(&path);
+        } else if is_temp(&path) {
             writing += meta.len();
         } else if is_snapshot(&path) {
             if let Ok(modified) = meta.modified() {

@@ -21,6 +21,27 @@ fn prompt(text: &str) -> Vec<TokenId> {
     stub(1, 512).tokenize(text, false).expect("tokenize")
 }
 
+/// Holds the engine's thread in a job until `release` is sent (or dropped): nothing is admitted
+/// or stepped meanwhile. Join the handle after releasing.
+fn hold(
+    engine: &Engine,
+) -> (
+    std::sync::mpsc::Sender<()>,
+    std::thread::JoinHandle<Result<(), EngineError>>,
+) {
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let holder = engine.clone();
+    let blocker = std::thread::spawn(move || {
+        holder.with_backend(move |_| {
+            started_tx.send(()).expect("test alive");
+            let _ = gate.recv();
+        })
+    });
+    started.recv().expect("the engine runs the job");
+    (release, blocker)
+}
+
 fn request(text: &str, max_tokens: u32) -> GenerateRequest {
     GenerateRequest {
         prompt: prompt(text),
@@ -123,16 +144,7 @@ fn beyond_live_plus_queue_requests_are_busy() {
     let engine = engine(2, config);
     // Hold the engine's thread: the stub generates so fast that a held stream could
     // otherwise finish (and free its place) before the fifth request is submitted.
-    let (started_tx, started) = std::sync::mpsc::channel();
-    let (release, gate) = std::sync::mpsc::channel::<()>();
-    let holder = engine.clone();
-    let blocker = std::thread::spawn(move || {
-        holder.with_backend(move |_| {
-            started_tx.send(()).expect("test alive");
-            gate.recv().expect("test alive");
-        })
-    });
-    started.recv().expect("the engine runs the job");
+    let (release, blocker) = hold(&engine);
     let held: Vec<_> = (0..4)
         .map(|_| engine.submit(request("hold", 500)).expect("within bounds"))
         .collect();
@@ -189,16 +201,7 @@ fn a_request_cancelled_while_queued_frees_its_queue_slot_at_once() {
     };
     let engine = engine(1, config);
     // Hold the engine's thread so nothing is admitted or stepped meanwhile.
-    let (started_tx, started) = std::sync::mpsc::channel();
-    let (release, gate) = std::sync::mpsc::channel::<()>();
-    let holder = engine.clone();
-    let blocker = std::thread::spawn(move || {
-        holder.with_backend(move |_| {
-            started_tx.send(()).expect("test alive");
-            gate.recv().expect("test alive");
-        })
-    });
-    started.recv().expect("the engine runs the job");
+    let (release, blocker) = hold(&engine);
 
     let live = engine.submit(request("first", 5)).expect("submit");
     let queued = engine.submit(request("second", 5)).expect("submit");

@@ -2,8 +2,8 @@
 
 use std::io::Write;
 
-use anyhow::{Context, Result};
-use wick::{ChatRequest, Event, Llm, ModelKwargs};
+use anyhow::Result;
+use wick::{ChatRequest, Event, Llm};
 
 use super::{Answer, ChatArgs, Conversation, Interrupt, Printer, Responder};
 
@@ -16,25 +16,13 @@ pub(super) struct Local {
 impl Local {
     /// Loads the model `-m` names (downloading it when needed), or the default model.
     pub(super) fn load(args: &ChatArgs) -> Result<Self> {
-        let mut builder = match args.model.as_deref() {
-            Some(reference) => Llm::builder().model_ref(reference),
-            None => Llm::builder(),
-        };
-        if let Some(template) = &args.chat_template {
-            builder = builder.chat_template(template.clone());
-        }
-        builder = builder
-            .temperature(args.sampling.temperature)
-            .generate_kwargs(args.sampling.sampler())
-            .max_new_tokens(args.max_tokens)
-            .context_window(args.load.ctx_size)
-            .model_kwargs(ModelKwargs {
-                n_threads: args.load.threads,
-                n_gpu_layers: args.load.gpu_layers,
-                n_seq_max: 1,
-                ..ModelKwargs::default()
-            });
-        let llm = builder.build().context("loading the model")?;
+        let llm = crate::flags::load_llm(
+            args.model.as_deref(),
+            args.chat_template.as_deref(),
+            &args.sampling,
+            &args.load,
+            args.max_tokens,
+        )?;
         Ok(Local { llm })
     }
 }
