@@ -133,9 +133,10 @@ pub enum BackendError {
         /// What the engine reported.
         reason: String,
     },
-    /// The thread that owns the model is gone (it panicked or was shut down).
-    #[error("the backend worker thread has stopped")]
-    WorkerGone,
+    /// The model's context is gone: rebuilding it (to load an adapter) failed, so the backend
+    /// can serve nothing more; load the model again.
+    #[error("the model's context could not be rebuilt; load the model again")]
+    ContextGone,
 }
 
 impl BackendError {
@@ -173,7 +174,7 @@ impl BackendError {
             | BackendError::Adapter { .. }
             | BackendError::InvalidSnapshot { .. }
             | BackendError::Decode { .. }
-            | BackendError::WorkerGone => ErrorClass::Internal,
+            | BackendError::ContextGone => ErrorClass::Internal,
         }
     }
 }

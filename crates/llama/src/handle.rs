@@ -1,8 +1,10 @@
-//! The `LlamaBackend` handle: a cheap front that sends work to the thread owning the model.
+//! The `LlamaBackend`: the model and its context, owned by whichever thread owns the backend.
+//!
+//! There is no worker thread of its own: the engine's thread owns the backend, so each `step`
+//! is a plain call into llama.cpp, with no channel round trip and no second actor.
 
-use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::thread::JoinHandle;
+use std::path::Path;
+use std::sync::Arc;
 
 use llama_cpp_2::model::LlamaModel;
 use wick_backend::{
@@ -11,30 +13,43 @@ use wick_backend::{
 };
 use wick_types::{Grammar, SamplerOpts, SeqId, TokenId};
 
+use crate::vocab::LlamaTokenizer;
 use crate::worker::{State, Worker};
 
 type Result<T> = std::result::Result<T, BackendError>;
-type Job = Box<dyn FnOnce(&mut Worker<'_>) + Send>;
 
-enum Command {
-    Run(Job),
-    /// Loading an adapter needs the model mutably, so the worker gives up its context for it.
-    LoadAdapter(PathBuf, mpsc::SyncSender<Result<AdapterId>>),
-}
+self_cell::self_cell!(
+    /// The model and the context that borrows it, in one value: `LlamaContext<'m>` borrows
+    /// its `LlamaModel`, and the backend must own both to be moved onto the engine's thread.
+    struct Loaded {
+        owner: LlamaModel,
+        #[covariant]
+        dependent: Worker,
+    }
+);
 
-/// The llama.cpp backend. Cheap to move between threads; the model lives on its own thread.
+/// The llama.cpp backend: the model, its context and every sequence.
 ///
-/// Dropping it stops that thread and frees the model (seed 001's `terminate`).
-#[derive(Debug)]
+/// It is `Send`: build it anywhere and move it onto the thread that steps it (the engine's).
+/// Dropping it frees the context and then the model (seed 001's `terminate`).
 pub struct LlamaBackend {
     info: ModelInfo,
-    tokenizer: std::sync::Arc<crate::vocab::LlamaTokenizer>,
-    tx: Option<mpsc::Sender<Command>>,
-    thread: Option<JoinHandle<()>>,
+    tokenizer: Arc<LlamaTokenizer>,
+    /// `None` only after a failed context rebuild (an adapter load): every call then fails.
+    loaded: Option<Loaded>,
+}
+
+impl std::fmt::Debug for LlamaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlamaBackend")
+            .field("model", &self.info.name)
+            .field("loaded", &self.loaded.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl LlamaBackend {
-    /// Loads the model of `config` on a new worker thread (seed 001's `init`).
+    /// Loads the model of `config` and creates its context (seed 001's `init`).
     ///
     /// # Errors
     ///
@@ -42,140 +57,56 @@ impl LlamaBackend {
     /// that is missing, not GGUF, truncated or not loadable.
     pub fn load(config: &BackendConfig) -> Result<Self> {
         config.validate()?;
-        let (tx, rx) = mpsc::channel();
-        let (ready_tx, ready_rx) = mpsc::sync_channel(1);
-        let config_path = config.model_path.clone();
-        let config = config.clone();
-        let thread = std::thread::Builder::new()
-            .name("wick-llama".into())
-            .spawn(move || run(&config, &rx, &ready_tx))
-            .map_err(|e| BackendError::Load {
-                path: PathBuf::from("worker thread"),
-                reason: e.to_string(),
-            })?;
-        let info = ready_rx.recv().map_err(|_| BackendError::WorkerGone)??;
-        let tokenizer = crate::vocab::LlamaTokenizer::load(&config_path, info.n_vocab)?;
+        let model = crate::load::load_model(config)?;
+        let info = crate::load::model_info(config, &model);
+        let state = State {
+            config: config.clone(),
+            fingerprint: crate::load::fingerprint(config, &info),
+            seqs: vec![Vec::new(); config.n_seq_max as usize],
+            samplers: crate::sampler::Samplers::new(),
+            adapters: std::collections::HashMap::new(),
+            active_adapter: None,
+            next_adapter: 1,
+            info: info.clone(),
+        };
+        let loaded = Loaded::try_new(model, |model| new_worker(model, state, Vec::new()))?;
+        let tokenizer = LlamaTokenizer::load(&config.model_path, info.n_vocab)?;
         Ok(LlamaBackend {
             info,
-            tokenizer: std::sync::Arc::new(tokenizer),
-            tx: Some(tx),
-            thread: Some(thread),
+            tokenizer: Arc::new(tokenizer),
+            loaded: Some(loaded),
         })
     }
 
-    /// Sends the command `make` builds around a reply channel, and waits for the reply.
-    fn request<R>(&self, make: impl FnOnce(mpsc::SyncSender<Result<R>>) -> Command) -> Result<R> {
-        let (reply_tx, reply_rx) = mpsc::sync_channel(1);
-        let tx = self.tx.as_ref().ok_or(BackendError::WorkerGone)?;
-        tx.send(make(reply_tx))
-            .map_err(|_| BackendError::WorkerGone)?;
-        reply_rx.recv().map_err(|_| BackendError::WorkerGone)?
+    fn loaded(&self) -> Result<&Loaded> {
+        self.loaded.as_ref().ok_or(BackendError::ContextGone)
     }
 
-    fn call<R: Send + 'static>(
-        &self,
-        job: impl FnOnce(&mut Worker<'_>) -> Result<R> + Send + 'static,
-    ) -> Result<R> {
-        self.request(|reply| {
-            Command::Run(Box::new(move |worker| {
-                let _ = reply.send(job(worker));
-            }))
-        })
+    /// Runs `job` on the worker (the model, the context and the sequences).
+    fn with<R>(&mut self, job: impl FnOnce(&mut Worker<'_>) -> Result<R>) -> Result<R> {
+        self.loaded
+            .as_mut()
+            .ok_or(BackendError::ContextGone)?
+            .with_dependent_mut(|_, worker| job(worker))
     }
-}
 
-impl Drop for LlamaBackend {
-    fn drop(&mut self) {
-        drop(self.tx.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+    /// Loading an adapter needs the model mutably: the context is given up (each sequence's
+    /// KV state saved first), the adapter loaded, and a new context made with the states put
+    /// back.
+    fn load_adapter_rebuilding(&mut self, path: &Path) -> Result<AdapterId> {
+        let mut loaded = self.loaded.take().ok_or(BackendError::ContextGone)?;
+        let (mut state, saved) = loaded.with_dependent_mut(|_, worker| {
+            // Saved before the state (and its sequence list) moves out.
+            let saved = save_all(worker);
+            (worker.take_state(), saved)
+        });
+        let mut model = loaded.into_owner();
+        let result = load_adapter(&mut model, &mut state, path);
+        self.loaded = Some(Loaded::try_new(model, |model| {
+            new_worker(model, state, saved)
+        })?);
+        result
     }
-}
-
-/// The worker thread: load the model, then serve commands until the handle is dropped.
-fn run(
-    config: &BackendConfig,
-    rx: &mpsc::Receiver<Command>,
-    ready: &mpsc::SyncSender<Result<ModelInfo>>,
-) {
-    let mut model = match crate::load::load_model(config) {
-        Ok(model) => model,
-        Err(e) => {
-            let _ = ready.send(Err(e));
-            return;
-        }
-    };
-    let info = crate::load::model_info(config, &model);
-    let mut state = State {
-        config: config.clone(),
-        fingerprint: crate::load::fingerprint(config, &info),
-        seqs: vec![Vec::new(); config.n_seq_max as usize],
-        samplers: crate::sampler::Samplers::new(),
-        adapters: std::collections::HashMap::new(),
-        active_adapter: None,
-        next_adapter: 1,
-        info: info.clone(),
-    };
-    let mut ready = Some(ready);
-    let mut saved = Vec::new();
-    loop {
-        let Some(handover) = serve(&model, state, saved, rx, &mut ready) else {
-            return;
-        };
-        state = handover.state;
-        saved = handover.saved;
-        let loaded = load_adapter(&mut model, &mut state, &handover.path);
-        let _ = handover.reply.send(loaded);
-    }
-}
-
-type AdapterRequest = (PathBuf, mpsc::SyncSender<Result<AdapterId>>);
-
-/// What a worker hands back when it gives up its context for an adapter load.
-struct Handover {
-    state: State,
-    saved: Vec<(i32, Vec<u8>)>,
-    path: PathBuf,
-    reply: mpsc::SyncSender<Result<AdapterId>>,
-}
-
-/// Serves commands with one context until the handle is dropped (`None`) or an adapter must be
-/// loaded: then the context is given up and the state and sequences come back.
-fn serve(
-    model: &LlamaModel,
-    state: State,
-    saved: Vec<(i32, Vec<u8>)>,
-    rx: &mpsc::Receiver<Command>,
-    ready: &mut Option<&mpsc::SyncSender<Result<ModelInfo>>>,
-) -> Option<Handover> {
-    let info = state.info.clone();
-    let mut worker = match new_worker(model, state, saved) {
-        Ok(worker) => worker,
-        Err(e) => {
-            if let Some(ready) = ready.take() {
-                let _ = ready.send(Err(e));
-            }
-            return None;
-        }
-    };
-    if let Some(ready) = ready.take() {
-        let _ = ready.send(Ok(info));
-    }
-    let (path, reply): AdapterRequest = loop {
-        match rx.recv() {
-            Ok(Command::Run(job)) => job(&mut worker),
-            Ok(Command::LoadAdapter(path, reply)) => break (path, reply),
-            Err(_) => return None,
-        }
-    };
-    let saved = save_all(&worker);
-    Some(Handover {
-        state: worker.state,
-        saved,
-        path,
-        reply,
-    })
 }
 
 fn load_adapter(model: &mut LlamaModel, state: &mut State, path: &Path) -> Result<AdapterId> {
@@ -290,87 +221,76 @@ impl Backend for LlamaBackend {
     }
 
     fn seq_tokens(&self, seq: SeqId) -> Result<Vec<TokenId>> {
-        self.call(move |w| w.seq_tokens(seq))
+        self.loaded()?.with_dependent(|_, w| w.seq_tokens(seq))
     }
 
     fn kv_pack(&mut self, seq: SeqId) -> Result<Vec<u8>> {
-        self.call(move |w| w.kv_pack(seq))
+        self.with(|w| w.kv_pack(seq))
     }
 
     fn kv_unpack(&mut self, seq: SeqId, snapshot: &[u8]) -> Result<()> {
-        let snapshot = snapshot.to_vec();
-        self.call(move |w| w.kv_unpack(seq, &snapshot))
+        self.with(|w| w.kv_unpack(seq, snapshot))
     }
 
     fn step(&mut self, ops: &[(SeqId, StepOp)]) -> Result<Vec<(SeqId, StepResult)>> {
-        let ops = ops.to_vec();
-        self.call(move |w| w.step(&ops))
+        self.with(|w| w.step(ops))
     }
 
     fn sampler_new(&mut self, opts: &SamplerOpts) -> Result<SamplerId> {
-        let opts = opts.clone();
-        self.call(move |w| w.state.samplers.create(w.model, &opts))
+        self.with(|w| w.state.samplers.create(w.model, opts))
     }
 
     fn sampler_configure(&mut self, sampler: SamplerId, opts: &SamplerOpts) -> Result<()> {
-        let opts = opts.clone();
-        self.call(move |w| w.state.samplers.configure(w.model, sampler, &opts))
+        self.with(|w| w.state.samplers.configure(w.model, sampler, opts))
     }
 
     fn sampler_clear(&mut self, sampler: SamplerId) -> Result<()> {
-        self.call(move |w| w.state.samplers.clear(sampler))
+        self.with(|w| w.state.samplers.clear(sampler))
     }
 
     fn sampler_free(&mut self, sampler: SamplerId) -> Result<()> {
-        self.call(move |w| w.state.samplers.free(sampler))
+        self.with(|w| w.state.samplers.free(sampler))
     }
 
     fn set_grammar(&mut self, sampler: SamplerId, grammar: Option<&Grammar>) -> Result<()> {
-        let grammar = grammar.cloned();
-        self.call(move |w| {
-            w.state
-                .samplers
-                .set_grammar(w.model, sampler, grammar.as_ref())
-        })
+        self.with(|w| w.state.samplers.set_grammar(w.model, sampler, grammar))
     }
 
     fn load_adapter(&mut self, path: &Path) -> Result<AdapterId> {
-        self.request(|reply| Command::LoadAdapter(path.to_path_buf(), reply))
+        self.load_adapter_rebuilding(path)
     }
 
     fn apply_adapters(&mut self, adapters: &[(AdapterId, f32)]) -> Result<()> {
         let adapters: Vec<(u64, f32)> = adapters.iter().map(|(a, s)| (a.0, *s)).collect();
-        self.call(move |w| w.apply_adapters(&adapters))
+        self.with(|w| w.apply_adapters(&adapters))
     }
 
     fn unload_adapter(&mut self, adapter: AdapterId) -> Result<()> {
-        self.call(move |w| w.unload_adapter(adapter.0))
+        self.with(|w| w.unload_adapter(adapter.0))
     }
 
     fn embed(&mut self, tokens: &[TokenId]) -> Result<Vec<f32>> {
-        let tokens = tokens.to_vec();
-        self.call(move |w| w.embed(&tokens))
+        self.with(|w| w.embed(tokens))
     }
 
     fn verify(&mut self, seq: SeqId, candidates: &[TokenId]) -> Result<Verified> {
-        let candidates = candidates.to_vec();
-        self.call(move |w| w.verify(seq, &candidates))
+        self.with(|w| w.verify(seq, candidates))
     }
 
     fn seq_rm(&mut self, seq: SeqId) -> Result<()> {
-        self.call(move |w| w.truncate(seq, 0))
+        self.with(|w| w.truncate(seq, 0))
     }
 
     fn seq_rm_last(&mut self, seq: SeqId, n: usize) -> Result<()> {
-        self.call(move |w| w.seq_rm_last(seq, n))
+        self.with(|w| w.seq_rm_last(seq, n))
     }
 
     fn seq_copy(&mut self, src: SeqId, dst: SeqId, n: usize) -> Result<()> {
-        self.call(move |w| w.seq_copy(src, dst, n))
+        self.with(|w| w.seq_copy(src, dst, n))
     }
 
     fn seq_clear(&mut self) -> Result<()> {
-        self.call(|w| {
+        self.with(|w| {
             w.seq_clear();
             Ok(())
         })

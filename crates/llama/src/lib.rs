@@ -1,8 +1,9 @@
 //! wick's llama.cpp backend: the [`wick_backend::Backend`] contract over `llama-cpp-2`.
 //!
-//! One worker thread owns the model and its contexts (`LlamaContext` is not `Send`); the
-//! [`LlamaBackend`] handle sends it work over a channel and waits for the answer. Every input is
-//! checked before it reaches llama.cpp, so bad input is an error, never an abort.
+//! A [`LlamaBackend`] owns the model and its context and runs no thread of its own: the thread
+//! that owns it (the engine's, one per model) calls straight into llama.cpp, so a step costs no
+//! channel round trip. Every input is checked before it reaches llama.cpp, so bad input is an
+//! error, never an abort.
 //!
 //! ```no_run
 //! use wick_backend::{Backend, BackendConfig};

@@ -1,4 +1,5 @@
-//! The worker thread's side: the model, its contexts and every sequence, owned by one thread.
+//! The worker: the model, its contexts and every sequence, owned by the thread that steps them
+//! (the engine's).
 
 use std::collections::HashMap;
 
@@ -29,7 +30,7 @@ pub(crate) struct State {
     pub(crate) next_adapter: u64,
 }
 
-/// The model and its contexts, as the worker thread holds them.
+/// The model and its contexts, as the backend holds them.
 ///
 /// Invariant: the KV cells of sequence `s` hold every token of `state.seqs[s]` but the last,
 /// at positions `0..len - 1`; the last token is evaluated by the next decode.
@@ -82,6 +83,21 @@ impl Worker<'_> {
             });
         }
         Ok(())
+    }
+
+    /// Moves the state out, to carry it into a new context; an empty one is left behind.
+    pub(crate) fn take_state(&mut self) -> State {
+        let empty = State {
+            config: self.state.config.clone(),
+            info: self.state.info.clone(),
+            fingerprint: String::new(),
+            seqs: Vec::new(),
+            samplers: Samplers::new(),
+            adapters: HashMap::new(),
+            active_adapter: None,
+            next_adapter: 0,
+        };
+        std::mem::replace(&mut self.state, empty)
     }
 
     pub(crate) fn seq_tokens(&self, seq: SeqId) -> Result<Vec<TokenId>> {
