@@ -23,6 +23,13 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/embeddings", post(embeddings::handler))
         .route("/v1/models", get(list_models))
         .route("/v1/models/{*id}", get(get_model))
+        // llama-server's names for the same routes, without the `/v1` prefix: tools written
+        // for llama-server call these.
+        .route("/chat/completions", post(chat::handler))
+        .route("/completions", post(completions::handler))
+        .route("/embeddings", post(embeddings::handler))
+        .route("/models", get(list_models))
+        .route("/v1/health", get(health))
         .route("/tokenize", post(tokens::tokenize))
         .route("/detokenize", post(tokens::detokenize))
         .route("/health", get(health))

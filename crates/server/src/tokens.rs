@@ -8,8 +8,10 @@ use crate::extract::ApiJson;
 use crate::wire::{DetokenizeRequest, TokenizeRequest};
 use crate::{ApiError, AppState};
 
-/// `{"content": "…", "add_special"?: bool}` → `{"tokens": [ids]}`. With `add_special` the
-/// text's special-token spellings become control tokens.
+/// `{"content": "…", "add_special"?: bool, "with_pieces"?: bool}` → `{"tokens": [ids]}`. With
+/// `add_special` the text's special-token spellings become control tokens; with `with_pieces`
+/// each token is `{"id", "piece"}`, the piece a string when its bytes are UTF-8 and an array of
+/// bytes when not (a token may hold part of a character), as llama-server answers.
 pub(crate) async fn tokenize(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<TokenizeRequest>,
@@ -22,8 +24,20 @@ pub(crate) async fn tokenize(
         .llm
         .atokenize(&content, req.add_special.unwrap_or(false))
         .await?;
-    let ids: Vec<u32> = tokens.iter().map(|t| t.0).collect();
-    Ok(Json(json!({"tokens": ids})))
+    if !req.with_pieces.unwrap_or(false) {
+        let ids: Vec<u32> = tokens.iter().map(|t| t.0).collect();
+        return Ok(Json(json!({"tokens": ids})));
+    }
+    let mut pieces = Vec::with_capacity(tokens.len());
+    for token in tokens {
+        let bytes = served.llm.token_bytes(token)?;
+        let piece = match String::from_utf8(bytes) {
+            Ok(text) => json!(text),
+            Err(e) => json!(e.into_bytes()),
+        };
+        pieces.push(json!({"id": token.0, "piece": piece}));
+    }
+    Ok(Json(json!({"tokens": pieces})))
 }
 
 /// `{"tokens": [ids]}` → `{"content": "…"}`.

@@ -166,6 +166,8 @@ pub(crate) struct TokenizeRequest {
     pub(crate) model: Option<String>,
     pub(crate) content: Option<String>,
     pub(crate) add_special: Option<bool>,
+    /// llama-server's `with_pieces`: each token as `{"id", "piece"}`.
+    pub(crate) with_pieces: Option<bool>,
 }
 
 /// `POST /detokenize`.

@@ -800,3 +800,54 @@ async fn completion_logprobs_are_the_legacy_arrays() {
         assert_error(&body, Some("logprobs"));
     }
 }
+
+#[tokio::test]
+async fn llama_server_route_names_without_v1_answer_as_the_v1_ones() {
+    let (status, v1) = post_json(app(), "/v1/chat/completions", &chat_body(&json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{v1}");
+    let (status, bare) = post_json(app(), "/chat/completions", &chat_body(&json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{bare}");
+    assert_eq!(
+        bare["choices"][0]["message"], v1["choices"][0]["message"],
+        "the same seeded request, the same answer"
+    );
+    let completion = json!({"model": "stub", "prompt": "Once", "max_tokens": 4, "seed": 1});
+    let (status, body) = post_json(app(), "/completions", &completion).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["object"], "text_completion");
+    let (status, body) = post_json(app(), "/embeddings", &json!({"input": "sea"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(!body["data"][0]["embedding"].as_array().unwrap().is_empty());
+    for path in ["/models", "/v1/health"] {
+        let req = Request::get(path).body(Body::empty()).unwrap();
+        let (status, _, text) = send(app(), req).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {text}");
+    }
+    let req = Request::get("/models").body(Body::empty()).unwrap();
+    let (_, _, text) = send(app(), req).await;
+    let models: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(models["data"][0]["id"], "stub");
+}
+
+#[tokio::test]
+async fn tokenize_with_pieces_gives_each_tokens_text() {
+    let body = json!({"content": "Hello world", "with_pieces": true});
+    let (status, pieces) = post_json(app(), "/tokenize", &body).await;
+    assert_eq!(status, StatusCode::OK, "{pieces}");
+    let (_, plain) = post_json(app(), "/tokenize", &json!({"content": "Hello world"})).await;
+    let pieces = pieces["tokens"].as_array().unwrap();
+    let ids: Vec<&Value> = pieces.iter().map(|p| &p["id"]).collect();
+    assert_eq!(
+        ids,
+        plain["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .collect::<Vec<_>>()
+    );
+    let text: String = pieces
+        .iter()
+        .map(|p| p["piece"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "Hello world", "the pieces spell the text");
+}

@@ -298,6 +298,19 @@ impl Llm {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// The bytes one token stands for (part of a character, for some tokens).
+    ///
+    /// # Errors
+    ///
+    /// An out-of-range token.
+    pub fn token_bytes(&self, token: TokenId) -> Result<Vec<u8>> {
+        Ok(self
+            .loaded
+            .engine
+            .tokenizer()
+            .detokenize(std::slice::from_ref(&token))?)
+    }
+
     /// The embedding of `text` (mean-pooled, as the backend computes it).
     ///
     /// # Errors
