@@ -95,6 +95,10 @@ fn events(body: &str) -> Vec<(String, Value)> {
         .collect()
 }
 
+fn index_of(data: &Value) -> usize {
+    usize::try_from(data["index"].as_u64().unwrap()).unwrap()
+}
+
 /// The whole message a stream accumulates to, checking Anthropic's event order and the
 /// blocks' numbering on the way.
 fn accumulate(events: &[(String, Value)]) -> Value {
@@ -110,13 +114,13 @@ fn accumulate(events: &[(String, Value)]) -> Value {
         match name.as_str() {
             "content_block_start" => {
                 assert_eq!(open, None, "a block opened inside another");
-                let index = data["index"].as_u64().unwrap() as usize;
+                let index = index_of(data);
                 assert_eq!(index, content.len(), "blocks are numbered in order");
                 content.push(data["content_block"].clone());
                 open = Some(index);
             }
             "content_block_delta" => {
-                let index = data["index"].as_u64().unwrap() as usize;
+                let index = index_of(data);
                 assert_eq!(open, Some(index));
                 let block = &mut content[index];
                 let delta = &data["delta"];
@@ -130,7 +134,7 @@ fn accumulate(events: &[(String, Value)]) -> Value {
                 block[field] = Value::String(so_far + piece.as_str().unwrap());
             }
             "content_block_stop" => {
-                let index = data["index"].as_u64().unwrap() as usize;
+                let index = index_of(data);
                 assert_eq!(open, Some(index));
                 let block = &mut content[index];
                 if let Some(json) = block.as_object_mut().unwrap().remove("partial_json") {

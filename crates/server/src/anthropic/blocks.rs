@@ -32,37 +32,38 @@ pub(crate) enum ContentBlock {
 
 /// A `content_block_delta`'s `delta`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type")]
 pub(crate) enum Delta {
-    TextDelta { text: String },
-    ThinkingDelta { thinking: String },
-    InputJsonDelta { partial_json: String },
+    #[serde(rename = "text_delta")]
+    Text { text: String },
+    #[serde(rename = "thinking_delta")]
+    Thinking { thinking: String },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: String },
 }
 
 /// The block events of a stream (`message_start` and the closing events are the stream's).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type")]
 pub(crate) enum BlockEvent {
-    ContentBlockStart {
+    #[serde(rename = "content_block_start")]
+    Start {
         index: usize,
         content_block: ContentBlock,
     },
-    ContentBlockDelta {
-        index: usize,
-        delta: Delta,
-    },
-    ContentBlockStop {
-        index: usize,
-    },
+    #[serde(rename = "content_block_delta")]
+    Delta { index: usize, delta: Delta },
+    #[serde(rename = "content_block_stop")]
+    Stop { index: usize },
 }
 
 impl BlockEvent {
     /// The SSE `event:` name: the same as `type`.
     pub(crate) fn name(&self) -> &'static str {
         match self {
-            BlockEvent::ContentBlockStart { .. } => "content_block_start",
-            BlockEvent::ContentBlockDelta { .. } => "content_block_delta",
-            BlockEvent::ContentBlockStop { .. } => "content_block_stop",
+            BlockEvent::Start { .. } => "content_block_start",
+            BlockEvent::Delta { .. } => "content_block_delta",
+            BlockEvent::Stop { .. } => "content_block_stop",
         }
     }
 }
@@ -105,18 +106,17 @@ impl Blocks {
                         out,
                     );
                 }
-                Event::ToolCallArgs { text, .. } => {
+                Event::ToolCallArgs { text, .. }
                     if self.open
-                        && matches!(self.content.last(), Some(ContentBlock::ToolUse { .. }))
-                    {
-                        self.args.push_str(text);
-                        self.delta(
-                            Delta::InputJsonDelta {
-                                partial_json: text.clone(),
-                            },
-                            out,
-                        );
-                    }
+                        && matches!(self.content.last(), Some(ContentBlock::ToolUse { .. })) =>
+                {
+                    self.args.push_str(text);
+                    self.delta(
+                        Delta::InputJson {
+                            partial_json: text.clone(),
+                        },
+                        out,
+                    );
                 }
                 // The end is the caller's (it carries the stop reason and usage).
                 _ => {}
@@ -181,16 +181,15 @@ impl Blocks {
     }
 
     fn append(&mut self, more: &str) {
-        match self.content.last_mut() {
-            Some(ContentBlock::Text { text } | ContentBlock::Thinking { thinking: text, .. }) => {
-                text.push_str(more);
-            }
-            _ => {}
+        if let Some(ContentBlock::Text { text } | ContentBlock::Thinking { thinking: text, .. }) =
+            self.content.last_mut()
+        {
+            text.push_str(more);
         }
     }
 
     fn start(&mut self, block: ContentBlock, out: &mut Vec<BlockEvent>) {
-        out.push(BlockEvent::ContentBlockStart {
+        out.push(BlockEvent::Start {
             index: self.content.len(),
             content_block: block.clone(),
         });
@@ -199,7 +198,7 @@ impl Blocks {
     }
 
     fn delta(&self, delta: Delta, out: &mut Vec<BlockEvent>) {
-        out.push(BlockEvent::ContentBlockDelta {
+        out.push(BlockEvent::Delta {
             index: self.content.len() - 1,
             delta,
         });
@@ -220,7 +219,7 @@ impl Blocks {
                 _ => tracing::warn!("tool call `{name}`: arguments are not a JSON object: {args}"),
             }
         }
-        out.push(BlockEvent::ContentBlockStop {
+        out.push(BlockEvent::Stop {
             index: self.content.len() - 1,
         });
     }
@@ -228,8 +227,8 @@ impl Blocks {
 
 fn delta(kind: Kind, text: String) -> Delta {
     match kind {
-        Kind::Text => Delta::TextDelta { text },
-        Kind::Thinking => Delta::ThinkingDelta { thinking: text },
+        Kind::Text => Delta::Text { text },
+        Kind::Thinking => Delta::Thinking { thinking: text },
     }
 }
 
@@ -255,6 +254,7 @@ pub(crate) fn stop_reason(reason: Option<FinishReason>) -> &'static str {
 /// A message's `usage`: `input_tokens` counts the prompt tokens not read from the cache
 /// (Anthropic's split), `cache_read_input_tokens` the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[allow(clippy::struct_field_names)] // Anthropic's names
 pub(crate) struct AnthropicUsage {
     input_tokens: u32,
     cache_creation_input_tokens: u32,
@@ -356,9 +356,9 @@ mod tests {
         let names: Vec<String> = out
             .iter()
             .map(|e| match e {
-                BlockEvent::ContentBlockStart { index, .. } => format!("start {index}"),
-                BlockEvent::ContentBlockDelta { index, .. } => format!("delta {index}"),
-                BlockEvent::ContentBlockStop { index } => format!("stop {index}"),
+                BlockEvent::Start { index, .. } => format!("start {index}"),
+                BlockEvent::Delta { index, .. } => format!("delta {index}"),
+                BlockEvent::Stop { index } => format!("stop {index}"),
             })
             .collect();
         assert_eq!(
@@ -371,9 +371,9 @@ mod tests {
         // The deltas of each block concatenate to it.
         let mut json = String::new();
         for e in &out {
-            if let BlockEvent::ContentBlockDelta {
+            if let BlockEvent::Delta {
                 index: 1,
-                delta: Delta::InputJsonDelta { partial_json },
+                delta: Delta::InputJson { partial_json },
             } = e
             {
                 json.push_str(partial_json);

@@ -171,16 +171,17 @@ fn message_id() -> String {
 
 /// `message_start`, `message_delta` and `message_stop`.
 #[derive(Debug, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type")]
 enum MessageEvent<'a> {
-    MessageStart {
-        message: MessageObject<'a>,
-    },
-    MessageDelta {
+    #[serde(rename = "message_start")]
+    Start { message: MessageObject<'a> },
+    #[serde(rename = "message_delta")]
+    Delta {
         delta: StopDelta,
         usage: AnthropicUsage,
     },
-    MessageStop,
+    #[serde(rename = "message_stop")]
+    Stop,
 }
 
 /// `message_delta.delta`.
@@ -221,7 +222,7 @@ impl StreamRun {
         let mut frames = Vec::new();
         if !self.started {
             self.started = true;
-            let start = MessageEvent::MessageStart {
+            let start = MessageEvent::Start {
                 message: MessageObject {
                     id: &self.id,
                     kind: "message",
@@ -274,7 +275,7 @@ impl StreamRun {
         let mut out = Vec::new();
         let _: Vec<ContentBlock> = self.blocks.finish(&mut out);
         let mut frames: Vec<Bytes> = out.iter().map(|e| sse::named(e.name(), e)).collect();
-        let delta = MessageEvent::MessageDelta {
+        let delta = MessageEvent::Delta {
             delta: StopDelta {
                 stop_reason: blocks::stop_reason(reason),
                 stop_sequence: None,
@@ -282,7 +283,7 @@ impl StreamRun {
             usage: AnthropicUsage::from(usage),
         };
         frames.push(sse::named("message_delta", &delta));
-        frames.push(sse::named("message_stop", &MessageEvent::MessageStop));
+        frames.push(sse::named("message_stop", &MessageEvent::Stop));
         frames
     }
 }
