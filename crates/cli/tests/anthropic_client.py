@@ -38,6 +38,9 @@ TOOLS = [
         },
     },
 ]
+# This SDK version has no sampling arguments (newer Claude models take none); the API's
+# `temperature` still travels in the body.
+GREEDY = {"temperature": 0}
 SYSTEM = [{"type": "text", "text": "You are a helpful assistant.",
            "cache_control": {"type": "ephemeral"}}]
 
@@ -58,7 +61,7 @@ def text_of(message):
 
 
 def plain_and_streamed():
-    kwargs = dict(model=MODEL, max_tokens=32, temperature=0, system=SYSTEM,
+    kwargs = dict(model=MODEL, max_tokens=32, system=SYSTEM, extra_body=GREEDY,
                   messages=user("Name three colors."))
     whole = client.messages.create(**kwargs)
     check(whole.type == "message" and whole.role == "assistant", f"a message: {whole}")
@@ -87,6 +90,15 @@ def plain_and_streamed():
     count = client.messages.count_tokens(model=MODEL, system=SYSTEM,
                                          messages=user("Name three colors."))
     check(count.input_tokens == prompt, f"count_tokens {count.input_tokens} == {prompt}")
+    # Structured output: output_config.format holds the answer to a JSON schema.
+    schema = {"type": "object", "properties": {"color": {"type": "string", "maxLength": 16}},
+              "required": ["color"], "additionalProperties": False}
+    shaped = client.messages.create(model=MODEL, max_tokens=48, extra_body=GREEDY,
+                                    messages=user("Name a color as JSON."),
+                                    output_config={"format": {"type": "json_schema",
+                                                              "schema": schema}})
+    check(isinstance(json.loads(text_of(shaped)).get("color"), str),
+          f"output_config.format json_schema: {text_of(shaped)!r}")
     # The beta client adds ?beta=true to the path.
     beta = client.beta.messages.create(**kwargs)
     check(beta.type == "message", "beta.messages.create (?beta=true)")
@@ -115,7 +127,7 @@ def forced_call(label, **kwargs):
 
 
 def tools():
-    base = dict(model=MODEL, max_tokens=64, temperature=0, tools=TOOLS,
+    base = dict(model=MODEL, max_tokens=64, extra_body=GREEDY, tools=TOOLS,
                 messages=user("What is the weather in Paris?"))
     whole = forced_call("tool_choice=tool", tool_choice={"type": "tool", "name": "get_weather"},
                         **base)
@@ -130,7 +142,7 @@ def tools():
         {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": call.id, "content": "sunny, 21 C"}]},
     ]
-    answer = client.messages.create(model=MODEL, max_tokens=24, temperature=0, tools=TOOLS,
+    answer = client.messages.create(model=MODEL, max_tokens=24, extra_body=GREEDY, tools=TOOLS,
                                     tool_choice={"type": "none"}, messages=history)
     check(all(b.type == "text" for b in answer.content) and bool(text_of(answer)),
           f"tool_result round trip answered in text: {answer.content}")

@@ -32,10 +32,8 @@ fn wick_home() -> PathBuf {
 
 /// The venv's python, with the package installed when it is missing.
 fn anthropic_python() -> PathBuf {
-    let python = std::env::var_os("WICK_OPENAI_PYTHON").map_or_else(
-        || wick_home().join("venv-openai/bin/python"),
-        PathBuf::from,
-    );
+    let python = std::env::var_os("WICK_OPENAI_PYTHON")
+        .map_or_else(|| wick_home().join("venv-openai/bin/python"), PathBuf::from);
     if !has_anthropic(&python) {
         if !python.exists() {
             let venv = python

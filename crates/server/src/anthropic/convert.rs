@@ -79,6 +79,7 @@ pub(crate) fn valid(req: MessagesRequest, purpose: Purpose) -> Result<ValidChat,
             ..WireSampling::default()
         },
         stream: req.stream,
+        response_format: output_format(req.output_config.and_then(|c| c.format))?,
         chat_template_kwargs: thinking(req.thinking.as_ref())?,
         ..ChatCompletionRequest::default()
     };
@@ -187,6 +188,27 @@ fn tool_choice(choice: Option<&Value>, tools: &[WireTool]) -> Result<(Value, boo
     Ok((mapped, single))
 }
 
+/// `output_config.format` as the chat pipeline's `response_format` (the answer held to the
+/// schema by a grammar).
+fn output_format(format: Option<Value>) -> Result<Option<Value>, ApiError> {
+    let Some(format) = format.filter(|f| !f.is_null()) else {
+        return Ok(None);
+    };
+    match (
+        format.get("type").and_then(Value::as_str),
+        format.get("schema"),
+    ) {
+        (Some("json_schema"), Some(schema)) if schema.is_object() => Ok(Some(
+            json!({"type": "json_schema", "json_schema": {"schema": schema}}),
+        )),
+        _ => Err(ApiError::bad(
+            "output_config.format",
+            "output_config.format must be {\"type\": \"json_schema\", \"schema\": {…}} with a \
+             JSON schema object",
+        )),
+    }
+}
+
 /// `thinking` as the template's `enable_thinking`.
 fn thinking(thinking: Option<&Value>) -> Result<Option<Map<String, Value>>, ApiError> {
     let Some(thinking) = thinking.filter(|t| !t.is_null()) else {
@@ -205,12 +227,15 @@ fn thinking(thinking: Option<&Value>) -> Result<Option<Map<String, Value>>, ApiE
             }
             true
         }
-        Some("adaptive") => true,
+        Some("adaptive" | "between_tools") => true,
         Some("disabled") => false,
         _ => {
             return Err(ApiError::bad(
                 "thinking",
-                format!("invalid thinking {thinking} (allowed types: enabled, disabled, adaptive)"),
+                format!(
+                    "invalid thinking {thinking} (allowed types: enabled, disabled, adaptive, \
+                     between_tools)"
+                ),
             ))
         }
     };
@@ -463,6 +488,23 @@ mod tests {
             check(&off).unwrap().chat.extra_context["enable_thinking"],
             false
         );
+    }
+
+    #[test]
+    fn an_output_format_is_the_shared_json_schema_grammar() {
+        let body = json!({
+            "max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}],
+            "output_config": {"effort": "high",
+                              "format": {"type": "json_schema", "schema": {"type": "object"}}},
+        });
+        let sampling = check(&body).unwrap().options.sampling.unwrap();
+        assert_eq!(
+            sampling.grammar,
+            Some(wick::Grammar::JsonSchema(r#"{"type":"object"}"#.into()))
+        );
+        let mut bad = body.clone();
+        bad["output_config"]["format"] = json!({"type": "json_schema"});
+        assert!(check(&bad).unwrap_err().to_string().contains("json_schema"));
     }
 
     #[test]

@@ -23,8 +23,18 @@ pub(crate) struct MessagesRequest {
     pub(crate) stream: Option<bool>,
     /// Accepted and ignored (`user_id` is for Anthropic's abuse detection).
     pub(crate) metadata: Option<Value>,
-    /// `{"type": "enabled", "budget_tokens": N}`, `{"type": "disabled"}` or `{"type": "adaptive"}`.
+    /// `{"type": "enabled", "budget_tokens": N}`, `{"type": "disabled"}`, `adaptive` or
+    /// `between_tools`.
     pub(crate) thinking: Option<Value>,
+    /// `format` (`{"type": "json_schema", "schema": …}`) is read; `effort` is ignored.
+    pub(crate) output_config: Option<OutputConfig>,
+}
+
+/// `output_config`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct OutputConfig {
+    pub(crate) format: Option<Value>,
 }
 
 /// One message of `messages`.
