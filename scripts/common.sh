@@ -83,20 +83,26 @@ PY
     say "model ready: $dest"
 }
 
-# The official `openai` Python package in a virtual environment under $WICK_HOME, for the
-# server's client tests (crates/cli/tests/openai_sdk.rs); its python is $WICK_OPENAI_PYTHON.
+# The official `openai` and `anthropic` Python packages in one virtual environment under
+# $WICK_HOME, for the server's client tests (crates/cli/tests/openai_sdk.rs, anthropic_sdk.rs);
+# its python is $WICK_OPENAI_PYTHON.
 OPENAI_PACKAGE="openai==3.54.0"
+ANTHROPIC_PACKAGE="anthropic==2.10.0"
 export WICK_OPENAI_VENV="${WICK_OPENAI_VENV:-$WICK_HOME/venv-openai}"
 export WICK_OPENAI_PYTHON="$WICK_OPENAI_VENV/bin/python"
 ensure_openai_venv() {
-    if "$WICK_OPENAI_PYTHON" -c 'import openai, sys; sys.exit(openai.__version__ != "3.54.0")' \
+    if "$WICK_OPENAI_PYTHON" -c 'import sys, openai, anthropic
+sys.exit(openai.__version__ != "3.54.0" or anthropic.__version__ != "2.10.0")' \
         >/dev/null 2>&1; then
         return 0
     fi
-    command -v python3 >/dev/null 2>&1 || die "python3 is needed for the openai client tests"
-    say "creating $WICK_OPENAI_VENV with $OPENAI_PACKAGE"
-    python3 -m venv "$WICK_OPENAI_VENV" ||
-        die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
-    "$WICK_OPENAI_PYTHON" -m pip install --quiet "$OPENAI_PACKAGE" ||
-        die "pip install $OPENAI_PACKAGE failed"
+    command -v python3 >/dev/null 2>&1 || die "python3 is needed for the SDK client tests"
+    if [ ! -x "$WICK_OPENAI_PYTHON" ]; then
+        say "creating $WICK_OPENAI_VENV"
+        python3 -m venv "$WICK_OPENAI_VENV" ||
+            die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
+    fi
+    say "installing $OPENAI_PACKAGE and $ANTHROPIC_PACKAGE in $WICK_OPENAI_VENV"
+    "$WICK_OPENAI_PYTHON" -m pip install --quiet "$OPENAI_PACKAGE" "$ANTHROPIC_PACKAGE" ||
+        die "pip install $OPENAI_PACKAGE $ANTHROPIC_PACKAGE failed"
 }

@@ -7,13 +7,14 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use wick::DeltaBuilder;
-use wick::{AsyncChatStream, ChatResponse, Event, ScoredToken};
+use wick::{AsyncChatStream, ChatResponse, Event, GenerateOptions, JsonChat, ScoredToken};
 
+use crate::error::Dialect;
 use crate::extract::ApiJson;
 use crate::metrics::LiveGuard;
 use crate::objects::{ChatChoice, ChunkChoice, Head, UsageField, NO_CHOICES};
 use crate::wire::ChatCompletionRequest;
-use crate::{sse, validate, ApiError, AppState};
+use crate::{sse, validate, ApiError, AppState, ServedModel};
 
 /// The chat-completions handler.
 pub(crate) async fn handler(
@@ -21,19 +22,12 @@ pub(crate) async fn handler(
     ApiJson(req): ApiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
     let valid = validate::chat(req)?;
-    let served = state.model(valid.model.as_deref())?;
-    let started = Instant::now();
-    let live = state.metrics().live();
-    let mut stream = served
-        .llm
-        .astream_chat_json(valid.chat, &valid.options)
-        .await?;
-    // The first item decides between an HTTP error and a 200 (prefill errors are 4xx).
-    let first = match stream.next().await {
-        Some(item) => item?,
-        None => return Err(ApiError::Internal),
-    };
-    state.metrics().first_token(started.elapsed());
+    let Begun {
+        served,
+        stream,
+        first,
+        live,
+    } = begin(&state, valid.model.as_deref(), valid.chat, &valid.options).await?;
     let head = Head::new("chatcmpl", served.id.clone());
     if valid.stream {
         let shutdown = state.shutdown_token();
@@ -50,7 +44,7 @@ pub(crate) async fn handler(
             done: false,
             _live: live,
         };
-        return Ok(sse::response(sse::frames(run), shutdown));
+        return Ok(sse::response(sse::frames(run), shutdown, Dialect::OpenAi));
     }
     let mut last = finish(&state, stream, first).await?;
     if valid.single_call {
@@ -65,6 +59,40 @@ pub(crate) async fn handler(
     let usage = UsageField::Counts(last.usage.unwrap_or_default());
     let body = head.object("chat.completion", [choice], usage);
     Ok(axum::Json(body).into_response())
+}
+
+/// A chat answer begun: its first item is in, so a failure before it (a prompt too long, a
+/// bad grammar, a full queue) is still an HTTP error and not a broken stream.
+pub(crate) struct Begun {
+    pub(crate) served: ServedModel,
+    pub(crate) stream: AsyncChatStream,
+    pub(crate) first: ChatResponse,
+    pub(crate) live: LiveGuard,
+}
+
+/// Starts answering `chat` on the model `model` names: every chat API's way into the engine.
+pub(crate) async fn begin(
+    state: &AppState,
+    model: Option<&str>,
+    chat: JsonChat,
+    options: &GenerateOptions,
+) -> Result<Begun, ApiError> {
+    let served = state.model(model)?;
+    let started = Instant::now();
+    let live = state.metrics().live();
+    let mut stream = served.llm.astream_chat_json(chat, options).await?;
+    // The first item decides between an HTTP error and a 200 (prefill errors are 4xx).
+    let first = match stream.next().await {
+        Some(item) => item?,
+        None => return Err(ApiError::Internal),
+    };
+    state.metrics().first_token(started.elapsed());
+    Ok(Begun {
+        served,
+        stream,
+        first,
+        live,
+    })
 }
 
 /// Reads the stream to its end; the last item carries the whole message and usage, and
@@ -88,7 +116,7 @@ async fn finish(
 }
 
 /// Whether `e` belongs to a tool call after the first.
-fn is_later_call(e: &Event) -> bool {
+pub(crate) fn is_later_call(e: &Event) -> bool {
     match e {
         Event::ToolCallStart { index, .. } | Event::ToolCallArgs { index, .. } => *index > 0,
         _ => false,
@@ -137,7 +165,7 @@ impl StreamRun {
                 self.done = true;
                 let e = ApiError::from(e);
                 self.state.metrics().error();
-                Some(vec![sse::event(&e.body()), sse::done()])
+                Some(sse::error_tail(&e, Dialect::OpenAi))
             }
             None => {
                 self.done = true;

@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use wick::{AsyncCompletionStream, CompletionResponse, PromptInput, ScoredToken, TokenId};
 
+use crate::error::Dialect;
 use crate::extract::ApiJson;
 use crate::metrics::LiveGuard;
 use crate::objects::{Head, TextChoice, UsageField, NO_CHOICES};
@@ -53,7 +54,7 @@ pub(crate) async fn handler(
             pending: Some(first),
             done: false,
         };
-        return Ok(sse::response(sse::frames(run), shutdown));
+        return Ok(sse::response(sse::frames(run), shutdown, Dialect::OpenAi));
     }
     let mut last = first;
     let mut tokens = std::mem::take(&mut last.logprobs);

@@ -1,5 +1,7 @@
 //! One error type for every route, and the one place that turns errors into HTTP statuses and
-//! OpenAI error bodies (`{"error": {"message", "type", "param", "code"}}`).
+//! error bodies: OpenAI's (`{"error": {"message", "type", "param", "code"}}`) or, on the
+//! Anthropic routes, Anthropic's (`{"type": "error", "error": {"type", "message"}}`), whose
+//! `error.type` follows from the same status.
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -27,7 +29,9 @@ pub enum ApiError {
         param: &'static str,
     },
     /// No bearer token or a wrong one.
-    #[error("invalid or missing API key: send `Authorization: Bearer <key>`")]
+    #[error(
+        "invalid or missing API key: send `Authorization: Bearer <key>` or `x-api-key: <key>`"
+    )]
     Unauthorized,
     /// The `model` field names no served model.
     #[error("the model `{model}` does not exist; served models: {served}")]
@@ -257,10 +261,76 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+/// Anthropic's error object, fields in Anthropic's order.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct AnthropicErrorBody {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    error: AnthropicError,
+}
+
+/// The `error` of [`AnthropicErrorBody`].
+#[derive(Debug, serde::Serialize)]
+struct AnthropicError {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    message: String,
+}
+
+/// Which API's error shape a response takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    /// `{"error": {"message", "type", "param", "code"}}`.
+    OpenAi,
+    /// `{"type": "error", "error": {"type", "message"}}`.
+    Anthropic,
+}
+
+impl Dialect {
+    /// The dialect of the route at `path`: the Anthropic routes answer in Anthropic's shape
+    /// (their 401s, 404s and 405s included), every other route in OpenAI's.
+    pub(crate) fn of_path(path: &str) -> Self {
+        if path == "/v1/messages" || path.starts_with("/v1/messages/") {
+            Dialect::Anthropic
+        } else {
+            Dialect::OpenAi
+        }
+    }
+}
+
+impl ApiError {
+    /// Anthropic's `error.type` for this error, from its status (the one status mapping).
+    fn anthropic_type(&self) -> &'static str {
+        match self.status().as_u16() {
+            401 => "authentication_error",
+            403 => "permission_error",
+            404 => "not_found_error",
+            413 => "request_too_large",
+            429 => "rate_limit_error",
+            503 | 529 => "overloaded_error",
+            s if s >= 500 => "api_error",
+            _ => "invalid_request_error",
+        }
+    }
+
+    /// Anthropic's error object (`{"type": "error", "error": {"type", "message"}}`).
+    pub(crate) fn anthropic_body(&self) -> AnthropicErrorBody {
+        AnthropicErrorBody {
+            kind: "error",
+            error: AnthropicError {
+                kind: self.anthropic_type(),
+                message: self.to_string(),
+            },
+        }
+    }
+
+    /// The response in `dialect`'s shape; OpenAI's is [`IntoResponse`]'s.
+    pub(crate) fn response_in(self, dialect: Dialect) -> Response {
         let status = self.status();
-        let mut response = (status, axum::Json(self.body())).into_response();
+        let mut response = match dialect {
+            Dialect::OpenAi => (status, axum::Json(self.body())).into_response(),
+            Dialect::Anthropic => (status, axum::Json(self.anthropic_body())).into_response(),
+        };
         if status == StatusCode::SERVICE_UNAVAILABLE {
             response
                 .headers_mut()
@@ -273,6 +343,12 @@ impl IntoResponse for ApiError {
             );
         }
         response
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.response_in(Dialect::OpenAi)
     }
 }
 
@@ -364,5 +440,48 @@ mod tests {
             of(EngineError::Stopped).status(),
             StatusCode::INTERNAL_SERVER_ERROR
         );
+    }
+
+    #[test]
+    fn anthropic_error_types_follow_the_status() {
+        let cases = [
+            (ApiError::bad("x", "bad"), "invalid_request_error"),
+            (ApiError::Unauthorized, "authentication_error"),
+            (
+                ApiError::HostNotAllowed { host: "h".into() },
+                "permission_error",
+            ),
+            (
+                ApiError::NotFound {
+                    method: "GET".into(),
+                    path: "/x".into(),
+                },
+                "not_found_error",
+            ),
+            (ApiError::PayloadTooLarge { limit: 1 }, "request_too_large"),
+            (
+                ApiError::Busy {
+                    message: "b".into(),
+                },
+                "overloaded_error",
+            ),
+            (ApiError::Loading, "overloaded_error"),
+            (ApiError::Internal, "api_error"),
+            (
+                ApiError::MethodNotAllowed {
+                    method: "GET".into(),
+                    path: "/v1/messages".into(),
+                },
+                "invalid_request_error",
+            ),
+        ];
+        for (e, kind) in cases {
+            let body = serde_json::to_string(&e.anthropic_body()).unwrap();
+            let want = format!(
+                r#"{{"type":"error","error":{{"type":"{kind}","message":{}}}}}"#,
+                serde_json::to_string(&e.to_string()).unwrap()
+            );
+            assert_eq!(body, want);
+        }
     }
 }

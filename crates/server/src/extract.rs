@@ -77,6 +77,8 @@ pub fn check_request(path: &str, body: &[u8]) -> Result<(), ApiError> {
             crate::validate::chat(parse::<ChatCompletionRequest>(body)?).map(drop)
         }
         "/v1/completions" => crate::completions::valid(parse::<CompletionRequest>(body)?).map(drop),
+        "/v1/messages" => crate::anthropic::check(parse(body)?, false),
+        "/v1/messages/count_tokens" => crate::anthropic::check(parse(body)?, true),
         _ => Err(ApiError::NotFound {
             method: "POST".into(),
             path: path.to_owned(),

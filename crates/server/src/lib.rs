@@ -1,7 +1,8 @@
-//! wick's OpenAI-compatible HTTP API: [`router`] over an [`AppState`] that holds the served
-//! models. Chat and text completions (whole or as server-sent events), embeddings, models,
-//! tokenize/detokenize, `/health` and Prometheus `/metrics`; bearer-token auth, CORS, a body
-//! limit, and one mapping from every error to an OpenAI error body ([`ApiError`]). [`serve`]
+//! wick's OpenAI- and Anthropic-compatible HTTP API: [`router`] over an [`AppState`] that holds
+//! the served models. Chat and text completions (whole or as server-sent events), Anthropic
+//! Messages and their token count, embeddings, models, tokenize/detokenize, `/health` and
+//! Prometheus `/metrics`; API-key auth, CORS, a body limit, and one mapping from every error to
+//! a status and an OpenAI or Anthropic error body ([`ApiError`]). [`serve`]
 //! takes connections with the limits a server facing untrusted clients needs (header and
 //! idle deadlines, a connection cap) and shuts down gracefully.
 //!
@@ -22,6 +23,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod anthropic;
 mod chat;
 mod completions;
 mod embeddings;

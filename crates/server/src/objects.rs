@@ -21,7 +21,7 @@ impl Head {
     /// A fresh response id (`prefix-` and 24 hex digits), created now, for `model`.
     pub(crate) fn new(prefix: &str, model: String) -> Self {
         Head {
-            id: new_id(prefix),
+            id: new_id(&format!("{prefix}-")),
             created: crate::state::unix_now(),
             model,
         }
@@ -45,8 +45,8 @@ impl Head {
     }
 }
 
-/// A fresh response id: `prefix-` and 24 hex digits.
-fn new_id(prefix: &str) -> String {
+/// A fresh response id: `prefix` and 24 hex digits.
+pub(crate) fn new_id(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
@@ -56,7 +56,7 @@ fn new_id(prefix: &str) -> String {
     #[allow(clippy::cast_possible_truncation)]
     let t = t as u64;
     format!(
-        "{prefix}-{:016x}{n:08x}",
+        "{prefix}{:016x}{n:08x}",
         t.wrapping_mul(0x9E37_79B9_7F4A_7C15)
     )
 }

@@ -1,5 +1,5 @@
-//! The router: OpenAI routes, `/health`, `/metrics`, auth, CORS, the body limit and the
-//! OpenAI-shaped 404/405.
+//! The router: OpenAI and Anthropic routes, `/health`, `/metrics`, auth, CORS, the body limit
+//! and the 404/405 (Anthropic-shaped under `/v1/messages`, OpenAI-shaped elsewhere).
 
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method};
@@ -11,7 +11,8 @@ use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 use tower_http::cors::{AllowHeaders, AllowOrigin, Any, CorsLayer};
 
-use crate::{chat, completions, embeddings, tokens, ApiError, AppState, ServedModel};
+use crate::error::Dialect;
+use crate::{anthropic, chat, completions, embeddings, tokens, ApiError, AppState, ServedModel};
 
 /// The whole HTTP API over `state`.
 pub fn router(state: AppState) -> Router {
@@ -20,6 +21,8 @@ pub fn router(state: AppState) -> Router {
     let mut router = Router::new()
         .route("/v1/chat/completions", post(chat::handler))
         .route("/v1/completions", post(completions::handler))
+        .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
         .route("/v1/embeddings", post(embeddings::handler))
         .route("/v1/models", get(list_models))
         .route("/v1/models/{*id}", get(get_model))
@@ -66,12 +69,13 @@ fn cors_layer(origin: &str) -> CorsLayer {
 /// of any response not begun when the server gives up on requests in flight.
 async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
     state.metrics().request();
+    let dialect = Dialect::of_path(req.uri().path());
     let response = if let Err(e) = admit(&state, &req) {
-        e.into_response()
+        e.response_in(dialect)
     } else {
         tokio::select! {
             biased;
-            () = state.cancelled() => ApiError::ShuttingDown.into_response(),
+            () = state.cancelled() => ApiError::ShuttingDown.response_in(dialect),
             response = next.run(req) => response,
         }
     };
@@ -117,18 +121,22 @@ fn api_key(headers: &HeaderMap) -> Option<&str> {
     bearer.or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok()))
 }
 
-async fn not_found(req: Request) -> ApiError {
+async fn not_found(req: Request) -> Response {
+    let path = req.uri().path();
     ApiError::NotFound {
         method: req.method().to_string(),
-        path: req.uri().path().to_owned(),
+        path: path.to_owned(),
     }
+    .response_in(Dialect::of_path(path))
 }
 
-async fn method_not_allowed(req: Request) -> ApiError {
+async fn method_not_allowed(req: Request) -> Response {
+    let path = req.uri().path();
     ApiError::MethodNotAllowed {
         method: req.method().to_string(),
-        path: req.uri().path().to_owned(),
+        path: path.to_owned(),
     }
+    .response_in(Dialect::of_path(path))
 }
 
 /// `200 {"status": "ok"}` when ready, `503` while loading.

@@ -1,9 +1,10 @@
-//! Server-sent events exactly as clients read them: `data: <json>\n\n` per event and
-//! `data: [DONE]\n\n` at the end; a `: keep-alive` comment (which every SSE client skips)
+//! Server-sent events exactly as clients read them. OpenAI's: `data: <json>\n\n` per event and
+//! `data: [DONE]\n\n` at the end, with a `: keep-alive` comment (which every SSE client skips)
 //! whenever nothing else was sent for a while, so a client with a read timeout does not give
-//! up on a request that waits in the queue or behind a long prefill. When the server gives
+//! up on a request that waits in the queue or behind a long prefill. Anthropic's: `event:
+//! <name>\ndata: <json>\n\n` pairs, with a `ping` event in the silences. When the server gives
 //! up on answers in flight (a shutdown whose grace period ran out), a stream ends with an
-//! error event and `[DONE]`, never cut mid-body.
+//! error event (and OpenAI's `[DONE]`), never cut mid-body.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -17,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use futures_core::Stream;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use crate::error::Dialect;
 use crate::ApiError;
 
 /// One `data:` event carrying `value` as compact JSON, on one line (JSON escapes newlines).
@@ -28,6 +30,28 @@ pub(crate) fn event(value: &impl serde::Serialize) -> Bytes {
     Bytes::from(frame)
 }
 
+/// One named event (`event: <name>`) carrying `value` as compact JSON: Anthropic's framing.
+pub(crate) fn named(name: &str, value: &impl serde::Serialize) -> Bytes {
+    let mut frame = format!("event: {name}\ndata: ").into_bytes();
+    serde_json::to_writer(&mut frame, value)
+        .expect("invariant: wire objects have string keys and serialize infallibly");
+    frame.extend_from_slice(b"\n\n");
+    Bytes::from(frame)
+}
+
+/// Anthropic's `ping` event.
+pub(crate) fn ping() -> Bytes {
+    Bytes::from_static(b"event: ping\ndata: {\"type\":\"ping\"}\n\n")
+}
+
+/// The frames that end a stream on `error`, in `dialect`'s framing.
+pub(crate) fn error_tail(error: &ApiError, dialect: Dialect) -> Vec<Bytes> {
+    match dialect {
+        Dialect::OpenAi => vec![event(&error.body()), done()],
+        Dialect::Anthropic => vec![named("error", &error.anthropic_body())],
+    }
+}
+
 /// The closing event.
 pub(crate) fn done() -> Bytes {
     Bytes::from_static(b"data: [DONE]\n\n")
@@ -36,13 +60,15 @@ pub(crate) fn done() -> Bytes {
 /// How long a stream may stay silent before a keep-alive comment goes out.
 const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
-/// A `200 text/event-stream` response streaming `frames`, with keep-alive comments in the
-/// silences, ended early with an error event and `[DONE]` when `shutdown` is cancelled.
+/// A `200 text/event-stream` response streaming `frames`, with keep-alives in the silences
+/// (comments, or Anthropic's `ping`), ended early with `dialect`'s error frames when `shutdown`
+/// is cancelled.
 pub(crate) fn response(
     frames: impl Stream<Item = Bytes> + Send + 'static,
     shutdown: CancellationToken,
+    dialect: Dialect,
 ) -> Response {
-    let frames = KeepAlive::new(frames, KEEP_ALIVE, shutdown);
+    let frames = KeepAlive::new(frames, KEEP_ALIVE, shutdown).dialect(dialect);
     let body = Body::from_stream(futures_util::StreamExt::map(frames, Ok::<_, Infallible>));
     (
         [
@@ -80,6 +106,7 @@ struct KeepAlive<S> {
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
     /// The closing frames of a cut stream, still to send.
     tail: std::vec::IntoIter<Bytes>,
+    dialect: Dialect,
 }
 
 impl<S: Stream<Item = Bytes>> KeepAlive<S> {
@@ -90,6 +117,20 @@ impl<S: Stream<Item = Bytes>> KeepAlive<S> {
             period,
             shutdown: Box::pin(shutdown.cancelled_owned()),
             tail: Vec::new().into_iter(),
+            dialect: Dialect::OpenAi,
+        }
+    }
+
+    /// The same, with `dialect`'s keep-alive and closing frames.
+    fn dialect(mut self, dialect: Dialect) -> Self {
+        self.dialect = dialect;
+        self
+    }
+
+    fn keep_alive(&self) -> Bytes {
+        match self.dialect {
+            Dialect::OpenAi => Bytes::from_static(b": keep-alive\n\n"),
+            Dialect::Anthropic => ping(),
         }
     }
 
@@ -105,7 +146,7 @@ impl<S: Stream<Item = Bytes>> Stream for KeepAlive<S> {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         if self.frames.is_some() && self.shutdown.as_mut().poll(cx).is_ready() {
             self.frames = None;
-            self.tail = vec![event(&ApiError::ShuttingDown.body()), done()].into_iter();
+            self.tail = error_tail(&ApiError::ShuttingDown, self.dialect).into_iter();
         }
         let Some(frames) = self.frames.as_mut() else {
             return Poll::Ready(self.tail.next());
@@ -119,7 +160,7 @@ impl<S: Stream<Item = Bytes>> Stream for KeepAlive<S> {
             Poll::Pending => match self.timer.as_mut().poll(cx) {
                 Poll::Ready(()) => {
                     self.rearm();
-                    Poll::Ready(Some(Bytes::from_static(b": keep-alive\n\n")))
+                    Poll::Ready(Some(self.keep_alive()))
                 }
                 Poll::Pending => Poll::Pending,
             },
@@ -177,5 +218,28 @@ mod tests {
             "{error}"
         );
         assert_eq!(rest[1], done());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn anthropic_streams_ping_in_silences_and_end_with_an_error_event() {
+        let shutdown = CancellationToken::new();
+        let frames = futures_util::stream::iter([named("message_start", &1)])
+            .chain(futures_util::stream::pending());
+        let mut stream = KeepAlive::new(frames, Duration::from_secs(10), shutdown.clone())
+            .dialect(Dialect::Anthropic);
+        assert_eq!(
+            stream.next().await.unwrap(),
+            &b"event: message_start\ndata: 1\n\n"[..]
+        );
+        assert_eq!(stream.next().await.unwrap(), ping());
+        shutdown.cancel();
+        let rest: Vec<Bytes> = stream.collect().await;
+        assert_eq!(rest.len(), 1, "{rest:?}");
+        let error = std::str::from_utf8(&rest[0]).unwrap();
+        assert!(
+            error.starts_with("event: error\ndata: {\"type\":\"error\",\"error\":{")
+                && error.contains("overloaded_error"),
+            "{error}"
+        );
     }
 }

@@ -1,0 +1,289 @@
+//! Anthropic's Messages API: `POST /v1/messages` (whole, or as Anthropic's server-sent
+//! events) and `POST /v1/messages/count_tokens`. A request is converted into the chat
+//! pipeline's (`convert`), validated by the checks every chat API shares, and answered by the
+//! same engine, template, tool-call parser and prompt cache as `/v1/chat/completions`; only
+//! the shapes differ, and errors take Anthropic's shape (`ApiError::response_in`).
+
+mod blocks;
+mod convert;
+mod wire;
+
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use wick::{AsyncChatStream, ChatResponse, Event, FinishReason, Usage};
+
+use crate::chat::{begin, is_later_call, Begun};
+use crate::error::Dialect;
+use crate::extract::ApiJson;
+use crate::metrics::LiveGuard;
+use crate::{sse, ApiError, AppState};
+use blocks::{AnthropicUsage, Blocks, ContentBlock, MessageObject};
+use convert::Purpose;
+pub(crate) use wire::MessagesRequest;
+
+/// Checks a request body the way `POST /v1/messages` (`count`: its `count_tokens`) does.
+pub(crate) fn check(req: MessagesRequest, count: bool) -> Result<(), ApiError> {
+    let purpose = if count {
+        Purpose::Count
+    } else {
+        Purpose::Answer
+    };
+    convert::valid(req, purpose).map(drop)
+}
+
+/// `POST /v1/messages`.
+pub(crate) async fn messages(
+    State(state): State<AppState>,
+    body: Result<ApiJson<MessagesRequest>, ApiError>,
+) -> Response {
+    answer(state, body)
+        .await
+        .unwrap_or_else(|e| e.response_in(Dialect::Anthropic))
+}
+
+/// `POST /v1/messages/count_tokens`: `{"input_tokens": N}`, the prompt as an answer would
+/// render it (system, messages, tools, thinking). The count comes from the engine: the prompt
+/// is prefilled for one token, which the prompt cache keeps for the answer that follows.
+pub(crate) async fn count_tokens(
+    State(state): State<AppState>,
+    body: Result<ApiJson<MessagesRequest>, ApiError>,
+) -> Response {
+    count(state, body)
+        .await
+        .unwrap_or_else(|e| e.response_in(Dialect::Anthropic))
+}
+
+async fn count(
+    state: AppState,
+    body: Result<ApiJson<MessagesRequest>, ApiError>,
+) -> Result<Response, ApiError> {
+    let ApiJson(req) = body?;
+    let valid = convert::valid(req, Purpose::Count)?;
+    let begun = begin(&state, valid.model.as_deref(), valid.chat, &valid.options).await;
+    let input_tokens = match begun {
+        Ok(Begun { stream, first, .. }) => prompt_tokens(&state, stream, first).await?,
+        // Too long to answer, but counted exactly: the count is what was asked for.
+        Err(ApiError::ContextLength {
+            prompt_tokens,
+            at_least: false,
+            ..
+        }) => u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
+        Err(e) => return Err(e),
+    };
+    Ok(axum::Json(serde_json::json!({ "input_tokens": input_tokens })).into_response())
+}
+
+async fn answer(
+    state: AppState,
+    body: Result<ApiJson<MessagesRequest>, ApiError>,
+) -> Result<Response, ApiError> {
+    let ApiJson(req) = body?;
+    let valid = convert::valid(req, Purpose::Answer)?;
+    let Begun {
+        served,
+        stream,
+        first,
+        live,
+    } = begin(&state, valid.model.as_deref(), valid.chat, &valid.options).await?;
+    let id = message_id();
+    if valid.stream {
+        let shutdown = state.shutdown_token();
+        let run = StreamRun {
+            state,
+            stream,
+            blocks: Blocks::default(),
+            id,
+            model: served.id,
+            single_call: valid.single_call,
+            pending: Some(first),
+            last: Instant::now(),
+            started: false,
+            done: false,
+            _live: live,
+        };
+        return Ok(sse::response(
+            sse::frames(run),
+            shutdown,
+            Dialect::Anthropic,
+        ));
+    }
+    let mut stream = stream;
+    let mut blocks = Blocks::default();
+    let mut out = Vec::new();
+    let (mut reason, mut usage) = (None, None);
+    let mut next = Some(Ok::<_, wick::Error>(first));
+    while let Some(item) = next {
+        let mut item = item?;
+        blocks.push(&events(&mut item, valid.single_call), &mut out);
+        reason = item.finish_reason.or(reason);
+        usage = item.usage.or(usage);
+        next = stream.next().await;
+    }
+    let usage = usage.unwrap_or_default();
+    state.metrics().usage(&usage);
+    drop(live);
+    let content = blocks.finish(&mut out);
+    let message = MessageObject {
+        id: &id,
+        kind: "message",
+        role: "assistant",
+        model: &served.id,
+        content: &content,
+        stop_reason: Some(blocks::stop_reason(reason)),
+        stop_sequence: None,
+        usage: AnthropicUsage::from(usage),
+    };
+    Ok(axum::Json(message).into_response())
+}
+
+/// Reads a stream to its end: its prompt's token count.
+async fn prompt_tokens(
+    state: &AppState,
+    mut stream: AsyncChatStream,
+    first: ChatResponse,
+) -> Result<u32, ApiError> {
+    let mut last = first;
+    while let Some(item) = stream.next().await {
+        last = item?;
+    }
+    let usage = last.usage.unwrap_or_default();
+    state.metrics().usage(&usage);
+    Ok(usage.prompt_tokens)
+}
+
+/// An item's events, with `parallel tool use` off keeping the first call only.
+fn events(item: &mut ChatResponse, single_call: bool) -> Vec<Event> {
+    let mut events = std::mem::take(&mut item.events);
+    if single_call {
+        events.retain(|e| !is_later_call(e));
+    }
+    events
+}
+
+/// A fresh message id: `msg_` and 24 hex digits.
+fn message_id() -> String {
+    crate::objects::new_id("msg_")
+}
+
+/// `message_start`, `message_delta` and `message_stop`.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type")]
+enum MessageEvent<'a> {
+    #[serde(rename = "message_start")]
+    Start { message: MessageObject<'a> },
+    #[serde(rename = "message_delta")]
+    Delta {
+        delta: StopDelta,
+        usage: AnthropicUsage,
+    },
+    #[serde(rename = "message_stop")]
+    Stop,
+}
+
+/// `message_delta.delta`.
+#[derive(Debug, Serialize)]
+struct StopDelta {
+    stop_reason: &'static str,
+    stop_sequence: Option<String>,
+}
+
+/// A streamed answer in progress.
+struct StreamRun {
+    state: AppState,
+    stream: AsyncChatStream,
+    blocks: Blocks,
+    id: String,
+    model: String,
+    single_call: bool,
+    pending: Option<ChatResponse>,
+    last: Instant,
+    /// Whether `message_start` went out.
+    started: bool,
+    done: bool,
+    _live: LiveGuard,
+}
+
+impl sse::Run for StreamRun {
+    fn next_frames(&mut self) -> impl std::future::Future<Output = Option<Vec<Bytes>>> + Send {
+        self.step()
+    }
+}
+
+impl StreamRun {
+    /// The frames of the next item; `None` after the end.
+    async fn step(&mut self) -> Option<Vec<Bytes>> {
+        if self.done {
+            return None;
+        }
+        let mut frames = Vec::new();
+        if !self.started {
+            self.started = true;
+            let start = MessageEvent::Start {
+                message: MessageObject {
+                    id: &self.id,
+                    kind: "message",
+                    role: "assistant",
+                    model: &self.model,
+                    content: &[],
+                    stop_reason: None,
+                    stop_sequence: None,
+                    usage: AnthropicUsage::default(),
+                },
+            };
+            frames.push(sse::named("message_start", &start));
+            frames.push(sse::ping());
+        }
+        let item = match self.pending.take() {
+            Some(item) => Some(Ok(item)),
+            None => self.stream.next().await,
+        };
+        let now = Instant::now();
+        self.state.metrics().token(now - self.last);
+        self.last = now;
+        match item {
+            Some(Ok(mut item)) => {
+                let mut out = Vec::new();
+                self.blocks
+                    .push(&events(&mut item, self.single_call), &mut out);
+                frames.extend(out.iter().map(|e| sse::named(e.name(), e)));
+                if item.finish_reason.is_some() || item.usage.is_some() {
+                    frames.extend(self.end(item.finish_reason, item.usage.unwrap_or_default()));
+                }
+            }
+            Some(Err(e)) => {
+                self.done = true;
+                let e = ApiError::from(e);
+                self.state.metrics().error();
+                frames.extend(sse::error_tail(&e, Dialect::Anthropic));
+            }
+            None => {
+                // The engine ended without a last item: close what is open.
+                frames.extend(self.end(None, Usage::default()));
+            }
+        }
+        Some(frames)
+    }
+
+    /// The closing frames: the open block's stop, `message_delta`, `message_stop`.
+    fn end(&mut self, reason: Option<FinishReason>, usage: Usage) -> Vec<Bytes> {
+        self.done = true;
+        self.state.metrics().usage(&usage);
+        let mut out = Vec::new();
+        let _: Vec<ContentBlock> = self.blocks.finish(&mut out);
+        let mut frames: Vec<Bytes> = out.iter().map(|e| sse::named(e.name(), e)).collect();
+        let delta = MessageEvent::Delta {
+            delta: StopDelta {
+                stop_reason: blocks::stop_reason(reason),
+                stop_sequence: None,
+            },
+            usage: AnthropicUsage::from(usage),
+        };
+        frames.push(sse::named("message_delta", &delta));
+        frames.push(sse::named("message_stop", &MessageEvent::Stop));
+        frames
+    }
+}
