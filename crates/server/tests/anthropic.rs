@@ -451,3 +451,33 @@ async fn a_stream_cut_by_shutdown_ends_with_an_error_event() {
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert_anthropic_error(&body, "overloaded_error");
 }
+
+#[tokio::test]
+async fn a_stop_sequence_is_named_with_stop_reason_stop_sequence_whole_and_streamed() {
+    let app = app();
+    let (status, plain) = post_json(app.clone(), "/v1/messages", &message_body(&json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{plain}");
+    assert_eq!(plain["stop_sequence"], Value::Null, "{plain}");
+    let text = plain["content"][0]["text"].as_str().unwrap().to_owned();
+    // A piece of the greedy answer's middle: the same request with it as a stop sequence ends
+    // there.
+    let chars: Vec<char> = text.chars().collect();
+    assert!(chars.len() > 8, "{text}");
+    let stop: String = chars[4..7].iter().collect();
+    let body = message_body(&json!({"stop_sequences": [stop]}));
+    let (status, whole) = post_json(app.clone(), "/v1/messages", &body).await;
+    assert_eq!(status, StatusCode::OK, "{whole}");
+    assert_eq!(whole["stop_reason"], "stop_sequence", "{whole}");
+    assert_eq!(whole["stop_sequence"], stop.as_str(), "{whole}");
+    let cut = whole["content"][0]["text"].as_str().unwrap_or("");
+    assert!(
+        text.starts_with(cut) && !cut.contains(&stop),
+        "{cut:?} of {text:?}"
+    );
+    let mut streamed_body = body.clone();
+    streamed_body["stream"] = json!(true);
+    let (_, _, sse) = send(app, post("/v1/messages", streamed_body.to_string())).await;
+    let streamed = accumulate(&events(&sse));
+    assert_eq!(streamed["stop_reason"], "stop_sequence", "{sse}");
+    assert_eq!(streamed["stop_sequence"], stop.as_str(), "{sse}");
+}

@@ -34,6 +34,8 @@ pub struct ChatResponse {
     /// in order (a whole response: all of them). They cover every generated token, reasoning
     /// and tool-call text included, not only the message's content. Empty otherwise.
     pub logprobs: Vec<ScoredToken>,
+    /// The stop string that ended the answer, when one did: last item only.
+    pub stop_sequence: Option<String>,
 }
 
 impl ChatResponse {
@@ -101,6 +103,7 @@ impl ChatParser {
             finish_reason,
             usage: item.usage,
             logprobs: item.logprobs,
+            stop_sequence: item.stop_sequence,
         })
     }
 }

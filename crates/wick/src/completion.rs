@@ -49,6 +49,7 @@ impl CompletionStream {
                     finish_reason: Some(done.finish_reason),
                     usage: Some(done.usage),
                     logprobs: Vec::new(),
+                    stop_sequence: done.stop,
                 }
             }
             Some(GenEvent::Error(e)) => {

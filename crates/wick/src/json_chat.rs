@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use wick_backend::Backend;
+use wick_engine::RenderedPrompt;
 use wick_engine::{ChatFormat, Engine, EngineConfig};
 use wick_template::RenderRequest;
-use wick_types::{ChatRequest, Tool};
+use wick_types::{ChatRequest, TokenId, Tool};
 
 use crate::registry::Loaded;
 use crate::{AsyncChatStream, AsyncCompletionStream, GenerateOptions, Llm, LlmBuilder, Result};
@@ -66,6 +67,37 @@ impl Llm {
         chat: JsonChat,
         options: &GenerateOptions,
     ) -> Result<AsyncChatStream> {
+        let (plan, rendered) = self.render_json(chat, options)?;
+        let output = self.output_format(&plan, true);
+        let options = plan.options(options);
+        let inner = AsyncCompletionStream(self.start(rendered.tokens, true, &options)?);
+        Ok(AsyncChatStream::new(
+            inner,
+            output,
+            rendered.thinking_forced_open,
+        ))
+    }
+
+    /// The prompt tokens `chat` renders to, exactly as [`Llm::astream_chat_json`] computes them
+    /// (template, tools, `tool_choice`), without generating: for counting a prompt's tokens.
+    ///
+    /// # Errors
+    ///
+    /// The template cannot render the chat, or a forced tool is unknown.
+    pub fn chat_json_tokens(
+        &self,
+        chat: JsonChat,
+        options: &GenerateOptions,
+    ) -> Result<Vec<TokenId>> {
+        Ok(self.render_json(chat, options)?.1.tokens)
+    }
+
+    /// Renders and tokenizes `chat` on the caller's thread, not the model's.
+    fn render_json(
+        &self,
+        chat: JsonChat,
+        options: &GenerateOptions,
+    ) -> Result<(crate::llm::ToolPlan, RenderedPrompt)> {
         let request = ChatRequest {
             tools: chat.tools,
             ..ChatRequest::default()
@@ -76,18 +108,10 @@ impl Llm {
         render.messages = chat.messages;
         render.add_generation_prompt = true;
         render.extra_context = chat.extra_context;
-        // Rendered and tokenized here, on the caller's thread, not the model's.
         let rendered = self
             .loaded
             .chat
             .render(&**self.loaded.engine.tokenizer(), render)?;
-        let output = self.output_format(&plan, true);
-        let options = plan.options(options);
-        let inner = AsyncCompletionStream(self.start(rendered.tokens, true, &options)?);
-        Ok(AsyncChatStream::new(
-            inner,
-            output,
-            rendered.thinking_forced_open,
-        ))
+        Ok((plan, rendered))
     }
 }

@@ -23,6 +23,8 @@ pub struct CompletionResponse {
     /// With [`crate::GenerateOptions::logprobs`]: the generated tokens this item completes,
     /// in order (a whole response: all of them). Empty otherwise.
     pub logprobs: Vec<ScoredToken>,
+    /// The stop string that ended the answer, when one did: set on the last item only.
+    pub stop_sequence: Option<String>,
 }
 
 /// Facts about the model an [`crate::Llm`] runs.

@@ -242,11 +242,14 @@ fn tool_use_id(id: &str) -> String {
 }
 
 /// Anthropic's `stop_reason` for how the answer ended.
-pub(crate) fn stop_reason(reason: Option<FinishReason>) -> &'static str {
+pub(crate) fn stop_reason(
+    reason: Option<FinishReason>,
+    stop_sequence: Option<&str>,
+) -> &'static str {
     match reason {
         Some(FinishReason::Length) => "max_tokens",
         Some(FinishReason::ToolCalls) => "tool_use",
-        // An end-of-turn token or a stop string: the library does not yet say which string.
+        _ if stop_sequence.is_some() => "stop_sequence",
         _ => "end_turn",
     }
 }

@@ -46,34 +46,24 @@ pub(crate) async fn messages(
 }
 
 /// `POST /v1/messages/count_tokens`: `{"input_tokens": N}`, the prompt as an answer would
-/// render it (system, messages, tools, thinking). The count comes from the engine: the prompt
-/// is prefilled for one token, which the prompt cache keeps for the answer that follows.
+/// render it (system, messages, tools, thinking), rendered and tokenized without generating.
 pub(crate) async fn count_tokens(
     State(state): State<AppState>,
     body: Result<ApiJson<MessagesRequest>, ApiError>,
 ) -> Response {
-    count(state, body)
-        .await
-        .unwrap_or_else(|e| e.response_in(Dialect::Anthropic))
+    count(&state, body).unwrap_or_else(|e| e.response_in(Dialect::Anthropic))
 }
 
-async fn count(
-    state: AppState,
+fn count(
+    state: &AppState,
     body: Result<ApiJson<MessagesRequest>, ApiError>,
 ) -> Result<Response, ApiError> {
     let ApiJson(req) = body?;
     let valid = convert::valid(req, Purpose::Count)?;
-    let begun = begin(&state, valid.model.as_deref(), valid.chat, &valid.options).await;
-    let input_tokens = match begun {
-        Ok(Begun { stream, first, .. }) => prompt_tokens(&state, stream, first).await?,
-        // Too long to answer, but counted exactly: the count is what was asked for.
-        Err(ApiError::ContextLength {
-            prompt_tokens,
-            at_least: false,
-            ..
-        }) => u32::try_from(prompt_tokens).unwrap_or(u32::MAX),
-        Err(e) => return Err(e),
-    };
+    let served = state.model(valid.model.as_deref())?;
+    // A prompt too long to answer is still counted: the count is what was asked for.
+    let tokens = served.llm.chat_json_tokens(valid.chat, &valid.options)?;
+    let input_tokens = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
     Ok(axum::Json(serde_json::json!({ "input_tokens": input_tokens })).into_response())
 }
 
@@ -114,13 +104,14 @@ async fn answer(
     let mut stream = stream;
     let mut blocks = Blocks::default();
     let mut out = Vec::new();
-    let (mut reason, mut usage) = (None, None);
+    let (mut reason, mut usage, mut stop) = (None, None, None);
     let mut next = Some(Ok::<_, wick::Error>(first));
     while let Some(item) = next {
         let mut item = item?;
         blocks.push(&events(&mut item, valid.single_call), &mut out);
         reason = item.finish_reason.or(reason);
         usage = item.usage.or(usage);
+        stop = item.stop_sequence.take().or(stop);
         next = stream.next().await;
     }
     let usage = usage.unwrap_or_default();
@@ -133,26 +124,11 @@ async fn answer(
         role: "assistant",
         model: &served.id,
         content: &content,
-        stop_reason: Some(blocks::stop_reason(reason)),
-        stop_sequence: None,
+        stop_reason: Some(blocks::stop_reason(reason, stop.as_deref())),
+        stop_sequence: stop.as_deref(),
         usage: AnthropicUsage::from(usage),
     };
     Ok(axum::Json(message).into_response())
-}
-
-/// Reads a stream to its end: its prompt's token count.
-async fn prompt_tokens(
-    state: &AppState,
-    mut stream: AsyncChatStream,
-    first: ChatResponse,
-) -> Result<u32, ApiError> {
-    let mut last = first;
-    while let Some(item) = stream.next().await {
-        last = item?;
-    }
-    let usage = last.usage.unwrap_or_default();
-    state.metrics().usage(&usage);
-    Ok(usage.prompt_tokens)
 }
 
 /// An item's events, with `parallel tool use` off keeping the first call only.
@@ -251,7 +227,8 @@ impl StreamRun {
                     .push(&events(&mut item, self.single_call), &mut out);
                 frames.extend(out.iter().map(|e| sse::named(e.name(), e)));
                 if item.finish_reason.is_some() || item.usage.is_some() {
-                    frames.extend(self.end(item.finish_reason, item.usage.unwrap_or_default()));
+                    let usage = item.usage.unwrap_or_default();
+                    frames.extend(self.end(item.finish_reason, usage, item.stop_sequence));
                 }
             }
             Some(Err(e)) => {
@@ -262,14 +239,19 @@ impl StreamRun {
             }
             None => {
                 // The engine ended without a last item: close what is open.
-                frames.extend(self.end(None, Usage::default()));
+                frames.extend(self.end(None, Usage::default(), None));
             }
         }
         Some(frames)
     }
 
     /// The closing frames: the open block's stop, `message_delta`, `message_stop`.
-    fn end(&mut self, reason: Option<FinishReason>, usage: Usage) -> Vec<Bytes> {
+    fn end(
+        &mut self,
+        reason: Option<FinishReason>,
+        usage: Usage,
+        stop_sequence: Option<String>,
+    ) -> Vec<Bytes> {
         self.done = true;
         self.state.metrics().usage(&usage);
         let mut out = Vec::new();
@@ -277,8 +259,8 @@ impl StreamRun {
         let mut frames: Vec<Bytes> = out.iter().map(|e| sse::named(e.name(), e)).collect();
         let delta = MessageEvent::Delta {
             delta: StopDelta {
-                stop_reason: blocks::stop_reason(reason),
-                stop_sequence: None,
+                stop_reason: blocks::stop_reason(reason, stop_sequence.as_deref()),
+                stop_sequence,
             },
             usage: AnthropicUsage::from(usage),
         };
