@@ -84,6 +84,23 @@ pub(crate) struct ValidCompletion {
     include_usage: bool,
 }
 
+impl ValidCompletion {
+    /// The model the request names.
+    pub(crate) fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    /// The generation options.
+    pub(crate) fn options(&self) -> &wick::GenerateOptions {
+        &self.options
+    }
+
+    /// The prompt.
+    pub(crate) fn input(&self) -> PromptInput {
+        self.input.clone()
+    }
+}
+
 /// Checks a text-completion request.
 pub(crate) fn valid(req: CompletionRequest) -> Result<ValidCompletion, ApiError> {
     if req.echo == Some(true) {

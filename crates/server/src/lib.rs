@@ -1,6 +1,6 @@
 //! wick's OpenAI- and Anthropic-compatible HTTP API: [`router`] over an [`AppState`] that holds
 //! the served models. Chat and text completions (whole or as server-sent events), Anthropic
-//! Messages and their token count, embeddings, models, tokenize/detokenize, `/health` and
+//! Messages and their token count, llama-server's native `/completion`, embeddings, models, tokenize/detokenize, `/health` and
 //! Prometheus `/metrics`; API-key auth, CORS, a body limit, and one mapping from every error to
 //! a status and an OpenAI or Anthropic error body ([`ApiError`]). [`serve`]
 //! takes connections with the limits a server facing untrusted clients needs (header and
@@ -32,6 +32,7 @@ mod extract;
 mod listen;
 mod logprobs;
 mod metrics;
+mod native;
 mod objects;
 mod routes;
 mod sse;

@@ -12,7 +12,9 @@ use subtle::ConstantTimeEq;
 use tower_http::cors::{AllowHeaders, AllowOrigin, Any, CorsLayer};
 
 use crate::error::Dialect;
-use crate::{anthropic, chat, completions, embeddings, tokens, ApiError, AppState, ServedModel};
+use crate::{
+    anthropic, chat, completions, embeddings, native, tokens, ApiError, AppState, ServedModel,
+};
 
 /// The whole HTTP API over `state`.
 pub fn router(state: AppState) -> Router {
@@ -26,11 +28,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/embeddings", post(embeddings::handler))
         .route("/v1/models", get(list_models))
         .route("/v1/models/{*id}", get(get_model))
-        // llama-server's names for the same routes, without the `/v1` prefix: tools written
-        // for llama-server call these.
+        // llama-server's own names, without the `/v1` prefix: tools written for llama-server
+        // call these. As in llama-server, `/completion(s)` is its native completion API.
         .route("/chat/completions", post(chat::handler))
-        .route("/completions", post(completions::handler))
-        .route("/embeddings", post(embeddings::handler))
+        .route("/completion", post(native::handler))
+        .route("/completions", post(native::handler))
         .route("/models", get(list_models))
         .route("/v1/health", get(health))
         .route("/tokenize", post(tokens::tokenize))

@@ -811,13 +811,6 @@ async fn llama_server_route_names_without_v1_answer_as_the_v1_ones() {
         bare["choices"][0]["message"], v1["choices"][0]["message"],
         "the same seeded request, the same answer"
     );
-    let completion = json!({"model": "stub", "prompt": "Once", "max_tokens": 4, "seed": 1});
-    let (status, body) = post_json(app(), "/completions", &completion).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["object"], "text_completion");
-    let (status, body) = post_json(app(), "/embeddings", &json!({"input": "sea"})).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    assert!(!body["data"][0]["embedding"].as_array().unwrap().is_empty());
     for path in ["/models", "/v1/health"] {
         let req = Request::get(path).body(Body::empty()).unwrap();
         let (status, _, text) = send(app(), req).await;
@@ -850,4 +843,67 @@ async fn tokenize_with_pieces_gives_each_tokens_text() {
         .map(|p| p["piece"].as_str().unwrap())
         .collect();
     assert_eq!(text, "Hello world", "the pieces spell the text");
+}
+
+#[tokio::test]
+async fn native_completion_answers_in_llama_servers_shape_whole_and_streamed() {
+    let app = app();
+    let body = json!({"prompt": "Once upon a time", "n_predict": 6, "temperature": 0, "seed": 3,
+                      "return_tokens": true, "cache_prompt": true});
+    let (status, whole) = post_json(app.clone(), "/completion", &body).await;
+    assert_eq!(status, StatusCode::OK, "{whole}");
+    assert_eq!(whole["stop"], true, "{whole}");
+    assert!(whole["content"].is_string(), "{whole}");
+    assert_eq!(whole["tokens"].as_array().unwrap().len(), 6, "{whole}");
+    assert_eq!(whole["tokens_predicted"], 6, "{whole}");
+    assert_eq!(whole["timings"]["predicted_n"], 6, "{whole}");
+    assert_eq!(whole["stop_type"], "limit", "{whole}");
+    assert_eq!(whole["truncated"], false);
+    assert!(whole["has_new_line"].is_boolean());
+    assert_eq!(whole["generation_settings"]["n_predict"], 6);
+    assert_eq!(whole["generation_settings"]["seed"], 3);
+    let evaluated = whole["tokens_evaluated"].as_u64().unwrap();
+    let computed = whole["timings"]["prompt_n"].as_u64().unwrap();
+    let cached = whole["timings"]["cache_n"].as_u64().unwrap();
+    assert!(evaluated > 0 && computed + cached == evaluated, "{whole}");
+
+    // `/completions` is the same native route, as in llama-server; `-1` means the default.
+    let mut plain = body.clone();
+    plain["return_tokens"] = json!(false);
+    let (status, again) = post_json(app.clone(), "/completions", &plain).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["content"], whole["content"]);
+    assert_eq!(again["tokens"], json!([]));
+
+    let mut streamed = plain.clone();
+    streamed["stream"] = json!(true);
+    let (status, _, text) = send(app.clone(), post("/completion", streamed.to_string())).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let chunks: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let (last, parts) = chunks.split_last().unwrap();
+    assert_eq!(last["stop"], true, "{text}");
+    assert_eq!(last["stop_type"], "limit", "{text}");
+    assert_eq!(last["timings"]["predicted_n"], 6, "{text}");
+    let mut content = String::new();
+    for part in parts {
+        assert_eq!(part["stop"], false, "{text}");
+        assert!(!part["tokens"].as_array().unwrap().is_empty(), "{text}");
+        content.push_str(part["content"].as_str().unwrap());
+    }
+    assert_eq!(
+        content,
+        whole["content"].as_str().unwrap(),
+        "streamed = whole"
+    );
+    assert!(
+        !text.contains("[DONE]"),
+        "llama-server ends this stream without [DONE]"
+    );
+
+    let (status, err) = post_json(app, "/completion", &json!({"n_predict": 4})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
 }

@@ -1,0 +1,333 @@
+//! llama-server's native completion API: `POST /completion` (and `POST /completions`, which
+//! llama-server routes to the same handler): a raw prompt continued, answered in llama-server's
+//! own shape (`content`, `tokens`, `stop`, `stop_type`, `timings`, …), whole or streamed as
+//! `data:` lines whose last one has `"stop": true`. The request goes through the same checks
+//! and pipeline as `POST /v1/completions`.
+
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use wick::{AsyncCompletionStream, CompletionResponse, FinishReason, Usage};
+
+use crate::extract::ApiJson;
+use crate::metrics::LiveGuard;
+use crate::wire::{CompletionRequest, Prompt, Stop, WireSampling};
+use crate::{sse, ApiError, AppState};
+
+/// `POST /completion`'s body: llama-server's field names.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct NativeRequest {
+    model: Option<String>,
+    prompt: Option<Prompt>,
+    /// Tokens to generate; `-1` (llama-server's "until the end"): the server's default.
+    n_predict: Option<i64>,
+    max_tokens: Option<i64>,
+    temperature: Option<f64>,
+    top_k: Option<i64>,
+    top_p: Option<f64>,
+    min_p: Option<f64>,
+    seed: Option<i64>,
+    stop: Option<Stop>,
+    repeat_penalty: Option<f64>,
+    presence_penalty: Option<f64>,
+    frequency_penalty: Option<f64>,
+    grammar: Option<String>,
+    stream: Option<bool>,
+    /// Whether the answer lists its token ids (`tokens`).
+    return_tokens: Option<bool>,
+    /// Accepted: wick always reuses cached prompt prefixes (they give the cold answer).
+    cache_prompt: Option<bool>,
+}
+
+impl NativeRequest {
+    /// The same request in the OpenAI completion shape, for the one validation.
+    fn completion(&self) -> (CompletionRequest, Settings) {
+        let n_predict = self
+            .n_predict
+            .filter(|&n| n >= 0)
+            .or(self.max_tokens.filter(|&n| n >= 0));
+        let sampling = WireSampling {
+            stop: self.stop.clone(),
+            max_tokens: n_predict,
+            temperature: self.temperature,
+            top_p: self.top_p,
+            top_k: self.top_k,
+            min_p: self.min_p,
+            repetition_penalty: self.repeat_penalty,
+            frequency_penalty: self.frequency_penalty,
+            presence_penalty: self.presence_penalty,
+            seed: self.seed,
+            grammar: self.grammar.clone(),
+            ..WireSampling::default()
+        };
+        let request = CompletionRequest {
+            model: self.model.clone(),
+            prompt: self.prompt.clone(),
+            sampling,
+            echo: None,
+            logprobs: None,
+            stream: self.stream,
+            stream_options: None,
+        };
+        let settings = Settings {
+            n_predict,
+            seed: self.seed,
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            stream: self.stream.unwrap_or(false),
+            cache_prompt: self.cache_prompt.unwrap_or(true),
+        };
+        (request, settings)
+    }
+}
+
+/// What the answer echoes back as `generation_settings`.
+#[derive(Debug, Clone, Copy)]
+struct Settings {
+    n_predict: Option<i64>,
+    seed: Option<i64>,
+    temperature: Option<f64>,
+    top_k: Option<i64>,
+    top_p: Option<f64>,
+    min_p: Option<f64>,
+    stream: bool,
+    cache_prompt: bool,
+}
+
+/// The native completion handler.
+pub(crate) async fn handler(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<NativeRequest>,
+) -> Result<Response, ApiError> {
+    let return_tokens = req.return_tokens.unwrap_or(false);
+    let (request, settings) = req.completion();
+    let valid = crate::completions::valid(request)?;
+    let served = state.model(valid.model())?;
+    let mut options = valid.options().clone();
+    // Token ids come with the engine's per-token reports (top 0: no alternatives).
+    let streamed = settings.stream;
+    if streamed || return_tokens {
+        options.logprobs = Some(0);
+    }
+    let n_predict = i64::from(
+        options
+            .max_tokens
+            .unwrap_or_else(|| served.llm.metadata().num_output),
+    );
+    let started = Instant::now();
+    let mut stream = served
+        .llm
+        .astream_complete_with(valid.input(), &options)
+        .await
+        .map_err(|e| ApiError::from(e).too_long_in("prompt"))?;
+    let first = match stream.next().await {
+        Some(item) => item?,
+        None => return Err(ApiError::Internal),
+    };
+    let first_at = Instant::now();
+    state.metrics().first_token(first_at - started);
+    let answer = Answer {
+        model: served.id.clone(),
+        settings: Settings {
+            n_predict: Some(n_predict),
+            ..settings
+        },
+        started,
+        first_at,
+    };
+    if streamed {
+        let shutdown = state.shutdown_token();
+        let run = StreamRun {
+            _live: state.metrics().live(),
+            state,
+            stream,
+            answer,
+            pending: Some(first),
+            content: String::new(),
+            done: false,
+        };
+        return Ok(sse::response(
+            sse::frames(run),
+            shutdown,
+            crate::error::Dialect::OpenAi,
+        ));
+    }
+    let mut last = first;
+    let mut tokens = std::mem::take(&mut last.logprobs);
+    let mut text = std::mem::take(&mut last.delta);
+    while let Some(item) = stream.next().await {
+        last = item?;
+        tokens.append(&mut last.logprobs);
+        text.push_str(&last.delta);
+    }
+    if !last.text.is_empty() {
+        text = std::mem::take(&mut last.text);
+    }
+    if let Some(u) = &last.usage {
+        state.metrics().usage(u);
+    }
+    let ids: Vec<u32> = if return_tokens {
+        tokens.iter().map(|t| t.token.0).collect()
+    } else {
+        Vec::new()
+    };
+    Ok(axum::Json(answer.last(&text, &ids, &last)).into_response())
+}
+
+/// What every part of one answer shares.
+struct Answer {
+    model: String,
+    settings: Settings,
+    started: Instant,
+    first_at: Instant,
+}
+
+impl Answer {
+    /// The final object: the whole `content` (empty when streamed: the chunks carried it), the
+    /// counts, how it stopped, and the timings.
+    fn last(&self, content: &str, tokens: &[u32], last: &CompletionResponse) -> Value {
+        let usage = last.usage.unwrap_or_default();
+        let (stop_type, word) = stop_type(last.finish_reason, last.stop_sequence.as_deref());
+        json!({
+            "index": 0,
+            "content": content,
+            "tokens": tokens,
+            "id_slot": 0,
+            "stop": true,
+            "model": self.model,
+            "tokens_predicted": usage.completion_tokens,
+            "tokens_evaluated": usage.prompt_tokens,
+            "tokens_cached": usage.cached_tokens,
+            "generation_settings": self.generation_settings(),
+            "has_new_line": content.contains('\n'),
+            "truncated": false,
+            "stop_type": stop_type,
+            "stopping_word": word,
+            "timings": self.timings(&usage),
+        })
+    }
+
+    fn generation_settings(&self) -> Value {
+        let s = self.settings;
+        json!({
+            "n_predict": s.n_predict,
+            "seed": s.seed,
+            "temperature": s.temperature,
+            "top_k": s.top_k,
+            "top_p": s.top_p,
+            "min_p": s.min_p,
+            "stream": s.stream,
+            "cache_prompt": s.cache_prompt,
+        })
+    }
+
+    /// llama-server's `timings`: the prompt tokens computed (not read from the cache) and the
+    /// time to the first token, then the generated tokens and the time after it.
+    #[allow(clippy::cast_precision_loss)] // token counts and milliseconds
+    fn timings(&self, usage: &Usage) -> Value {
+        let prompt_n = usage.prompt_tokens.saturating_sub(usage.cached_tokens);
+        let prompt_ms = (self.first_at - self.started).as_secs_f64() * 1000.0;
+        let predicted_n = usage.completion_tokens;
+        let predicted_ms = self.first_at.elapsed().as_secs_f64() * 1000.0;
+        let per = |ms: f64, n: u32| if n == 0 { 0.0 } else { ms / f64::from(n) };
+        let rate = |ms: f64, n: u32| {
+            if ms <= 0.0 {
+                0.0
+            } else {
+                f64::from(n) * 1000.0 / ms
+            }
+        };
+        json!({
+            "cache_n": usage.cached_tokens,
+            "prompt_n": prompt_n,
+            "prompt_ms": prompt_ms,
+            "prompt_per_token_ms": per(prompt_ms, prompt_n),
+            "prompt_per_second": rate(prompt_ms, prompt_n),
+            "predicted_n": predicted_n,
+            "predicted_ms": predicted_ms,
+            "predicted_per_token_ms": per(predicted_ms, predicted_n),
+            "predicted_per_second": rate(predicted_ms, predicted_n),
+        })
+    }
+}
+
+/// llama-server's `stop_type` and `stopping_word`: `limit` (the token budget), `word` (a stop
+/// string), `eos` (the model ended it).
+fn stop_type(reason: Option<FinishReason>, word: Option<&str>) -> (&'static str, &str) {
+    match (reason, word) {
+        (Some(FinishReason::Length), _) => ("limit", ""),
+        (_, Some(word)) => ("word", word),
+        _ => ("eos", ""),
+    }
+}
+
+/// A streamed answer: one `data:` line per item with its text and tokens, the last one the
+/// final object with `"stop": true` (llama-server sends no `[DONE]` on this route).
+struct StreamRun {
+    state: AppState,
+    stream: AsyncCompletionStream,
+    answer: Answer,
+    pending: Option<CompletionResponse>,
+    content: String,
+    done: bool,
+    _live: LiveGuard,
+}
+
+impl sse::Run for StreamRun {
+    fn next_frames(&mut self) -> impl std::future::Future<Output = Option<Vec<Bytes>>> + Send {
+        self.step()
+    }
+}
+
+impl StreamRun {
+    async fn step(&mut self) -> Option<Vec<Bytes>> {
+        if self.done {
+            return None;
+        }
+        let item = match self.pending.take() {
+            Some(item) => Some(Ok(item)),
+            None => self.stream.next().await,
+        };
+        let mut frames = Vec::new();
+        match item {
+            Some(Ok(item)) => {
+                let ids: Vec<u32> = item.logprobs.iter().map(|t| t.token.0).collect();
+                if !item.delta.is_empty() || !ids.is_empty() {
+                    self.content.push_str(&item.delta);
+                    let chunk = json!({
+                        "index": 0,
+                        "content": item.delta,
+                        "tokens": ids,
+                        "stop": false,
+                        "id_slot": 0,
+                    });
+                    frames.push(sse::event(&chunk));
+                }
+                if item.finish_reason.is_some() {
+                    self.done = true;
+                    if let Some(u) = &item.usage {
+                        self.state.metrics().usage(u);
+                    }
+                    let mut last = self.answer.last("", &[], &item);
+                    last["has_new_line"] = json!(self.content.contains('\n'));
+                    frames.push(sse::event(&last));
+                }
+            }
+            Some(Err(e)) => {
+                self.done = true;
+                let e = ApiError::from(e);
+                self.state.metrics().error();
+                frames.push(sse::event(&e.body()));
+            }
+            None => self.done = true,
+        }
+        Some(frames)
+    }
+}
