@@ -125,12 +125,7 @@ impl ChatFormat {
         tokenizer: &T,
         mut request: RenderRequest,
     ) -> Result<RenderedPrompt, EngineError> {
-        if request.bos_token.is_none() {
-            request.bos_token.clone_from(&self.bos_token);
-        }
-        if request.eos_token.is_none() {
-            request.eos_token.clone_from(&self.eos_token);
-        }
+        self.fill_special(&mut request);
         let segments = self.template.render_segments(&request)?;
         let text = segments.text();
         if let Some(n_ctx) = self.n_ctx {
@@ -146,6 +141,29 @@ impl ChatFormat {
             tokens,
             thinking_forced_open,
         })
+    }
+}
+
+impl ChatFormat {
+    /// The prompt text `request` renders to, exactly as [`ChatFormat::render`] renders it
+    /// before tokenizing (for showing a prompt, as llama-server's `/apply-template` does).
+    ///
+    /// # Errors
+    ///
+    /// The template's own error.
+    pub fn render_text(&self, mut request: RenderRequest) -> Result<String, EngineError> {
+        self.fill_special(&mut request);
+        Ok(self.template.render_segments(&request)?.text())
+    }
+
+    /// The model's BOS/EOS texts, where the request does not set its own.
+    fn fill_special(&self, request: &mut RenderRequest) {
+        if request.bos_token.is_none() {
+            request.bos_token.clone_from(&self.bos_token);
+        }
+        if request.eos_token.is_none() {
+            request.eos_token.clone_from(&self.eos_token);
+        }
     }
 }
 

@@ -331,3 +331,74 @@ impl StreamRun {
         Some(frames)
     }
 }
+
+/// `GET /props`: the served model as llama-server describes it: its file, the sequences that
+/// generate at once (`total_slots`), each one's context and default sampling, the chat template.
+pub(crate) async fn props(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let served = state.model(None)?;
+    let meta = served.llm.metadata();
+    let body = json!({
+        "model_alias": served.id,
+        "model_path": meta.model_path.as_ref().map(|p| p.display().to_string()),
+        "total_slots": meta.parallel,
+        "default_generation_settings": {
+            "id": 0,
+            "n_ctx": meta.context_window,
+            "is_processing": false,
+            "params": default_params(&served.llm),
+        },
+        "chat_template": meta.chat_template.unwrap_or_default(),
+        "modalities": {"vision": false, "audio": false},
+        "build_info": meta.build,
+        "is_sleeping": false,
+    });
+    Ok(axum::Json(body).into_response())
+}
+
+/// `GET /slots`: one entry per sequence that generates at once, with its context size.
+pub(crate) async fn slots(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let served = state.model(None)?;
+    let meta = served.llm.metadata();
+    let slots: Vec<Value> = (0..meta.parallel)
+        .map(|id| json!({"id": id, "n_ctx": meta.context_window, "is_processing": false}))
+        .collect();
+    Ok(axum::Json(slots).into_response())
+}
+
+/// The sampling a request gets when it sets nothing.
+fn default_params(llm: &wick::Llm) -> Value {
+    let s = llm.default_sampler();
+    json!({
+        "n_predict": llm.metadata().num_output,
+        "seed": s.seed,
+        "temperature": s.temperature,
+        "top_k": s.top_k,
+        "top_p": s.top_p,
+        "min_p": s.min_p,
+        "repeat_penalty": s.repetition_penalty,
+    })
+}
+
+/// `POST /apply-template`: `{"messages", "tools"?, …}` (a chat request) → `{"prompt"}`, the text
+/// the chat template renders for it, exactly as an answer would be prompted.
+pub(crate) async fn apply_template(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<crate::wire::ChatCompletionRequest>,
+) -> Result<Response, ApiError> {
+    let valid = crate::validate::chat(req)?;
+    let served = state.model(valid.model.as_deref())?;
+    let prompt = served.llm.chat_json_text(valid.chat, &valid.options)?;
+    Ok(axum::Json(json!({ "prompt": prompt })).into_response())
+}
+
+/// `POST /chat/completions/input_tokens`: `{"input_tokens"}`, the prompt tokens a chat request
+/// renders to, counted without generating.
+pub(crate) async fn input_tokens(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<crate::wire::ChatCompletionRequest>,
+) -> Result<Response, ApiError> {
+    let valid = crate::validate::chat(req)?;
+    let served = state.model(valid.model.as_deref())?;
+    let tokens = served.llm.chat_json_tokens(valid.chat, &valid.options)?;
+    Ok(axum::Json(json!({ "input_tokens": tokens.len() })).into_response())
+}

@@ -35,6 +35,14 @@ pub fn router(state: AppState) -> Router {
         .route("/completions", post(native::handler))
         .route("/models", get(list_models))
         .route("/v1/health", get(health))
+        .route("/props", get(native::props))
+        .route("/slots", get(native::slots))
+        .route("/apply-template", post(native::apply_template))
+        .route("/chat/completions/input_tokens", post(native::input_tokens))
+        .route(
+            "/v1/chat/completions/input_tokens",
+            post(native::input_tokens),
+        )
         .route("/tokenize", post(tokens::tokenize))
         .route("/detokenize", post(tokens::detokenize))
         .route("/health", get(health))

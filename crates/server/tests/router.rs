@@ -907,3 +907,49 @@ async fn native_completion_answers_in_llama_servers_shape_whole_and_streamed() {
     let (status, err) = post_json(app, "/completion", &json!({"n_predict": 4})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
 }
+
+#[tokio::test]
+async fn llama_server_props_slots_apply_template_and_input_tokens() {
+    let app = app();
+    let req = Request::get("/props").body(Body::empty()).unwrap();
+    let (status, _, text) = send(app.clone(), req).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let props: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(props["model_alias"], "stub");
+    let slots = props["total_slots"].as_u64().unwrap();
+    assert!(slots >= 1, "{props}");
+    let n_ctx = &props["default_generation_settings"]["n_ctx"];
+    assert_eq!(*n_ctx, 512, "{props}");
+    assert!(props["default_generation_settings"]["params"]["seed"].is_number());
+
+    let req = Request::get("/slots").body(Body::empty()).unwrap();
+    let (status, _, text) = send(app.clone(), req).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let list: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(list.as_array().unwrap().len() as u64, slots);
+    assert_eq!(list[0]["n_ctx"], *n_ctx);
+    assert!(list[0].get("params").is_none());
+
+    let chat = json!({"messages": [{"role": "system", "content": "You are a test."},
+                                    {"role": "user", "content": "Hi there"}]});
+    let (status, body) = post_json(app.clone(), "/apply-template", &chat).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let prompt = body["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("You are a test.") && prompt.contains("Hi there"),
+        "{prompt}"
+    );
+
+    // The count is the prompt an answer computes: the same as the answer's usage.
+    let (status, count) = post_json(app.clone(), "/chat/completions/input_tokens", &chat).await;
+    assert_eq!(status, StatusCode::OK, "{count}");
+    let mut answer = chat.clone();
+    answer["max_tokens"] = json!(2);
+    let (_, answered) = post_json(app.clone(), "/v1/chat/completions", &answer).await;
+    assert_eq!(
+        count["input_tokens"], answered["usage"]["prompt_tokens"],
+        "{answered}"
+    );
+    let (status, _) = post_json(app, "/v1/chat/completions/input_tokens", &chat).await;
+    assert_eq!(status, StatusCode::OK);
+}

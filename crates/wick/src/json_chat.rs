@@ -49,6 +49,7 @@ impl Llm {
             loaded: Arc::new(Loaded {
                 engine,
                 chat: Arc::new(chat),
+                path: None,
             }),
             settings: Arc::new(builder),
         })
@@ -92,26 +93,47 @@ impl Llm {
         Ok(self.render_json(chat, options)?.1.tokens)
     }
 
+    /// The prompt text `chat` renders to, as [`Llm::astream_chat_json`] renders it before
+    /// tokenizing (llama-server's `/apply-template`).
+    ///
+    /// # Errors
+    ///
+    /// The template cannot render the chat, or a forced tool is unknown.
+    pub fn chat_json_text(&self, chat: JsonChat, options: &GenerateOptions) -> Result<String> {
+        let (_, render) = self.json_render_request(chat, options)?;
+        Ok(self.loaded.chat.render_text(render)?)
+    }
+
     /// Renders and tokenizes `chat` on the caller's thread, not the model's.
     fn render_json(
         &self,
         chat: JsonChat,
         options: &GenerateOptions,
     ) -> Result<(crate::llm::ToolPlan, RenderedPrompt)> {
-        let request = ChatRequest {
-            tools: chat.tools,
-            ..ChatRequest::default()
-        };
-        // `tool_choice`: `none` hides the tools, a forced call gets its format and grammar.
-        let plan = self.tool_plan(&request, options)?;
-        let mut render = RenderRequest::from(&plan.request);
-        render.messages = chat.messages;
-        render.add_generation_prompt = true;
-        render.extra_context = chat.extra_context;
+        let (plan, render) = self.json_render_request(chat, options)?;
         let rendered = self
             .loaded
             .chat
             .render(&**self.loaded.engine.tokenizer(), render)?;
         Ok((plan, rendered))
+    }
+
+    /// What the template renders for `chat`: its messages, the tools `tool_choice` leaves
+    /// (`none` hides them), the generation prompt and the extra variables.
+    fn json_render_request(
+        &self,
+        chat: JsonChat,
+        options: &GenerateOptions,
+    ) -> Result<(crate::llm::ToolPlan, RenderRequest)> {
+        let request = ChatRequest {
+            tools: chat.tools,
+            ..ChatRequest::default()
+        };
+        let plan = self.tool_plan(&request, options)?;
+        let mut render = RenderRequest::from(&plan.request);
+        render.messages = chat.messages;
+        render.add_generation_prompt = true;
+        render.extra_context = chat.extra_context;
+        Ok((plan, render))
     }
 }

@@ -66,6 +66,14 @@ impl Llm {
         self.loaded.engine.inflight()
     }
 
+    /// The sampler a request gets when it sets none: the builder's temperature and sampling.
+    pub fn default_sampler(&self) -> SamplerOpts {
+        SamplerOpts {
+            temperature: self.settings.temperature,
+            ..self.settings.sampling.clone()
+        }
+    }
+
     /// Facts about the model: context window, output budget, chat and tool support, name.
     pub fn metadata(&self) -> LlmMetadata {
         let info = self.loaded.engine.info();
@@ -82,6 +90,9 @@ impl Llm {
             model_name: info.name.clone(),
             deterministic: info.deterministic,
             build: info.build.clone(),
+            model_path: self.loaded.path.clone(),
+            chat_template: info.chat_template.clone(),
+            parallel: info.n_seq_max,
         }
     }
 
@@ -447,10 +458,10 @@ impl Llm {
         if templated {
             stop.extend(self.loaded.chat.stops().iter().cloned());
         }
-        let sampler = options.sampling.clone().unwrap_or_else(|| SamplerOpts {
-            temperature: settings.temperature,
-            ..settings.sampling.clone()
-        });
+        let sampler = options
+            .sampling
+            .clone()
+            .unwrap_or_else(|| self.default_sampler());
         let request = GenerateRequest {
             prompt,
             max_tokens: Some(options.max_tokens.unwrap_or(settings.max_new_tokens)),
@@ -531,6 +542,7 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
     Ok(Loaded {
         engine,
         chat: Arc::new(chat),
+        path: Some(key.path.clone()),
     })
 }
 

@@ -26,6 +26,8 @@ pub(crate) struct Loaded {
     pub(crate) engine: Engine,
     /// The model's chat template bound to its tokenizer (`ChatML` when it has none).
     pub(crate) chat: Arc<ChatFormat>,
+    /// The model file (`None` for a backend built by the caller).
+    pub(crate) path: Option<PathBuf>,
 }
 
 type Cache = Mutex<HashMap<ModelKey, Weak<Loaded>>>;
