@@ -33,6 +33,8 @@ pub fn router(state: AppState) -> Router {
         .route("/chat/completions", post(chat::handler))
         .route("/completion", post(native::handler))
         .route("/completions", post(native::handler))
+        .route("/embeddings", post(embeddings::native))
+        .route("/embedding", post(embeddings::native))
         .route("/models", get(list_models))
         .route("/v1/health", get(health))
         .route("/props", get(native::props))
