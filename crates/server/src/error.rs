@@ -170,7 +170,7 @@ impl ApiError {
             ),
             ApiError::Unauthorized => (
                 StatusCode::UNAUTHORIZED,
-                "invalid_request_error",
+                "authentication_error",
                 None,
                 Some("invalid_api_key"),
             ),

@@ -475,10 +475,10 @@ async fn the_api_key_guards_every_route_but_health() {
     };
     let (status, _, text) = send(app.clone(), get("/v1/models", None)).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    assert_eq!(
-        serde_json::from_str::<Value>(&text).unwrap()["error"]["code"],
-        "invalid_api_key"
-    );
+    let error = serde_json::from_str::<Value>(&text).unwrap();
+    assert_eq!(error["error"]["code"], "invalid_api_key");
+    // llama-server's type for a 401 (OpenAI clients map the status itself).
+    assert_eq!(error["error"]["type"], "authentication_error");
     let (status, _, _) = send(app.clone(), get("/v1/models", Some("Bearer wrong"))).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let (status, _, _) = send(app.clone(), get("/metrics", Some("s3cret"))).await;
