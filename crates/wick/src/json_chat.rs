@@ -48,6 +48,7 @@ impl Llm {
             loaded: Arc::new(Loaded {
                 engine,
                 chat: Arc::new(chat),
+                path: None,
             }),
             settings: Arc::new(builder),
         })
