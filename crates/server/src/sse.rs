@@ -176,13 +176,12 @@ impl<S: Stream<Item = Bytes>> Stream for KeepAlive<S> {
             Poll::Pending => match self.timer.as_mut().poll(cx) {
                 Poll::Ready(()) => {
                     self.rearm();
-                    match self.keep_alive() {
-                        Some(frame) => Poll::Ready(Some(frame)),
-                        None => {
-                            // Polled once more so the rearmed timer registers its waker.
-                            let _ = self.timer.as_mut().poll(cx);
-                            Poll::Pending
-                        }
+                    if let Some(frame) = self.keep_alive() {
+                        Poll::Ready(Some(frame))
+                    } else {
+                        // Polled once more so the rearmed timer registers its waker.
+                        let _ = self.timer.as_mut().poll(cx);
+                        Poll::Pending
                     }
                 }
                 Poll::Pending => Poll::Pending,

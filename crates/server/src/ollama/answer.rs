@@ -28,8 +28,8 @@ pub(crate) enum Shape {
 
 /// Where the items come from: the chat pipeline (templated, parsed) or a raw completion.
 pub(crate) enum Items {
-    Chat(AsyncChatStream),
-    Raw(AsyncCompletionStream),
+    Chat(Box<AsyncChatStream>),
+    Raw(Box<AsyncCompletionStream>),
 }
 
 impl Items {

@@ -139,7 +139,7 @@ async fn respond(
                 live,
                 ..
             } = begin(&state, Some(&served.id), valid.chat, &valid.options).await?;
-            (Items::Chat(stream), Piece::from_chat(first), live)
+            (Items::Chat(Box::new(stream)), Piece::from_chat(first), live)
         }
         Ask::Raw(raw) => {
             let live = state.metrics().live();
@@ -153,7 +153,7 @@ async fn respond(
                 None => return Err(ApiError::Internal),
             };
             state.metrics().first_token(submitted.elapsed());
-            (Items::Raw(stream), Piece::from_raw(first), live)
+            (Items::Raw(Box::new(stream)), Piece::from_raw(first), live)
         }
     };
     let answer = Answer {
