@@ -264,4 +264,26 @@ mod tests {
             "{error}"
         );
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn ollama_streams_stay_silent_in_silences_and_end_with_an_error_line() {
+        let shutdown = CancellationToken::new();
+        let frames = futures_util::stream::iter([line(&1)])
+            .chain(futures_util::stream::once(async {
+                tokio::time::sleep(Duration::from_secs(25)).await;
+                line(&2)
+            }))
+            .chain(futures_util::stream::pending());
+        let mut stream = KeepAlive::new(frames, Duration::from_secs(10), shutdown.clone())
+            .dialect(Dialect::Ollama);
+        assert_eq!(stream.next().await.unwrap(), &b"1\n"[..]);
+        // 25 s of silence: no keep-alive line (NDJSON has none), then the next line.
+        assert_eq!(stream.next().await.unwrap(), &b"2\n"[..]);
+        shutdown.cancel();
+        let rest: Vec<Bytes> = stream.collect().await;
+        assert_eq!(rest.len(), 1, "{rest:?}");
+        let error: serde_json::Value = serde_json::from_slice(&rest[0]).unwrap();
+        assert!(error["error"].as_str().unwrap().contains("shutting down"));
+        assert!(rest[0].ends_with(b"\n"));
+    }
 }

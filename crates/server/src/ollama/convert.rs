@@ -26,11 +26,13 @@ pub(crate) enum Ask {
     Raw(Box<RawPrompt>),
 }
 
-/// A raw `/api/generate` prompt, checked.
+/// A raw `/api/generate` prompt, checked: with a `suffix`, the text between `input` and it
+/// (fill-in-the-middle, when the model has the tokens for it).
 #[derive(Debug)]
 pub(crate) struct RawPrompt {
     pub(crate) model: Option<String>,
     pub(crate) input: PromptInput,
+    pub(crate) suffix: Option<String>,
     pub(crate) options: GenerateOptions,
 }
 
@@ -88,12 +90,6 @@ pub(crate) fn generate(req: GenerateRequest) -> Result<Checked, ApiError> {
              prompt as it is with `raw: true`",
         ));
     }
-    if req.suffix.as_deref().is_some_and(|s| !s.is_empty()) {
-        return Err(ApiError::bad(
-            "suffix",
-            "`suffix` is not supported: this model has no fill-in-the-middle tokens",
-        ));
-    }
     if req.context.as_ref().is_some_and(|c| !c.is_empty()) {
         return Err(ApiError::bad(
             "context",
@@ -114,7 +110,8 @@ pub(crate) fn generate(req: GenerateRequest) -> Result<Checked, ApiError> {
         });
     }
     let response_format = format(req.format.as_ref())?;
-    if req.raw == Some(true) {
+    let suffix = req.suffix.filter(|s| !s.is_empty());
+    if req.raw == Some(true) || suffix.is_some() {
         let sampling = sampling(&options)?;
         let max = sampling.max_tokens;
         let mut generate = validate::options(&sampling, max, "num_predict")?;
@@ -132,6 +129,7 @@ pub(crate) fn generate(req: GenerateRequest) -> Result<Checked, ApiError> {
                     text: prompt,
                     formatted: true,
                 },
+                suffix,
                 options: generate,
             })),
             stream,
@@ -424,11 +422,10 @@ mod tests {
     }
 
     #[test]
-    fn generate_refuses_template_suffix_and_context_and_keeps_raw_prompts_raw() {
+    fn generate_refuses_template_and_context_and_keeps_raw_prompts_raw() {
         let gen = |body: Value| generate(serde_json::from_value(body).unwrap());
         for (field, value) in [
             ("template", json!("{{ .Prompt }}")),
-            ("suffix", json!("}")),
             ("context", json!([1, 2])),
         ] {
             let mut body = json!({"prompt": "x"});
@@ -454,6 +451,13 @@ mod tests {
             }
         );
         assert!(raw.options.sampling.unwrap().grammar.is_some());
+        assert_eq!(raw.suffix, None);
+        // A suffix makes a fill-in-the-middle prompt, raw or not.
+        let fill = gen(json!({"prompt": "def f(x):", "suffix": "return y"})).unwrap();
+        let Ask::Raw(fill) = fill.ask else {
+            panic!("not raw")
+        };
+        assert_eq!(fill.suffix.as_deref(), Some("return y"));
         let templated = gen(json!({"prompt": "x", "system": "be brief"})).unwrap();
         let Ask::Chat(chat) = templated.ask else {
             panic!("not a chat")

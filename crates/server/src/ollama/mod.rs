@@ -9,6 +9,7 @@
 mod answer;
 mod convert;
 mod embed;
+mod fim;
 mod models;
 mod time;
 mod wire;
@@ -19,6 +20,7 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::routing::{delete, get, post};
 use axum::Router;
+use wick::PromptInput;
 
 use crate::chat::{begin, Begun};
 use crate::error::Dialect;
@@ -142,10 +144,16 @@ async fn respond(
             (Items::Chat(Box::new(stream)), Piece::from_chat(first), live)
         }
         Ask::Raw(raw) => {
+            let input = match (&raw.suffix, raw.input) {
+                (Some(suffix), PromptInput::Text { text, .. }) => {
+                    fim::prompt(&served, &text, suffix).await?
+                }
+                (_, input) => input,
+            };
             let live = state.metrics().live();
             let mut stream = served
                 .llm
-                .astream_complete_with(raw.input, &raw.options)
+                .astream_complete_with(input, &raw.options)
                 .await
                 .map_err(|e| ApiError::from(e).too_long_in("prompt"))?;
             let first = match stream.next().await {
