@@ -286,6 +286,7 @@ impl Answer {
             model: self.model,
             items: self.items,
             timing: self.timing,
+            last: Instant::now(),
             done: false,
             _live: self.live,
         };
@@ -301,6 +302,8 @@ struct StreamRun {
     items: Items,
     pending: Option<Result<Piece, wick::Error>>,
     timing: Timing,
+    /// When the last item came (the time-per-token metric).
+    last: Instant,
     done: bool,
     _live: LiveGuard,
 }
@@ -320,6 +323,9 @@ impl StreamRun {
             Some(item) => Some(item),
             None => self.items.next().await,
         };
+        let now = Instant::now();
+        self.state.metrics().token(now - self.last);
+        self.last = now;
         let mut frames = Vec::new();
         match item {
             Some(Ok(piece)) => {
