@@ -1,5 +1,6 @@
-//! The router: OpenAI and Anthropic routes, `/health`, `/metrics`, auth, CORS, the body limit
-//! and the 404/405 (Anthropic-shaped under `/v1/messages`, OpenAI-shaped elsewhere).
+//! The router: OpenAI, Anthropic and Ollama routes, `/health`, `/metrics`, auth, CORS, the body
+//! limit and the 404/405 (Anthropic-shaped under `/v1/messages`, Ollama-shaped under `/api/`,
+//! OpenAI-shaped elsewhere).
 
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method};
@@ -13,14 +14,15 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, Any, CorsLayer};
 
 use crate::error::Dialect;
 use crate::{
-    anthropic, chat, completions, embeddings, native, tokens, ApiError, AppState, ServedModel,
+    anthropic, chat, completions, embeddings, native, ollama, tokens, ApiError, AppState,
+    ServedModel,
 };
 
 /// The whole HTTP API over `state`.
 pub fn router(state: AppState) -> Router {
     let limit = state.config().max_body_bytes;
     let cors = state.config().cors_origin.clone();
-    let mut router = Router::new()
+    let router = Router::new()
         .route("/v1/chat/completions", post(chat::handler))
         .route("/v1/completions", post(completions::handler))
         .route("/v1/messages", post(anthropic::messages))
@@ -49,6 +51,9 @@ pub fn router(state: AppState) -> Router {
         .route("/detokenize", post(tokens::detokenize))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
+        // Ollama's clients probe `/` (`HEAD` or `GET`) before they call `/api/*`.
+        .route("/", get(ollama::root));
+    let mut router = ollama::routes(router)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), guard))

@@ -44,11 +44,21 @@ pub(crate) fn ping() -> Bytes {
     Bytes::from_static(b"event: ping\ndata: {\"type\":\"ping\"}\n\n")
 }
 
+/// One NDJSON line carrying `value` as compact JSON: Ollama's framing.
+pub(crate) fn line(value: &impl serde::Serialize) -> Bytes {
+    let mut frame = Vec::new();
+    serde_json::to_writer(&mut frame, value)
+        .expect("invariant: wire objects have string keys and serialize infallibly");
+    frame.push(b'\n');
+    Bytes::from(frame)
+}
+
 /// The frames that end a stream on `error`, in `dialect`'s framing.
 pub(crate) fn error_tail(error: &ApiError, dialect: Dialect) -> Vec<Bytes> {
     match dialect {
         Dialect::OpenAi => vec![event(&error.body()), done()],
         Dialect::Anthropic => vec![named("error", &error.anthropic_body())],
+        Dialect::Ollama => vec![line(&error.ollama_body())],
     }
 }
 
@@ -62,7 +72,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// A `200 text/event-stream` response streaming `frames`, with keep-alives in the silences
 /// (comments, or Anthropic's `ping`), ended early with `dialect`'s error frames when `shutdown`
-/// is cancelled.
+/// is cancelled. Ollama's streams are `application/x-ndjson`, without keep-alives (NDJSON
+/// has no comment line, and Ollama's clients parse every line).
 pub(crate) fn response(
     frames: impl Stream<Item = Bytes> + Send + 'static,
     shutdown: CancellationToken,
@@ -70,9 +81,13 @@ pub(crate) fn response(
 ) -> Response {
     let frames = KeepAlive::new(frames, KEEP_ALIVE, shutdown).dialect(dialect);
     let body = Body::from_stream(futures_util::StreamExt::map(frames, Ok::<_, Infallible>));
+    let content_type = match dialect {
+        Dialect::OpenAi | Dialect::Anthropic => "text/event-stream",
+        Dialect::Ollama => "application/x-ndjson",
+    };
     (
         [
-            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CONTENT_TYPE, content_type),
             (header::CACHE_CONTROL, "no-cache"),
         ],
         body,
@@ -127,10 +142,11 @@ impl<S: Stream<Item = Bytes>> KeepAlive<S> {
         self
     }
 
-    fn keep_alive(&self) -> Bytes {
+    fn keep_alive(&self) -> Option<Bytes> {
         match self.dialect {
-            Dialect::OpenAi => Bytes::from_static(b": keep-alive\n\n"),
-            Dialect::Anthropic => ping(),
+            Dialect::OpenAi => Some(Bytes::from_static(b": keep-alive\n\n")),
+            Dialect::Anthropic => Some(ping()),
+            Dialect::Ollama => None,
         }
     }
 
@@ -160,7 +176,13 @@ impl<S: Stream<Item = Bytes>> Stream for KeepAlive<S> {
             Poll::Pending => match self.timer.as_mut().poll(cx) {
                 Poll::Ready(()) => {
                     self.rearm();
-                    Poll::Ready(Some(self.keep_alive()))
+                    if let Some(frame) = self.keep_alive() {
+                        Poll::Ready(Some(frame))
+                    } else {
+                        // Polled once more so the rearmed timer registers its waker.
+                        let _ = self.timer.as_mut().poll(cx);
+                        Poll::Pending
+                    }
                 }
                 Poll::Pending => Poll::Pending,
             },
@@ -241,5 +263,27 @@ mod tests {
                 && error.contains("overloaded_error"),
             "{error}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ollama_streams_stay_silent_in_silences_and_end_with_an_error_line() {
+        let shutdown = CancellationToken::new();
+        let frames = futures_util::stream::iter([line(&1)])
+            .chain(futures_util::stream::once(async {
+                tokio::time::sleep(Duration::from_secs(25)).await;
+                line(&2)
+            }))
+            .chain(futures_util::stream::pending());
+        let mut stream = KeepAlive::new(frames, Duration::from_secs(10), shutdown.clone())
+            .dialect(Dialect::Ollama);
+        assert_eq!(stream.next().await.unwrap(), &b"1\n"[..]);
+        // 25 s of silence: no keep-alive line (NDJSON has none), then the next line.
+        assert_eq!(stream.next().await.unwrap(), &b"2\n"[..]);
+        shutdown.cancel();
+        let rest: Vec<Bytes> = stream.collect().await;
+        assert_eq!(rest.len(), 1, "{rest:?}");
+        let error: serde_json::Value = serde_json::from_slice(&rest[0]).unwrap();
+        assert!(error["error"].as_str().unwrap().contains("shutting down"));
+        assert!(rest[0].ends_with(b"\n"));
     }
 }
