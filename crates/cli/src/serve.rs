@@ -20,6 +20,16 @@ pub(crate) struct ServeArgs {
     #[arg(short, long = "model", value_name = "REF")]
     models: Vec<String>,
 
+    /// Another name for a model (repeatable): with one model, every alias names it; with
+    /// several, the first alias names the first model, the second the second, and so on. A
+    /// model's first alias is its id in /v1/models and in answers.
+    #[arg(long = "alias", value_name = "NAME")]
+    aliases: Vec<String>,
+    /// Answer a request naming a model the server does not serve with a 404 even when one
+    /// model is served [default: one model answers any name, as llama-server does: clients
+    /// send names such as gpt-4o-mini].
+    #[arg(long)]
+    strict_model_names: bool,
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1", value_name = "HOST")]
     host: String,
@@ -157,6 +167,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         parallel: args.parallel as usize,
         allowed_hosts: allowed_hosts(local, &args.host, &args.allow_hosts),
         body_timeout: Duration::from_secs(args.body_timeout),
+        strict_model_names: args.strict_model_names,
     };
     let state = AppState::new(config);
     println!("wick serve: listening on http://{local} (loading models…)");
@@ -232,7 +243,8 @@ async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
         ),
         (None, None) => None,
     };
-    for reference in refs {
+    let n_models = refs.len();
+    for (position, reference) in refs.into_iter().enumerate() {
         let mut builder = builder(args, reference.as_deref());
         if let Some(template) = &template {
             builder = builder.chat_template(template.clone());
@@ -245,10 +257,21 @@ async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
                     reference.as_deref().unwrap_or("the default model")
                 )
             })?;
-        let (id, mut aliases) = ids(reference.as_deref());
+        let (mut id, mut aliases) = ids(reference.as_deref());
         let name = llm.metadata().model_name;
         if !name.is_empty() && name != id {
             aliases.push(name);
+        }
+        // `--alias`: every one names the only model, or the i-th names the i-th; the first
+        // becomes the id.
+        let given: Vec<&String> = if n_models == 1 {
+            args.aliases.iter().collect()
+        } else {
+            args.aliases.get(position).into_iter().collect()
+        };
+        if let Some((first, rest)) = given.split_first() {
+            aliases.push(std::mem::replace(&mut id, (*first).clone()));
+            aliases.extend(rest.iter().map(|a| (*a).clone()));
         }
         eprintln!("wick serve: loaded {id}");
         state.add_model(ServedModel { id, aliases, llm });

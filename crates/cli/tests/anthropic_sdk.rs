@@ -77,7 +77,13 @@ fn the_anthropic_python_package_works_against_wick_serve() {
         python.display()
     );
     let key = "sdk-test-key";
-    let server = Server::start(&["--output-format", "hermes", "--api-key", key]);
+    let server = Server::start(&[
+        "--output-format",
+        "hermes",
+        "--api-key",
+        key,
+        "--strict-model-names",
+    ]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/anthropic_client.py");
     let out = Command::new(&python)
         .arg(script)

@@ -103,7 +103,7 @@ fn a_closed_pipe_ends_quietly() {
 
 #[test]
 fn a_failed_chat_turn_fails_the_exit_status() {
-    let server = Server::start(&[]);
+    let server = Server::start(&["--strict-model-names"]);
     let mut child = wick()
         .args(["chat", "--url", &server.base, "-m", "no-such-model"])
         .stdin(Stdio::piped())

@@ -71,7 +71,7 @@ fn the_openai_python_package_works_against_wick_serve() {
         "no openai package in {}",
         python.display()
     );
-    let server = Server::start(&["--output-format", "hermes"]);
+    let server = Server::start(&["--output-format", "hermes", "--strict-model-names"]);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/openai_client.py");
     let out = Command::new(&python)
         .arg(script)

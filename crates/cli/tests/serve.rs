@@ -117,7 +117,7 @@ fn health_models_completions_embeddings_tokenize_metrics() {
 
 #[test]
 fn every_error_is_an_openai_error_with_the_right_status() {
-    let server = Server::start(&["-c", "256", "--max-body-size", "4096"]);
+    let server = Server::start(&["-c", "256", "--max-body-size", "4096", "--strict-model-names"]);
     let c = client();
     let send_raw = |body: &str| {
         let r = c
@@ -630,4 +630,39 @@ fn a_chat_template_file_replaces_the_models_template() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("chat_template"), "{stderr}");
+}
+
+#[test]
+fn aliases_name_the_model_and_one_model_answers_any_name_unless_strict() {
+    let server = Server::start(&["--alias", "smol", "--alias", "tiny"]);
+    let r = client().get(server.url("/v1/models")).send().unwrap();
+    let models: Value = r.json().unwrap();
+    assert_eq!(models["data"][0]["id"], "smol", "{models}");
+    for name in ["smol", "tiny", "gpt-4o-mini"] {
+        let (status, body) = post(
+            &server,
+            "/v1/chat/completions",
+            &chat("Hi", &json!({"model": name, "max_tokens": 2})),
+        );
+        assert_eq!(status, 200, "{name}: {body}");
+        assert_eq!(body["model"], "smol", "{name}: {body}");
+    }
+    let r = client()
+        .get(server.url("/v1/models/gpt-4o-mini"))
+        .send()
+        .unwrap();
+    assert_eq!(
+        r.status().as_u16(),
+        404,
+        "describing a model takes its own name"
+    );
+    drop(server);
+    let strict = Server::start(&["--alias", "smol", "--strict-model-names"]);
+    let (status, body) = post(
+        &strict,
+        "/v1/chat/completions",
+        &chat("Hi", &json!({"model": "gpt-4o-mini"})),
+    );
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], "model_not_found", "{body}");
 }

@@ -197,6 +197,6 @@ async fn get_model(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let model = state.model(Some(&id))?;
+    let model = state.model_named(Some(&id))?;
     Ok(Json(model_json(&state, &model)))
 }

@@ -27,6 +27,10 @@ pub struct ServerConfig {
     pub allowed_hosts: Option<Vec<String>>,
     /// How long a client may take to send a request's body. Default 30 s.
     pub body_timeout: Duration,
+    /// Whether a request naming a model the server does not serve is a 404 even when the
+    /// server serves one model. Off by default: like llama-server, a server of one model
+    /// answers any name with it (OpenAI clients send names such as `gpt-4o-mini`).
+    pub strict_model_names: bool,
 }
 
 impl ServerConfig {
@@ -72,6 +76,7 @@ impl Default for ServerConfig {
             parallel: 4,
             allowed_hosts: Some(Self::LOOPBACK_HOSTS.map(str::to_owned).to_vec()),
             body_timeout: Duration::from_secs(30),
+            strict_model_names: false,
         }
     }
 }
@@ -200,13 +205,29 @@ impl AppState {
             .clone()
     }
 
-    /// The model `name` selects: its id or an alias; no name selects the first model.
+    /// The model `name` selects: its id or an alias; no name selects the first model; with one
+    /// model served, any name selects it unless [`ServerConfig::strict_model_names`].
     ///
     /// # Errors
     ///
     /// [`ApiError::Loading`] before any model is loaded, [`ApiError::ModelNotFound`] for a
-    /// name no model has.
+    /// name no model has (among several, or with strict names).
     pub fn model(&self, name: Option<&str>) -> Result<ServedModel, ApiError> {
+        let lenient = !self.config().strict_model_names;
+        self.lookup(name, lenient)
+    }
+
+    /// The model whose id or alias is exactly `name` (no name: the first), whatever the
+    /// server's naming rule: for describing a model by its name (`GET /v1/models/{id}`).
+    ///
+    /// # Errors
+    ///
+    /// As [`AppState::model`], without the one-model leniency.
+    pub fn model_named(&self, name: Option<&str>) -> Result<ServedModel, ApiError> {
+        self.lookup(name, false)
+    }
+
+    fn lookup(&self, name: Option<&str>, lenient: bool) -> Result<ServedModel, ApiError> {
         if !self.is_ready() {
             return Err(ApiError::Loading);
         }
@@ -215,7 +236,13 @@ impl AppState {
             None | Some("") => models.first(),
             Some(name) => models
                 .iter()
-                .find(|m| m.id == name || m.aliases.iter().any(|a| a == name)),
+                .find(|m| m.id == name || m.aliases.iter().any(|a| a == name))
+                // One model served: any name is it, unless names are strict.
+                .or_else(|| {
+                    (lenient && models.len() == 1)
+                        .then(|| models.first())
+                        .flatten()
+                }),
         };
         match found {
             Some(model) => Ok(model.clone()),

@@ -348,7 +348,19 @@ async fn bad_requests_are_anthropic_400s_that_say_why() {
 async fn every_error_status_has_its_anthropic_type() {
     // 404: an unknown model, an unknown route under /v1/messages.
     let body = message_body(&json!({"model": "claude-nope"}));
-    let (status, body) = post_json(app(), "/v1/messages", &body).await;
+    let (status, body) = post_json(
+        router(state_with(
+            ServerConfig {
+                strict_model_names: true,
+                ..ServerConfig::default()
+            },
+            512,
+            24,
+        )),
+        "/v1/messages",
+        &body,
+    )
+    .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert_anthropic_error(&body, "not_found_error");
     let (status, body) = post_json(app(), "/v1/messages/batches", &json!({})).await;

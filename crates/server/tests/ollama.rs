@@ -310,7 +310,14 @@ async fn generate_refuses_what_wick_cannot_do_with_a_reason() {
 async fn errors_on_api_routes_take_ollamas_shape() {
     // An unknown model: 404, said as Ollama says it.
     let (status, body) = post_json(
-        app(),
+        router(state_with(
+            ServerConfig {
+                strict_model_names: true,
+                ..ServerConfig::default()
+            },
+            512,
+            24,
+        )),
         "/api/chat",
         &chat_body(&json!({"model": "llama3:8b"})),
     )
@@ -432,7 +439,15 @@ async fn tags_ps_show_and_version_describe_the_served_model() {
     assert_eq!(show["capabilities"][0], "completion");
     assert!(show["modelfile"].as_str().unwrap().contains("FROM"));
     assert_eq!(show["parameters"], "num_ctx 512");
-    let (status, body) = post_json(app(), "/api/show", &json!({"model": "nope"})).await;
+    let strict = router(state_with(
+        ServerConfig {
+            strict_model_names: true,
+            ..ServerConfig::default()
+        },
+        512,
+        24,
+    ));
+    let (status, body) = post_json(strict, "/api/show", &json!({"model": "nope"})).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_ollama_error(&body);
 

@@ -257,8 +257,17 @@ async fn malformed_json_and_wrong_types_are_400s() {
 
 #[tokio::test]
 async fn an_unknown_model_is_a_404_listing_the_served_ones() {
+    let strict = || {
+        router(state(
+            ServerConfig {
+                strict_model_names: true,
+                ..ServerConfig::default()
+            },
+            512,
+        ))
+    };
     let (status, body) = post_json(
-        app(),
+        strict(),
         "/v1/chat/completions",
         &chat_body(&json!({"model": "gpt-9"})),
     )
@@ -268,12 +277,25 @@ async fn an_unknown_model_is_a_404_listing_the_served_ones() {
     assert_eq!(body["error"]["code"], "model_not_found");
     assert!(body["error"]["message"].as_str().unwrap().contains("stub"));
     let (status, _) = post_json(
-        app(),
+        strict(),
         "/v1/chat/completions",
         &chat_body(&json!({"model": "stub-alias"})),
     )
     .await;
     assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn one_served_model_answers_any_model_name_unless_names_are_strict() {
+    for path in ["/v1/chat/completions", "/chat/completions"] {
+        let body = chat_body(&json!({"model": "gpt-4o-mini"}));
+        let (status, body) = post_json(app(), path, &body).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+        assert_eq!(
+            body["model"], "stub",
+            "the answer names the model that answered"
+        );
+    }
 }
 
 #[tokio::test]
