@@ -483,3 +483,37 @@ fn ctrl_c_stops_the_answer_and_the_chat_goes_on() {
     assert!(sent[1].1.starts_with("Partial"), "{sent:?}");
     assert_eq!(sent[2], ("user".to_owned(), "Again".to_owned()));
 }
+
+#[test]
+fn lines_pasted_or_typed_ahead_together_are_each_answered_on_a_terminal() {
+    let server = FakeServer::replying(|request, _| {
+        if request.method == "GET" {
+            json_response(
+                "200 OK",
+                &json!({"object": "list", "data": [{"id": "fake-model"}]}),
+            )
+        } else {
+            echo_stream(request)
+        }
+    });
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/chat_pty.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(env!("CARGO_BIN_EXE_wick"))
+        .arg(&server.url)
+        .args(["first line", "second line", "third line"])
+        .output()
+        .expect("python3 runs the pseudo-terminal driver");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown}\n{}", text(&out.stderr));
+    let asked: Vec<String> = server
+        .chats()
+        .iter()
+        .map(|r| messages(r).last().unwrap().1.clone())
+        .collect();
+    assert_eq!(
+        asked,
+        ["first line", "second line", "third line"],
+        "every line is a turn, none dropped: {shown}"
+    );
+}

@@ -117,7 +117,13 @@ fn health_models_completions_embeddings_tokenize_metrics() {
 
 #[test]
 fn every_error_is_an_openai_error_with_the_right_status() {
-    let server = Server::start(&["-c", "256", "--max-body-size", "4096", "--strict-model-names"]);
+    let server = Server::start(&[
+        "-c",
+        "256",
+        "--max-body-size",
+        "4096",
+        "--strict-model-names",
+    ]);
     let c = client();
     let send_raw = |body: &str| {
         let r = c
