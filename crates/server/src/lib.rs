@@ -1,6 +1,6 @@
 //! wick's OpenAI- and Anthropic-compatible HTTP API: [`router`] over an [`AppState`] that holds
 //! the served models. Chat and text completions (whole or as server-sent events), Anthropic
-//! Messages and their token count, llama-server's native `/completion`, embeddings, models, tokenize/detokenize, `/health` and
+//! Messages and their token count, OpenAI Responses (with stored responses), llama-server's native `/completion`, embeddings, models, tokenize/detokenize, `/health` and
 //! Prometheus `/metrics`; API-key auth, CORS, a body limit, and one mapping from every error to
 //! a status and an OpenAI or Anthropic error body ([`ApiError`]). [`serve`]
 //! takes connections with the limits a server facing untrusted clients needs (header and
@@ -34,6 +34,7 @@ mod logprobs;
 mod metrics;
 mod native;
 mod objects;
+mod responses;
 mod routes;
 mod sse;
 mod state;

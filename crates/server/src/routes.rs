@@ -1,4 +1,4 @@
-//! The router: OpenAI and Anthropic routes, `/health`, `/metrics`, auth, CORS, the body limit
+//! The router: OpenAI (chat, completions, Responses) and Anthropic routes, `/health`, `/metrics`, auth, CORS, the body limit
 //! and the 404/405 (Anthropic-shaped under `/v1/messages`, OpenAI-shaped elsewhere).
 
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
@@ -13,7 +13,8 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, Any, CorsLayer};
 
 use crate::error::Dialect;
 use crate::{
-    anthropic, chat, completions, embeddings, native, tokens, ApiError, AppState, ServedModel,
+    anthropic, chat, completions, embeddings, native, responses, tokens, ApiError, AppState,
+    ServedModel,
 };
 
 /// The whole HTTP API over `state`.
@@ -25,6 +26,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/completions", post(completions::handler))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
+        .route("/v1/responses", post(responses::create))
+        .route(
+            "/v1/responses/{id}",
+            get(responses::retrieve).delete(responses::delete),
+        )
         .route("/v1/embeddings", post(embeddings::handler))
         .route("/v1/models", get(list_models))
         .route("/v1/models/{*id}", get(get_model))
@@ -34,6 +40,7 @@ pub fn router(state: AppState) -> Router {
         .route("/completion", post(native::handler))
         .route("/completions", post(native::handler))
         .route("/models", get(list_models))
+        .route("/responses", post(responses::create))
         .route("/v1/health", get(health))
         .route("/props", get(native::props))
         .route("/slots", get(native::slots))

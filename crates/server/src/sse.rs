@@ -44,11 +44,13 @@ pub(crate) fn ping() -> Bytes {
     Bytes::from_static(b"event: ping\ndata: {\"type\":\"ping\"}\n\n")
 }
 
-/// The frames that end a stream on `error`, in `dialect`'s framing.
-pub(crate) fn error_tail(error: &ApiError, dialect: Dialect) -> Vec<Bytes> {
+/// The frames that end a stream on `error`, in `dialect`'s framing; `sent` is the number of
+/// events sent before (the Responses API numbers its events; the other dialects do not).
+pub(crate) fn error_tail(error: &ApiError, dialect: Dialect, sent: u64) -> Vec<Bytes> {
     match dialect {
         Dialect::OpenAi => vec![event(&error.body()), done()],
         Dialect::Anthropic => vec![named("error", &error.anthropic_body())],
+        Dialect::Responses => vec![named("error", &error.responses_event(sent))],
     }
 }
 
@@ -107,6 +109,9 @@ struct KeepAlive<S> {
     /// The closing frames of a cut stream, still to send.
     tail: std::vec::IntoIter<Bytes>,
     dialect: Dialect,
+    /// Frames sent, keep-alives not counted (a Responses stream's next `sequence_number`:
+    /// its frames are one event each).
+    sent: u64,
 }
 
 impl<S: Stream<Item = Bytes>> KeepAlive<S> {
@@ -118,6 +123,7 @@ impl<S: Stream<Item = Bytes>> KeepAlive<S> {
             shutdown: Box::pin(shutdown.cancelled_owned()),
             tail: Vec::new().into_iter(),
             dialect: Dialect::OpenAi,
+            sent: 0,
         }
     }
 
@@ -129,7 +135,7 @@ impl<S: Stream<Item = Bytes>> KeepAlive<S> {
 
     fn keep_alive(&self) -> Bytes {
         match self.dialect {
-            Dialect::OpenAi => Bytes::from_static(b": keep-alive\n\n"),
+            Dialect::OpenAi | Dialect::Responses => Bytes::from_static(b": keep-alive\n\n"),
             Dialect::Anthropic => ping(),
         }
     }
@@ -146,13 +152,14 @@ impl<S: Stream<Item = Bytes>> Stream for KeepAlive<S> {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         if self.frames.is_some() && self.shutdown.as_mut().poll(cx).is_ready() {
             self.frames = None;
-            self.tail = error_tail(&ApiError::ShuttingDown, self.dialect).into_iter();
+            self.tail = error_tail(&ApiError::ShuttingDown, self.dialect, self.sent).into_iter();
         }
         let Some(frames) = self.frames.as_mut() else {
             return Poll::Ready(self.tail.next());
         };
         match frames.as_mut().poll_next(cx) {
             Poll::Ready(Some(frame)) => {
+                self.sent += 1;
                 self.rearm();
                 Poll::Ready(Some(frame))
             }
