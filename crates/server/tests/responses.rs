@@ -526,3 +526,22 @@ async fn a_stream_cut_by_shutdown_ends_with_a_numbered_error_event() {
     assert_eq!(last["code"], "server_shutting_down", "{last}");
     assert!(last["message"].as_str().is_some_and(|m| !m.is_empty()));
 }
+
+#[test]
+fn check_request_checks_responses_bodies_as_the_route_does() {
+    let ok =
+        body(&json!({"tools": [{"type": "function", "name": "f"}], "tool_choice": "required"}));
+    assert_eq!(
+        wick_server::check_request("/v1/responses", ok.to_string().as_bytes()),
+        Ok(())
+    );
+    for (bad, param) in [
+        (&b"{\"input\": 5}"[..], Some("input")),
+        (b"{\"input\": [{\"type\": \"nope\"}]}", Some("input[0]")),
+        (b"not json", None),
+    ] {
+        let e = wick_server::check_request("/v1/responses", bad).unwrap_err();
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(e.body()["error"]["param"].as_str(), param, "{e:?}");
+    }
+}

@@ -31,6 +31,12 @@ pub(crate) use store::ResponseStore;
 use store::Stored;
 pub(crate) use wire::ResponsesRequest;
 
+/// Checks a request body the way `POST /v1/responses` does (without `previous_response_id`'s
+/// look-up: the id is not checked, and no earlier items are added).
+pub(crate) fn check(req: ResponsesRequest) -> Result<(), ApiError> {
+    convert::convert(req, &[]).map(drop)
+}
+
 /// `POST /v1/responses`.
 pub(crate) async fn create(
     State(state): State<AppState>,
