@@ -237,6 +237,7 @@ async fn a_string_input_gets_a_response_object_with_usage_and_the_settings() {
     assert_eq!(r["store"], true);
     assert_eq!(r["text"], json!({"format": {"type": "text"}}));
     assert_eq!(r["temperature"], 0.0);
+    assert_eq!(r["top_p"], 0.95, "the default, as written");
     assert_eq!(r["metadata"], json!({"k": "v"}));
     assert_eq!(r["user"], "u1");
     assert_eq!(r["previous_response_id"], Value::Null);

@@ -118,12 +118,8 @@ pub(crate) fn convert(req: ResponsesRequest, history: &[Value]) -> Result<Conver
             .tool_choice
             .filter(|c| !c.is_null())
             .unwrap_or_else(|| json!("auto")),
-        temperature: valid
-            .options
-            .sampling
-            .as_ref()
-            .map(|s| f64::from(s.temperature)),
-        top_p: valid.options.sampling.as_ref().map(|s| f64::from(s.top_p)),
+        temperature: valid.options.sampling.as_ref().map(|s| wide(s.temperature)),
+        top_p: valid.options.sampling.as_ref().map(|s| wide(s.top_p)),
         max_output_tokens: req.max_output_tokens,
         text: json!({"format": text_format.unwrap_or_else(|| json!({"type": "text"}))}),
         reasoning: json!({"effort": effort, "summary": null}),
@@ -134,6 +130,11 @@ pub(crate) fn convert(req: ResponsesRequest, history: &[Value]) -> Result<Conver
         previous_response_id: req.previous_response_id,
     };
     Ok(Converted { valid, items, echo })
+}
+
+/// A setting as a client wrote it: `0.95`, not the nearest `f32` widened (`0.949999988…`).
+fn wide(x: f32) -> f64 {
+    x.to_string().parse().unwrap_or(f64::from(x))
 }
 
 /// The chat pipeline's field names in an error, as the Responses API names them; `history`
