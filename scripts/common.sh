@@ -83,16 +83,19 @@ PY
     say "model ready: $dest"
 }
 
-# The official `openai` and `anthropic` Python packages in one virtual environment under
-# $WICK_HOME, for the server's client tests (crates/cli/tests/openai_sdk.rs, anthropic_sdk.rs);
-# its python is $WICK_OPENAI_PYTHON.
+# The official `openai`, `anthropic` and `ollama` Python packages in one virtual environment
+# under $WICK_HOME, for the server's client tests (crates/cli/tests/openai_sdk.rs,
+# anthropic_sdk.rs, ollama_sdk.rs); its python is $WICK_OPENAI_PYTHON.
 OPENAI_PACKAGE="openai==3.54.0"
 ANTHROPIC_PACKAGE="anthropic==2.10.0"
+OLLAMA_PACKAGE="ollama==0.6.3"
 export WICK_OPENAI_VENV="${WICK_OPENAI_VENV:-$WICK_HOME/venv-openai}"
 export WICK_OPENAI_PYTHON="$WICK_OPENAI_VENV/bin/python"
 ensure_openai_venv() {
-    if "$WICK_OPENAI_PYTHON" -c 'import sys, openai, anthropic
-sys.exit(openai.__version__ != "3.54.0" or anthropic.__version__ != "2.10.0")' \
+    # `ollama` has no __version__: its installed distribution says it.
+    if "$WICK_OPENAI_PYTHON" -c 'import sys, importlib.metadata, openai, anthropic, ollama
+sys.exit(openai.__version__ != "3.54.0" or anthropic.__version__ != "2.10.0"
+         or importlib.metadata.version("ollama") != "0.6.3")' \
         >/dev/null 2>&1; then
         return 0
     fi
@@ -102,7 +105,8 @@ sys.exit(openai.__version__ != "3.54.0" or anthropic.__version__ != "2.10.0")' \
         python3 -m venv "$WICK_OPENAI_VENV" ||
             die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
     fi
-    say "installing $OPENAI_PACKAGE and $ANTHROPIC_PACKAGE in $WICK_OPENAI_VENV"
-    "$WICK_OPENAI_PYTHON" -m pip install --quiet "$OPENAI_PACKAGE" "$ANTHROPIC_PACKAGE" ||
-        die "pip install $OPENAI_PACKAGE $ANTHROPIC_PACKAGE failed"
+    say "installing $OPENAI_PACKAGE, $ANTHROPIC_PACKAGE and $OLLAMA_PACKAGE in $WICK_OPENAI_VENV"
+    "$WICK_OPENAI_PYTHON" -m pip install --quiet "$OPENAI_PACKAGE" "$ANTHROPIC_PACKAGE" \
+        "$OLLAMA_PACKAGE" ||
+        die "pip install $OPENAI_PACKAGE $ANTHROPIC_PACKAGE $OLLAMA_PACKAGE failed"
 }

@@ -279,6 +279,65 @@ fn run_downloads_a_remote_model_then_answers() {
 }
 
 #[test]
+fn a_split_model_pulls_every_shard_and_answers_as_the_whole_file() {
+    let hub = FakeHub::start();
+    let whole = std::fs::read(model_path()).unwrap();
+    let shards = wick_testutil::split_gguf(&whole, 3);
+    assert_eq!(shards.len(), 3);
+    let repo = "HuggingFaceTB/smol-split-GGUF";
+    for (i, shard) in shards.into_iter().enumerate() {
+        let name = format!("smol-Q4_1-{:05}-of-00003.gguf", i + 1);
+        hub.add_file(repo, &name, shard);
+    }
+    let home = tempfile::tempdir().unwrap();
+    let answer = |model: &str| {
+        ok(&wick(home.path(), &hub)
+            .args([
+                "run",
+                "--threads",
+                "2",
+                "-n",
+                "24",
+                "-s",
+                "You are a helpful assistant.",
+            ])
+            .args(["-m", model, "What is the capital of France?"])
+            .output()
+            .unwrap())
+    };
+    // Chosen by quantization: the first shard stands for the model, and every shard comes.
+    let split = answer(&format!("{repo}:Q4_1"));
+    assert_eq!(hub.count("/files/"), 3, "{:?}", hub.requests());
+    let single = answer(&model_path().display().to_string());
+    assert_eq!(split, single, "the split model answers as the whole file");
+    let table = ok(&wick(home.path(), &hub).arg("ls").output().unwrap());
+    let cells = row(&table, "smol-Q4_1").unwrap();
+    assert_eq!(
+        cells[4],
+        format!("hf:{repo}/smol-Q4_1-00001-of-00003.gguf"),
+        "{table}"
+    );
+    // Naming a later shard says which one to name.
+    let err = fails(
+        &wick(home.path(), &hub)
+            .args(["pull", &format!("hf:{repo}/smol-Q4_1-00002-of-00003.gguf")])
+            .output()
+            .unwrap(),
+    );
+    assert!(err.contains("smol-Q4_1-00001-of-00003.gguf"), "{err}");
+    // Removing it removes every shard.
+    ok(&wick(home.path(), &hub)
+        .args(["rm", "smol-Q4_1"])
+        .output()
+        .unwrap());
+    let split_dir = home.path().join("models").join("split");
+    let left: Vec<_> = std::fs::read_dir(&split_dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
 fn bad_references_list_the_accepted_forms() {
     let hub = FakeHub::start();
     let home = tempfile::tempdir().unwrap();

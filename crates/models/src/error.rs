@@ -212,6 +212,16 @@ pub enum ModelError {
         /// The matching files.
         candidates: Vec<String>,
     },
+    /// A split model was named by a shard other than its first.
+    #[error("{file} is shard {index} of a split model: name its first shard, {first}")]
+    NotFirstShard {
+        /// The shard named.
+        file: String,
+        /// Its number.
+        index: u32,
+        /// The first shard's name.
+        first: String,
+    },
     /// A file or directory could not be read or written.
     #[error("{}: {cause}", path.display())]
     Io {

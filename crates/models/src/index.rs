@@ -21,7 +21,21 @@ pub struct Entry {
     pub source: String,
     /// Size in bytes.
     pub size: u64,
-    /// SHA-256 of the content, lower-case hex.
+    /// SHA-256 of the content, lower-case hex (a split model's: its first shard's).
+    pub sha256: String,
+    /// A split model's other shards, in order (its first is `file`); empty for one file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<Shard>,
+}
+
+/// One shard of a split model beside the first, in the same folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// Its file, relative to `models/`.
+    pub file: PathBuf,
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256 of its content, lower-case hex.
     pub sha256: String,
 }
 
@@ -111,6 +125,7 @@ mod tests {
             source: "src".to_owned(),
             size: 1,
             sha256: sha.to_string().repeat(64),
+            shards: Vec::new(),
         }
     }
 

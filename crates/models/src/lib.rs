@@ -51,13 +51,14 @@ mod lock;
 mod pull;
 mod reference;
 mod settings;
+mod split;
 mod store;
 
 pub use download::MIN_MODEL_BYTES;
 pub use error::{GgufError, ModelError};
 pub use gguf::{GgufHeader, GgufValue, SpecialToken};
 pub use identity::model_sha256;
-pub use index::Entry;
+pub use index::{Entry, Shard};
 pub use pull::{PullOptions, Pulled};
 pub use reference::{HfRepo, ModelRef, ACCEPTED_FORMS, DEFAULT_QUANT};
 pub use settings::{

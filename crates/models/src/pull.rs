@@ -12,9 +12,10 @@ use sha2::{Digest, Sha256};
 use crate::download::{discard, hex, sha256_file, Fetch};
 use crate::error::ModelError;
 use crate::hf::{is_sha256, list_files, pick_file, resolve_url, Sibling};
-use crate::index::Entry;
+use crate::index::{Entry, Shard};
 use crate::lock::FileLock;
 use crate::reference::{is_name, HfRepo, ModelRef};
+use crate::split::{self, SplitName};
 use crate::store::{check_gguf, hf_source, stem, ModelStore};
 
 /// Options of [`ModelStore::pull`].
@@ -82,6 +83,8 @@ struct Remote<'a> {
     file_name: &'a str,
     /// From the Hugging Face hub (errors may suggest `HF_TOKEN`), not a plain URL.
     hugging_face: bool,
+    /// A split model's shard hashes by file name, where the hub lists them.
+    shard_pins: std::collections::HashMap<String, String>,
 }
 
 impl ModelStore {
@@ -122,6 +125,7 @@ impl ModelStore {
                     sha256: opts.sha256.clone(),
                     file_name,
                     hugging_face: false,
+                    shard_pins: std::collections::HashMap::new(),
                 };
                 self.fetch(&remote, &opts)
             }
@@ -193,6 +197,7 @@ impl ModelStore {
             source,
             size,
             sha256,
+            shards: Vec::new(),
         };
         let base = stem(&path.to_string_lossy()).to_owned();
         let entry = self.record(&entry, opts.name.as_deref(), &base)?;
@@ -218,6 +223,15 @@ impl ModelStore {
             Some(s) => s,
             None => self.sibling(repo, file)?,
         };
+        // A split model: every shard's hash, as the hub lists them.
+        let shard_pins = if SplitName::parse(file).is_some() {
+            self.siblings(repo)?
+                .into_iter()
+                .filter_map(|s| Some((split::base(&s.file).to_owned(), s.sha256?)))
+                .collect()
+        } else {
+            std::collections::HashMap::new()
+        };
         let remote = Remote {
             source,
             url: resolve_url(&self.settings.hf_endpoint, repo, file)?,
@@ -225,6 +239,7 @@ impl ModelStore {
             sha256: opts.sha256.clone().or(sibling.sha256),
             file_name: file,
             hugging_face: true,
+            shard_pins,
         };
         self.fetch(&remote, opts)
     }
@@ -274,6 +289,7 @@ impl ModelStore {
             source: source.to_owned(),
             size,
             sha256,
+            shards: Vec::new(),
         };
         let base = stem(source).to_owned();
         let entry = self.record(&entry, opts.name.as_deref(), &base)?;
@@ -299,6 +315,9 @@ impl ModelStore {
                 downloaded: false,
             });
         }
+        if let Some(split) = SplitName::parse(split::base(remote.file_name)) {
+            return self.fetch_split(remote, &split, &key, opts);
+        }
         let part = tmp.join(format!("{key}.part"));
         let fetch = Fetch {
             url: &remote.url,
@@ -323,8 +342,88 @@ impl ModelStore {
             source: remote.source.clone(),
             size: done.size,
             sha256: done.sha256,
+            shards: Vec::new(),
         };
         let entry = self.record(&entry, opts.name.as_deref(), stem(remote.file_name))?;
+        Ok(Pulled {
+            path: self.entry_path(&entry),
+            entry,
+            downloaded: true,
+        })
+    }
+
+    /// Downloads every shard of a split model (under the caller's lock), each verified, into
+    /// one folder under their own names, where llama.cpp finds them from the first.
+    fn fetch_split(
+        &self,
+        remote: &Remote<'_>,
+        split: &SplitName,
+        key: &str,
+        opts: &PullOptions,
+    ) -> Result<Pulled, ModelError> {
+        let first = split::base(remote.file_name);
+        if split.index != 1 {
+            return Err(ModelError::NotFirstShard {
+                file: first.to_owned(),
+                index: split.index,
+                first: split::base(&split.shard(1)).to_owned(),
+            });
+        }
+        let tmp = self.settings.tmp_dir();
+        let mut parts = Vec::new();
+        for index in 1..=split.count {
+            let shard = split.shard(index);
+            let name = split::base(&shard).to_owned();
+            let url = split::shard_url(&remote.url, first, &name);
+            let pin = if index == 1 {
+                remote.sha256.clone()
+            } else {
+                remote.shard_pins.get(&name).cloned()
+            };
+            let part = tmp.join(format!("{key}-{index}.part"));
+            let fetch = Fetch {
+                url: &url,
+                bearer: remote.bearer,
+                sha256: pin.as_deref(),
+                label: stem(&name),
+                hugging_face: remote.hugging_face,
+            };
+            let done = self.downloader.download(&fetch, &part)?;
+            if let Err(cause) = crate::GgufHeader::read(&part) {
+                discard(&part);
+                return Err(ModelError::Gguf {
+                    path: PathBuf::from(&url),
+                    cause,
+                });
+            }
+            parts.push((part, name, done));
+        }
+        let dir = PathBuf::from("split").join(&parts[0].2.sha256);
+        let target = self.settings.models_dir().join(&dir);
+        std::fs::create_dir_all(&target).map_err(|e| ModelError::io(&target, e))?;
+        for (part, name, _) in &parts {
+            let path = target.join(name);
+            std::fs::rename(part, &path).map_err(|e| {
+                discard(part);
+                ModelError::io(&path, e)
+            })?;
+        }
+        let entry = Entry {
+            name: String::new(),
+            file: dir.join(&parts[0].1),
+            source: remote.source.clone(),
+            size: parts.iter().map(|(_, _, done)| done.size).sum(),
+            sha256: parts[0].2.sha256.clone(),
+            shards: parts[1..]
+                .iter()
+                .map(|(_, name, done)| Shard {
+                    file: dir.join(name),
+                    size: done.size,
+                    sha256: done.sha256.clone(),
+                })
+                .collect(),
+        };
+        let entry = self.record(&entry, opts.name.as_deref(), stem(&split.prefix))?;
         Ok(Pulled {
             path: self.entry_path(&entry),
             entry,

@@ -152,12 +152,21 @@ impl ModelStore {
             Ok((entry, shared))
         })?;
         if !shared && entry.file.is_relative() {
-            let path = self.entry_path(&entry);
-            match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(ModelError::io(path, e))
+            let files = std::iter::once(&entry.file).chain(entry.shards.iter().map(|s| &s.file));
+            for file in files {
+                let path = self.settings.models_dir().join(file);
+                match std::fs::remove_file(&path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(ModelError::io(path, e))
+                    }
+                    _ => {}
                 }
-                _ => {}
+            }
+            if !entry.shards.is_empty() {
+                // A split model's own folder, empty now.
+                if let Some(dir) = self.entry_path(&entry).parent() {
+                    let _ = std::fs::remove_dir(dir);
+                }
             }
         }
         Ok(entry)
@@ -272,6 +281,7 @@ impl ModelStore {
                     source,
                     size,
                     sha256,
+                    shards: Vec::new(),
                 });
             }
             Ok(())

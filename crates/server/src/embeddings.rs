@@ -1,5 +1,5 @@
 //! `POST /v1/embeddings`: one vector per input, as floats or base64 (what the `openai`
-//! package asks for by default).
+//! package asks for by default); and llama-server's own `POST /embeddings` (`/embedding`).
 
 use axum::extract::State;
 use axum::Json;
@@ -57,6 +57,36 @@ pub(crate) async fn handler(
         "model": served.id,
         "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
     })))
+}
+
+/// llama-server's own embeddings body: `input` (or its older `content`), texts or tokens.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default)]
+pub(crate) struct NativeEmbeddingRequest {
+    model: Option<String>,
+    input: Option<Prompt>,
+    content: Option<Prompt>,
+}
+
+/// llama-server's `POST /embeddings` (and `/embedding`): `[{"index", "embedding": [[…]]}]`,
+/// each input's pooled vector inside a list, as llama-server answers for a pooled model (it
+/// lists one vector per token only for models without pooling).
+pub(crate) async fn native(
+    State(state): State<AppState>,
+    ApiJson(req): ApiJson<NativeEmbeddingRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let served = state.model(req.model.as_deref())?;
+    let texts = inputs(&served.llm, req.input.or(req.content)).await?;
+    let mut out = Vec::with_capacity(texts.len());
+    for (index, text) in texts.iter().enumerate() {
+        let vector = served
+            .llm
+            .aembed(text)
+            .await
+            .map_err(|e| ApiError::from(e).too_long_in("input"))?;
+        out.push(json!({"index": index, "embedding": [vector]}));
+    }
+    Ok(Json(Value::Array(out)))
 }
 
 /// The input texts (token inputs are detokenized).

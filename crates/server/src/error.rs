@@ -1,7 +1,8 @@
 //! One error type for every route, and the one place that turns errors into HTTP statuses and
 //! error bodies: OpenAI's (`{"error": {"message", "type", "param", "code"}}`) or, on the
 //! Anthropic routes, Anthropic's (`{"type": "error", "error": {"type", "message"}}`), whose
-//! `error.type` follows from the same status.
+//! `error.type` follows from the same status, or, on the Ollama routes (`/api/*`), Ollama's
+//! (`{"error": "message"}`).
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -126,6 +127,12 @@ pub enum ApiError {
         /// Whether it came as `previous_response_id`.
         previous: bool,
     },
+    /// A model could not be fetched into the store (a download, hub or disk failure).
+    #[error("{message}")]
+    ModelFetch {
+        /// What failed, as the model store says it.
+        message: String,
+    },
     /// Something failed on the server's side; details are logged, not returned.
     #[error("internal error; see the server log")]
     Internal,
@@ -182,7 +189,7 @@ impl ApiError {
             ),
             ApiError::Unauthorized => (
                 StatusCode::UNAUTHORIZED,
-                "invalid_request_error",
+                "authentication_error",
                 None,
                 Some("invalid_api_key"),
             ),
@@ -253,6 +260,12 @@ impl ApiError {
                 Some("request_timeout"),
             ),
             ApiError::ResponseNotFound { previous, .. } => response_not_found(*previous),
+            ApiError::ModelFetch { .. } => (
+                StatusCode::BAD_GATEWAY,
+                "server_error",
+                None,
+                Some("model_fetch_failed"),
+            ),
             ApiError::Internal => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "server_error",
@@ -327,14 +340,19 @@ pub(crate) enum Dialect {
     /// OpenAI's Responses API: OpenAI's error bodies; streamed, numbered `event: <type>` events
     /// ending in an `error` event.
     Responses,
+    /// `{"error": "message"}`.
+    Ollama,
 }
 
 impl Dialect {
     /// The dialect of the route at `path`: the Anthropic routes answer in Anthropic's shape
-    /// (their 401s, 404s and 405s included), every other route in OpenAI's.
+    /// and the Ollama routes (`/api/*`) in Ollama's (their 401s, 404s and 405s included),
+    /// every other route in OpenAI's.
     pub(crate) fn of_path(path: &str) -> Self {
         if path == "/v1/messages" || path.starts_with("/v1/messages/") {
             Dialect::Anthropic
+        } else if path.starts_with("/api/") {
+            Dialect::Ollama
         } else {
             Dialect::OpenAi
         }
@@ -367,6 +385,18 @@ impl ApiError {
         }
     }
 
+    /// Ollama's error object (`{"error": "message"}`); an unknown model is said the way
+    /// Ollama says it (`model "x" not found`), which clients look for.
+    pub(crate) fn ollama_body(&self) -> serde_json::Value {
+        let message = match self {
+            ApiError::ModelNotFound { model, served } => {
+                format!("model \"{model}\" not found; this server serves: {served}")
+            }
+            other => other.to_string(),
+        };
+        json!({ "error": message })
+    }
+
     /// The response in `dialect`'s shape; OpenAI's is [`IntoResponse`]'s.
     pub(crate) fn response_in(self, dialect: Dialect) -> Response {
         let status = self.status();
@@ -375,6 +405,7 @@ impl ApiError {
                 (status, axum::Json(self.body())).into_response()
             }
             Dialect::Anthropic => (status, axum::Json(self.anthropic_body())).into_response(),
+            Dialect::Ollama => (status, axum::Json(self.ollama_body())).into_response(),
         };
         if status == StatusCode::SERVICE_UNAVAILABLE {
             response

@@ -1,8 +1,11 @@
-//! wick's OpenAI- and Anthropic-compatible HTTP API: [`router`] over an [`AppState`] that holds
-//! the served models. Chat and text completions (whole or as server-sent events), Anthropic
-//! Messages and their token count, OpenAI Responses (with stored responses), llama-server's native `/completion`, embeddings, models, tokenize/detokenize, `/health` and
-//! Prometheus `/metrics`; API-key auth, CORS, a body limit, and one mapping from every error to
-//! a status and an OpenAI or Anthropic error body ([`ApiError`]). [`serve`]
+//! wick's OpenAI-, Anthropic- and Ollama-compatible HTTP API: [`router`] over an [`AppState`]
+//! that holds the served models. Chat and text completions (whole or as server-sent events),
+//! Anthropic Messages and their token count, OpenAI Responses (with stored responses),
+//! llama-server's native `/completion`, Ollama's
+//! `/api/*` routes (chat and generate as
+//! NDJSON, embeddings, the model routes), embeddings, models, tokenize/detokenize, `/health`
+//! and Prometheus `/metrics`; API-key auth, CORS, a body limit, and one mapping from every
+//! error to a status and an OpenAI, Anthropic or Ollama error body ([`ApiError`]). [`serve`]
 //! takes connections with the limits a server facing untrusted clients needs (header and
 //! idle deadlines, a connection cap) and shuts down gracefully.
 //!
@@ -34,6 +37,7 @@ mod logprobs;
 mod metrics;
 mod native;
 mod objects;
+mod ollama;
 mod responses;
 mod routes;
 mod sse;

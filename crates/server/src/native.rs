@@ -337,17 +337,18 @@ impl StreamRun {
 pub(crate) async fn props(State(state): State<AppState>) -> Result<Response, ApiError> {
     let served = state.model(None)?;
     let meta = served.llm.metadata();
+    let info = served.llm.model_info();
     let body = json!({
         "model_alias": served.id,
-        "model_path": meta.model_path.as_ref().map(|p| p.display().to_string()),
-        "total_slots": meta.parallel,
+        "model_path": served.llm.model_path().map(|p| p.display().to_string()),
+        "total_slots": info.n_seq_max,
         "default_generation_settings": {
             "id": 0,
             "n_ctx": meta.context_window,
             "is_processing": false,
             "params": default_params(&served.llm),
         },
-        "chat_template": meta.chat_template.unwrap_or_default(),
+        "chat_template": info.chat_template.clone().unwrap_or_default(),
         "modalities": {"vision": false, "audio": false},
         "build_info": meta.build,
         "is_sleeping": false,
@@ -359,7 +360,7 @@ pub(crate) async fn props(State(state): State<AppState>) -> Result<Response, Api
 pub(crate) async fn slots(State(state): State<AppState>) -> Result<Response, ApiError> {
     let served = state.model(None)?;
     let meta = served.llm.metadata();
-    let slots: Vec<Value> = (0..meta.parallel)
+    let slots: Vec<Value> = (0..served.llm.model_info().n_seq_max)
         .map(|id| json!({"id": id, "n_ctx": meta.context_window, "is_processing": false}))
         .collect();
     Ok(axum::Json(slots).into_response())

@@ -1,5 +1,6 @@
-//! The router: OpenAI (chat, completions, Responses) and Anthropic routes, `/health`, `/metrics`, auth, CORS, the body limit
-//! and the 404/405 (Anthropic-shaped under `/v1/messages`, OpenAI-shaped elsewhere).
+//! The router: OpenAI (chat, completions, Responses), Anthropic and Ollama routes, `/health`,
+//! `/metrics`, auth, CORS, the body limit and the 404/405 (Anthropic-shaped under
+//! `/v1/messages`, Ollama-shaped under `/api/`, OpenAI-shaped elsewhere).
 
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method};
@@ -13,15 +14,15 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, Any, CorsLayer};
 
 use crate::error::Dialect;
 use crate::{
-    anthropic, chat, completions, embeddings, native, responses, tokens, ApiError, AppState,
-    ServedModel,
+    anthropic, chat, completions, embeddings, native, ollama, responses, tokens, ApiError,
+    AppState, ServedModel,
 };
 
 /// The whole HTTP API over `state`.
 pub fn router(state: AppState) -> Router {
     let limit = state.config().max_body_bytes;
     let cors = state.config().cors_origin.clone();
-    let mut router = Router::new()
+    let router = Router::new()
         .route("/v1/chat/completions", post(chat::handler))
         .route("/v1/completions", post(completions::handler))
         .route("/v1/messages", post(anthropic::messages))
@@ -39,6 +40,8 @@ pub fn router(state: AppState) -> Router {
         .route("/chat/completions", post(chat::handler))
         .route("/completion", post(native::handler))
         .route("/completions", post(native::handler))
+        .route("/embeddings", post(embeddings::native))
+        .route("/embedding", post(embeddings::native))
         .route("/models", get(list_models))
         .route("/responses", post(responses::create))
         .route("/v1/health", get(health))
@@ -54,6 +57,9 @@ pub fn router(state: AppState) -> Router {
         .route("/detokenize", post(tokens::detokenize))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
+        // Ollama's clients probe `/` (`HEAD` or `GET`) before they call `/api/*`.
+        .route("/", get(ollama::root));
+    let mut router = ollama::routes(router)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), guard))

@@ -44,6 +44,15 @@ pub(crate) fn ping() -> Bytes {
     Bytes::from_static(b"event: ping\ndata: {\"type\":\"ping\"}\n\n")
 }
 
+/// One NDJSON line carrying `value` as compact JSON: Ollama's framing.
+pub(crate) fn line(value: &impl serde::Serialize) -> Bytes {
+    let mut frame = Vec::new();
+    serde_json::to_writer(&mut frame, value)
+        .expect("invariant: wire objects have string keys and serialize infallibly");
+    frame.push(b'\n');
+    Bytes::from(frame)
+}
+
 /// The frames that end a stream on `error`, in `dialect`'s framing; `sent` is the number of
 /// events sent before (the Responses API numbers its events; the other dialects do not).
 pub(crate) fn error_tail(error: &ApiError, dialect: Dialect, sent: u64) -> Vec<Bytes> {
@@ -51,6 +60,7 @@ pub(crate) fn error_tail(error: &ApiError, dialect: Dialect, sent: u64) -> Vec<B
         Dialect::OpenAi => vec![event(&error.body()), done()],
         Dialect::Anthropic => vec![named("error", &error.anthropic_body())],
         Dialect::Responses => vec![named("error", &error.responses_event(sent))],
+        Dialect::Ollama => vec![line(&error.ollama_body())],
     }
 }
 
@@ -64,7 +74,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(10);
 
 /// A `200 text/event-stream` response streaming `frames`, with keep-alives in the silences
 /// (comments, or Anthropic's `ping`), ended early with `dialect`'s error frames when `shutdown`
-/// is cancelled.
+/// is cancelled. Ollama's streams are `application/x-ndjson`, without keep-alives (NDJSON
+/// has no comment line, and Ollama's clients parse every line).
 pub(crate) fn response(
     frames: impl Stream<Item = Bytes> + Send + 'static,
     shutdown: CancellationToken,
@@ -72,9 +83,13 @@ pub(crate) fn response(
 ) -> Response {
     let frames = KeepAlive::new(frames, KEEP_ALIVE, shutdown).dialect(dialect);
     let body = Body::from_stream(futures_util::StreamExt::map(frames, Ok::<_, Infallible>));
+    let content_type = match dialect {
+        Dialect::OpenAi | Dialect::Anthropic | Dialect::Responses => "text/event-stream",
+        Dialect::Ollama => "application/x-ndjson",
+    };
     (
         [
-            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CONTENT_TYPE, content_type),
             (header::CACHE_CONTROL, "no-cache"),
         ],
         body,
@@ -133,10 +148,11 @@ impl<S: Stream<Item = Bytes>> KeepAlive<S> {
         self
     }
 
-    fn keep_alive(&self) -> Bytes {
+    fn keep_alive(&self) -> Option<Bytes> {
         match self.dialect {
-            Dialect::OpenAi | Dialect::Responses => Bytes::from_static(b": keep-alive\n\n"),
-            Dialect::Anthropic => ping(),
+            Dialect::OpenAi | Dialect::Responses => Some(Bytes::from_static(b": keep-alive\n\n")),
+            Dialect::Anthropic => Some(ping()),
+            Dialect::Ollama => None,
         }
     }
 
@@ -167,7 +183,13 @@ impl<S: Stream<Item = Bytes>> Stream for KeepAlive<S> {
             Poll::Pending => match self.timer.as_mut().poll(cx) {
                 Poll::Ready(()) => {
                     self.rearm();
-                    Poll::Ready(Some(self.keep_alive()))
+                    if let Some(frame) = self.keep_alive() {
+                        Poll::Ready(Some(frame))
+                    } else {
+                        // Polled once more so the rearmed timer registers its waker.
+                        let _ = self.timer.as_mut().poll(cx);
+                        Poll::Pending
+                    }
                 }
                 Poll::Pending => Poll::Pending,
             },
@@ -248,5 +270,27 @@ mod tests {
                 && error.contains("overloaded_error"),
             "{error}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ollama_streams_stay_silent_in_silences_and_end_with_an_error_line() {
+        let shutdown = CancellationToken::new();
+        let frames = futures_util::stream::iter([line(&1)])
+            .chain(futures_util::stream::once(async {
+                tokio::time::sleep(Duration::from_secs(25)).await;
+                line(&2)
+            }))
+            .chain(futures_util::stream::pending());
+        let mut stream = KeepAlive::new(frames, Duration::from_secs(10), shutdown.clone())
+            .dialect(Dialect::Ollama);
+        assert_eq!(stream.next().await.unwrap(), &b"1\n"[..]);
+        // 25 s of silence: no keep-alive line (NDJSON has none), then the next line.
+        assert_eq!(stream.next().await.unwrap(), &b"2\n"[..]);
+        shutdown.cancel();
+        let rest: Vec<Bytes> = stream.collect().await;
+        assert_eq!(rest.len(), 1, "{rest:?}");
+        let error: serde_json::Value = serde_json::from_slice(&rest[0]).unwrap();
+        assert!(error["error"].as_str().unwrap().contains("shutting down"));
+        assert!(rest[0].ends_with(b"\n"));
     }
 }

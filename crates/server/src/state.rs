@@ -1,7 +1,7 @@
 //! What every handler shares: the served models, the settings, the metrics.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -105,6 +105,8 @@ struct Inner {
     shutdown: CancellationToken,
     /// Stored Responses API responses.
     responses: ResponseStore,
+    /// The model store `/api/pull` and `/api/delete` work on; `$WICK_HOME`'s when unset.
+    store: OnceLock<wick_models::ModelStore>,
 }
 
 impl AppState {
@@ -119,6 +121,7 @@ impl AppState {
                 created: unix_now(),
                 shutdown: CancellationToken::new(),
                 responses: ResponseStore::default(),
+                store: OnceLock::new(),
             }),
         }
     }
@@ -130,6 +133,25 @@ impl AppState {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(model);
+    }
+
+    /// Makes `store` the model store that Ollama's `/api/pull` and `/api/delete` work on
+    /// (default: the one in `$WICK_HOME`); only the first call counts.
+    pub fn set_model_store(&self, store: wick_models::ModelStore) {
+        let _ = self.inner.store.set(store);
+    }
+
+    /// The model store: the one given to [`AppState::set_model_store`], else `$WICK_HOME`'s.
+    pub(crate) fn model_store(&self) -> Result<wick_models::ModelStore, ApiError> {
+        if let Some(store) = self.inner.store.get() {
+            return Ok(store.clone());
+        }
+        let mut settings = wick_models::Settings::from_env();
+        // A server has no terminal to draw a progress bar on.
+        settings.progress = false;
+        wick_models::ModelStore::new(settings).map_err(|e| ApiError::ModelFetch {
+            message: e.to_string(),
+        })
     }
 
     /// Marks the server ready: `/health` answers 200.

@@ -338,7 +338,7 @@ fn tool_choice(choice: Option<&Value>, tools: &[Tool]) -> Result<ToolChoice, Api
     }
 }
 
-fn response_format(format: Option<&Value>) -> Result<Option<Grammar>, ApiError> {
+pub(crate) fn response_format(format: Option<&Value>) -> Result<Option<Grammar>, ApiError> {
     let Some(format) = format else {
         return Ok(None);
     };

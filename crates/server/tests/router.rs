@@ -475,10 +475,10 @@ async fn the_api_key_guards_every_route_but_health() {
     };
     let (status, _, text) = send(app.clone(), get("/v1/models", None)).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    assert_eq!(
-        serde_json::from_str::<Value>(&text).unwrap()["error"]["code"],
-        "invalid_api_key"
-    );
+    let error = serde_json::from_str::<Value>(&text).unwrap();
+    assert_eq!(error["error"]["code"], "invalid_api_key");
+    // llama-server's type for a 401 (OpenAI clients map the status itself).
+    assert_eq!(error["error"]["type"], "authentication_error");
     let (status, _, _) = send(app.clone(), get("/v1/models", Some("Bearer wrong"))).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let (status, _, _) = send(app.clone(), get("/metrics", Some("s3cret"))).await;
@@ -952,4 +952,25 @@ async fn llama_server_props_slots_apply_template_and_input_tokens() {
     );
     let (status, _) = post_json(app, "/v1/chat/completions/input_tokens", &chat).await;
     assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn llama_servers_own_embeddings_list_each_inputs_vector() {
+    let (status, v1) = post_json(app(), "/v1/embeddings", &json!({"input": "sea"})).await;
+    assert_eq!(status, StatusCode::OK, "{v1}");
+    for path in ["/embeddings", "/embedding"] {
+        let body = json!({"input": ["sea", "sky"]});
+        let (status, native) = post_json(app(), path, &body).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {native}");
+        let list = native.as_array().unwrap();
+        assert_eq!(list.len(), 2, "{native}");
+        assert_eq!(list[1]["index"], 1);
+        assert_eq!(
+            list[0]["embedding"][0], v1["data"][0]["embedding"],
+            "{path}"
+        );
+    }
+    let (status, old) = post_json(app(), "/embedding", &json!({"content": "sea"})).await;
+    assert_eq!(status, StatusCode::OK, "{old}");
+    assert_eq!(old[0]["embedding"][0], v1["data"][0]["embedding"]);
 }

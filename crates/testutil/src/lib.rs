@@ -13,9 +13,11 @@
 
 mod gguf;
 mod hub;
+mod split;
 
 pub use gguf::{synthetic_gguf, synthetic_gguf_with, SYNTHETIC_TEMPLATE};
 pub use hub::{FakeHub, Logged, FAKE_COMMIT};
+pub use split::split_gguf;
 
 use std::fmt::Write;
 use std::path::PathBuf;

@@ -50,7 +50,8 @@ pub use llm::Llm;
 pub use options::{GenerateOptions, PromptInput, ToolChoice};
 pub use response::{CompletionResponse, LlmMetadata};
 pub use wick_backend::{
-    check_gbnf, BackendConfig, BackendError, GbnfError, KernelMode, StubBackend,
+    check_gbnf, BackendConfig, BackendError, GbnfError, KernelMode, ModelInfo, SpecialTokens,
+    StubBackend,
 };
 pub use wick_engine::{Alternative, CacheStats, EngineError, ScoredToken};
 pub use wick_parse::{

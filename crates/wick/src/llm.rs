@@ -74,6 +74,19 @@ impl Llm {
         }
     }
 
+    /// The model file this `Llm` runs (canonical: absolute, without symlinks); `None` for a
+    /// backend given to [`Llm::from_backend`].
+    pub fn model_path(&self) -> Option<&std::path::Path> {
+        self.loaded.path.as_deref()
+    }
+
+    /// What the backend reports about the model and its context: architecture, parameter
+    /// count, sizes, the trained and the served context length, special tokens, the chat
+    /// template from its metadata.
+    pub fn model_info(&self) -> &wick_backend::ModelInfo {
+        self.loaded.engine.info()
+    }
+
     /// Facts about the model: context window, output budget, chat and tool support, name.
     pub fn metadata(&self) -> LlmMetadata {
         let info = self.loaded.engine.info();
@@ -90,9 +103,6 @@ impl Llm {
             model_name: info.name.clone(),
             deterministic: info.deterministic,
             build: info.build.clone(),
-            model_path: self.loaded.path.clone(),
-            chat_template: info.chat_template.clone(),
-            parallel: info.n_seq_max,
         }
     }
 

@@ -26,7 +26,7 @@ pub(crate) struct Loaded {
     pub(crate) engine: Engine,
     /// The model's chat template bound to its tokenizer (`ChatML` when it has none).
     pub(crate) chat: Arc<ChatFormat>,
-    /// The model file (`None` for a backend built by the caller).
+    /// The model file it was loaded from (`None` for a backend given directly).
     pub(crate) path: Option<PathBuf>,
 }
 

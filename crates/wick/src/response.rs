@@ -45,10 +45,4 @@ pub struct LlmMetadata {
     pub deterministic: bool,
     /// The build and kernel mode computing the model (prompt-cache snapshots are keyed by it).
     pub build: String,
-    /// The model file (`None` for an `Llm` over a backend built by the caller).
-    pub model_path: Option<std::path::PathBuf>,
-    /// The model's own chat template (from its GGUF), if it has one.
-    pub chat_template: Option<String>,
-    /// Sequences that generate at once (more requests wait in the queue).
-    pub parallel: u32,
 }

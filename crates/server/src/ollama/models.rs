@@ -1,0 +1,367 @@
+//! Ollama's model routes: `GET /api/tags` and `GET /api/ps` (the served models: wick serves
+//! the models it was started with, all loaded), `POST /api/show` (details, GGUF metadata as
+//! `model_info`, the chat template, `capabilities`), `POST /api/pull` and `DELETE /api/delete`
+//! (through wick's verified model store), `GET /api/version`, and `GET /` (`HEAD /` too).
+
+use std::time::{Duration, SystemTime};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+use wick_models::{GgufHeader, GgufValue, ModelError, ModelRef, ModelStore, PullOptions};
+
+use super::wire::ModelRequest;
+use crate::error::Dialect;
+use crate::extract::ApiJson;
+use crate::{sse, ApiError, AppState, ServedModel};
+
+/// What `/api/tags`, `/api/ps` and `/api/show` say about a served model.
+struct Described {
+    size: u64,
+    digest: String,
+    modified_at: String,
+    details: Value,
+    header: Option<GgufHeader>,
+}
+
+/// Reads the model file's header, size, time and SHA-256 (blocking: run off the async
+/// threads). A model without a file (a test backend) is described by its backend.
+fn describe(store: Option<&ModelStore>, served: &ServedModel) -> Described {
+    let info = served.llm.model_info();
+    let path = served.llm.model_path();
+    let header = path.and_then(|p| GgufHeader::read(p).ok());
+    let file = path.and_then(|p| std::fs::metadata(p).ok());
+    let digest = match (store, path) {
+        (Some(store), Some(path)) => {
+            wick_models::model_sha256(store.settings(), path).unwrap_or_default()
+        }
+        _ => String::new(),
+    };
+    let modified = file
+        .as_ref()
+        .and_then(|m| m.modified().ok())
+        .unwrap_or_else(SystemTime::now);
+    let family = info.architecture.clone();
+    let quantization = header
+        .as_ref()
+        .and_then(GgufHeader::quantization)
+        .unwrap_or_default();
+    Described {
+        size: file.map_or(info.model_size_bytes, |m| m.len()),
+        digest,
+        modified_at: super::time::rfc3339(modified),
+        details: json!({
+            "parent_model": "",
+            "format": "gguf",
+            "family": family,
+            "families": [family],
+            "parameter_size": human_count(info.n_params),
+            "quantization_level": quantization,
+        }),
+        header,
+    }
+}
+
+/// Every served model, described.
+async fn described(state: &AppState) -> Vec<(ServedModel, Described)> {
+    let models = state.models();
+    let store = state.model_store().ok();
+    tokio::task::spawn_blocking(move || {
+        models
+            .into_iter()
+            .map(|m| {
+                let d = describe(store.as_ref(), &m);
+                (m, d)
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
+}
+
+/// `7_241_732_096` → `7.24B`, `134_515_008` → `134.52M`; `""` for an unknown count.
+fn human_count(n: u64) -> String {
+    #[allow(clippy::cast_precision_loss)]
+    let x = n as f64;
+    let (value, unit) = match n {
+        0 => return String::new(),
+        n if n >= 1_000_000_000 => (x / 1e9, "B"),
+        n if n >= 1_000_000 => (x / 1e6, "M"),
+        n if n >= 1_000 => (x / 1e3, "K"),
+        _ => (x, ""),
+    };
+    let text = format!("{value:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text}{unit}")
+}
+
+/// `GET /api/tags`.
+pub(crate) async fn tags(State(state): State<AppState>) -> Response {
+    let models: Vec<Value> = described(&state)
+        .await
+        .into_iter()
+        .map(|(m, d)| {
+            json!({"name": m.id, "model": m.id, "modified_at": d.modified_at, "size": d.size,
+                   "digest": d.digest, "details": d.details})
+        })
+        .collect();
+    axum::Json(json!({ "models": models })).into_response()
+}
+
+/// `GET /api/ps`: every served model is loaded, and stays so while the server runs.
+pub(crate) async fn ps(State(state): State<AppState>) -> Response {
+    // A century from now stands for "never" (Ollama's `keep_alive: -1` reads the same way).
+    let expires = SystemTime::now() + Duration::from_secs(100 * 365 * 86_400);
+    let models: Vec<Value> = described(&state)
+        .await
+        .into_iter()
+        .map(|(m, d)| {
+            let info = m.llm.model_info();
+            let vram = if info.n_layer == 0 {
+                0
+            } else {
+                d.size * u64::from(info.n_gpu_layers.min(info.n_layer)) / u64::from(info.n_layer)
+            };
+            json!({"name": m.id, "model": m.id, "size": d.size, "digest": d.digest,
+                   "details": d.details, "expires_at": super::time::rfc3339(expires),
+                   "size_vram": vram, "context_length": m.llm.metadata().context_window})
+        })
+        .collect();
+    axum::Json(json!({ "models": models })).into_response()
+}
+
+/// `POST /api/show`.
+pub(crate) async fn show(
+    State(state): State<AppState>,
+    body: Result<ApiJson<ModelRequest>, ApiError>,
+) -> Response {
+    let answer = async {
+        let ApiJson(req) = body?;
+        let Some(name) = req.named() else {
+            return Err(ApiError::bad("model", "`model` is required"));
+        };
+        let served = super::resolve(&state, Some(name))?;
+        let store = state.model_store().ok();
+        let verbose = req.verbose == Some(true);
+        let described = {
+            let served = served.clone();
+            tokio::task::spawn_blocking(move || describe(store.as_ref(), &served))
+                .await
+                .map_err(|_| ApiError::Internal)?
+        };
+        Ok(axum::Json(show_body(&served, &described, verbose)).into_response())
+    };
+    answer
+        .await
+        .unwrap_or_else(|e| e.response_in(Dialect::Ollama))
+}
+
+fn show_body(served: &ServedModel, d: &Described, verbose: bool) -> Value {
+    let info = served.llm.model_info();
+    let meta = served.llm.metadata();
+    let mut capabilities = vec!["completion"];
+    if meta.is_function_calling_model {
+        capabilities.push("tools");
+    }
+    if info.special.thinking.is_some() {
+        capabilities.push("thinking");
+    }
+    let from = served
+        .llm
+        .model_path()
+        .map_or_else(|| served.id.clone(), |p| p.display().to_string());
+    json!({
+        "modelfile": format!("# Modelfile generated by wick\nFROM {from}\n"),
+        "parameters": format!("num_ctx {}", meta.context_window),
+        "template": info.chat_template.clone().unwrap_or_default(),
+        "details": d.details,
+        "model_info": model_info(info, d.header.as_ref(), verbose),
+        "capabilities": capabilities,
+        "modified_at": d.modified_at,
+    })
+}
+
+/// GGUF metadata keys and values: what the backend reports, then the file's own metadata.
+/// Arrays (the vocabulary, merges) are `null` unless `verbose`, as Ollama shows them.
+fn model_info(info: &wick::ModelInfo, header: Option<&GgufHeader>, verbose: bool) -> Value {
+    let mut out = Map::new();
+    let arch = &info.architecture;
+    out.insert("general.architecture".into(), json!(arch));
+    out.insert("general.name".into(), json!(info.name));
+    out.insert("general.parameter_count".into(), json!(info.n_params));
+    out.insert(format!("{arch}.context_length"), json!(info.n_ctx_train));
+    out.insert(format!("{arch}.embedding_length"), json!(info.n_embd));
+    out.insert(format!("{arch}.block_count"), json!(info.n_layer));
+    for (key, value) in header.map(GgufHeader::metadata).into_iter().flatten() {
+        out.insert(key.clone(), gguf_json(value, verbose));
+    }
+    Value::Object(out)
+}
+
+fn gguf_json(value: &GgufValue, verbose: bool) -> Value {
+    match value {
+        GgufValue::Uint(n) => json!(n),
+        GgufValue::Int(n) => json!(n),
+        GgufValue::Float(x) => json!(x),
+        GgufValue::Bool(b) => json!(b),
+        GgufValue::String(s) => json!(s),
+        GgufValue::Array {
+            values: Some(values),
+            ..
+        } if verbose => Value::Array(values.iter().map(|v| gguf_json(v, true)).collect()),
+        _ => Value::Null,
+    }
+}
+
+/// `GET /api/version`: wick's version.
+pub(crate) async fn version() -> Response {
+    axum::Json(json!({ "version": env!("CARGO_PKG_VERSION") })).into_response()
+}
+
+/// `GET /` and `HEAD /`: the text Ollama's clients probe for.
+pub(crate) async fn root() -> &'static str {
+    "Ollama is running"
+}
+
+/// A model store failure as the client's error.
+fn store_error(e: ModelError) -> ApiError {
+    match e {
+        ModelError::UnknownName { name } => ApiError::ModelNotFound {
+            model: name,
+            served: "(not in the model store)".into(),
+        },
+        e @ (ModelError::BadReference { .. }
+        | ModelError::BadName { .. }
+        | ModelError::BadSha256 { .. }
+        | ModelError::NameTaken { .. }
+        | ModelError::NoMatch { .. }
+        | ModelError::Ambiguous { .. }
+        | ModelError::Gguf { .. }) => ApiError::bad("model", e.to_string()),
+        e => ApiError::ModelFetch {
+            message: e.to_string(),
+        },
+    }
+}
+
+/// `DELETE /api/delete`: removes a model from the store (a served model keeps running until
+/// the server stops).
+pub(crate) async fn remove(
+    State(state): State<AppState>,
+    body: Result<ApiJson<ModelRequest>, ApiError>,
+) -> Response {
+    let answer = async {
+        let ApiJson(req) = body?;
+        let Some(name) = req.named().map(str::to_owned) else {
+            return Err(ApiError::bad("model", "`model` is required"));
+        };
+        let store = state.model_store()?;
+        let removed = tokio::task::spawn_blocking(move || store.remove(&name))
+            .await
+            .map_err(|_| ApiError::Internal)?;
+        removed.map_err(store_error)?;
+        Ok(().into_response())
+    };
+    answer
+        .await
+        .unwrap_or_else(|e| e.response_in(Dialect::Ollama))
+}
+
+/// `POST /api/pull`: fetches a model into the store (any reference `wick pull` takes),
+/// verified. Streamed (the default): a status line at once, then the digest and size, then
+/// `{"status": "success"}`, or an `{"error"}` line. Pulling does not add the model to the
+/// ones this server serves.
+pub(crate) async fn pull(
+    State(state): State<AppState>,
+    body: Result<ApiJson<ModelRequest>, ApiError>,
+) -> Response {
+    let started = async {
+        let ApiJson(req) = body?;
+        let Some(name) = req.named().map(str::to_owned) else {
+            return Err(ApiError::bad("model", "`model` is required"));
+        };
+        let reference: ModelRef = name.parse().map_err(store_error)?;
+        Ok((
+            req.stream.unwrap_or(true),
+            name,
+            reference,
+            state.model_store()?,
+        ))
+    };
+    let (stream, name, reference, store) = match started.await {
+        Ok(started) => started,
+        Err(e) => return e.response_in(Dialect::Ollama),
+    };
+    let fetch = async move {
+        let pulled =
+            tokio::task::spawn_blocking(move || store.pull(&reference, &PullOptions::default()))
+                .await
+                .map_err(|_| ApiError::Internal)?;
+        pulled.map_err(store_error)
+    };
+    if !stream {
+        return match fetch.await {
+            Ok(_) => axum::Json(json!({"status": "success"})).into_response(),
+            Err(e) => e.response_in(Dialect::Ollama),
+        };
+    }
+    let first = sse::line(&json!({ "status": format!("pulling {name}") }));
+    let rest = futures_util::stream::once(async move {
+        let lines: Vec<Bytes> = match fetch.await {
+            Ok(pulled) => {
+                let digest = format!("sha256:{}", pulled.entry.sha256);
+                let size = pulled.entry.size;
+                vec![
+                    sse::line(&json!({"status": format!("pulling {}", short(&digest)),
+                                      "digest": digest, "total": size, "completed": size})),
+                    sse::line(&json!({"status": "verifying sha256 digest"})),
+                    sse::line(&json!({"status": format!("stored as {}", pulled.entry.name)})),
+                    sse::line(&json!({"status": "success"})),
+                ]
+            }
+            Err(e) => sse::error_tail(&e, Dialect::Ollama, 0),
+        };
+        futures_util::stream::iter(lines)
+    });
+    let lines = futures_util::StreamExt::chain(
+        futures_util::stream::iter([first]),
+        futures_util::StreamExt::flatten(rest),
+    );
+    let body = Body::from_stream(futures_util::StreamExt::map(
+        lines,
+        Ok::<_, std::convert::Infallible>,
+    ));
+    ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response()
+}
+
+/// `sha256:abcdef…` shortened to its first 12 hex digits, as Ollama's status lines show it.
+fn short(digest: &str) -> &str {
+    let end = digest.len().min("sha256:".len() + 12);
+    &digest[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameter_counts_read_as_ollama_writes_them() {
+        assert_eq!(human_count(7_241_732_096), "7.24B");
+        assert_eq!(human_count(134_515_008), "134.52M");
+        assert_eq!(human_count(8_000_000_000), "8B");
+        assert_eq!(human_count(1_500), "1.5K");
+        assert_eq!(human_count(0), "");
+    }
+
+    #[test]
+    fn short_arrays_show_only_when_verbose() {
+        let array = GgufValue::Array {
+            len: 2,
+            values: Some(vec![GgufValue::Uint(1), GgufValue::Uint(2)]),
+        };
+        assert_eq!(gguf_json(&array, false), Value::Null);
+        assert_eq!(gguf_json(&array, true), json!([1, 2]));
+        assert_eq!(gguf_json(&GgufValue::String("x".into()), false), json!("x"));
+    }
+}

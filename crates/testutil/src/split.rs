@@ -1,0 +1,189 @@
+//! Splitting a GGUF file into shards the way llama.cpp's `gguf-split` writes them: the first
+//! shard keeps every key and gains `split.no`, `split.count` and `split.tensors.count`; the
+//! others hold only those three keys; the tensors are dealt out in order, each shard's data
+//! section re-based and aligned. llama.cpp loads the set from its first shard.
+
+/// A GGUF file cut into `count` shards (`count` ≥ 1; at most one shard per tensor), in order.
+///
+/// # Panics
+///
+/// When `bytes` is not a well-formed GGUF v2/v3 file: this is test support.
+pub fn split_gguf(bytes: &[u8], count: u16) -> Vec<Vec<u8>> {
+    let file = Parsed::new(bytes);
+    let count = usize::from(count.max(1)).min(file.tensors.len().max(1));
+    let per = file.tensors.len().div_ceil(count);
+    let chunks: Vec<&[Tensor<'_>]> = file.tensors.chunks(per.max(1)).collect();
+    let n = u16::try_from(chunks.len()).expect("a u16 count");
+    let total = i32::try_from(file.tensors.len()).expect("an i32 tensor count");
+    chunks
+        .iter()
+        .enumerate()
+        .map(|(i, tensors)| {
+            let mut out = Vec::new();
+            out.extend_from_slice(b"GGUF");
+            out.extend_from_slice(&3u32.to_le_bytes());
+            out.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+            let kvs: &[&[u8]] = if i == 0 { &file.kvs } else { &[] };
+            out.extend_from_slice(&(kvs.len() as u64 + 3).to_le_bytes());
+            for kv in kvs {
+                out.extend_from_slice(kv);
+            }
+            put_key(&mut out, "split.no", 2);
+            out.extend_from_slice(&u16::try_from(i).expect("a u16 index").to_le_bytes());
+            put_key(&mut out, "split.count", 2);
+            out.extend_from_slice(&n.to_le_bytes());
+            put_key(&mut out, "split.tensors.count", 5);
+            out.extend_from_slice(&total.to_le_bytes());
+            let mut offset = 0u64;
+            for t in *tensors {
+                out.extend_from_slice(t.info);
+                out.extend_from_slice(&offset.to_le_bytes());
+                offset += t.data.len() as u64;
+            }
+            out.resize(out.len().div_ceil(file.alignment) * file.alignment, 0);
+            for t in *tensors {
+                out.extend_from_slice(t.data);
+            }
+            out
+        })
+        .collect()
+}
+
+fn put_key(out: &mut Vec<u8>, key: &str, ty: u32) {
+    out.extend_from_slice(&(key.len() as u64).to_le_bytes());
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(&ty.to_le_bytes());
+}
+
+/// One tensor: its info without the offset, and its data up to the next tensor's (padding
+/// included, so every re-based offset stays aligned).
+struct Tensor<'a> {
+    info: &'a [u8],
+    data: &'a [u8],
+}
+
+struct Parsed<'a> {
+    kvs: Vec<&'a [u8]>,
+    tensors: Vec<Tensor<'a>>,
+    alignment: usize,
+}
+
+impl<'a> Parsed<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        assert_eq!(&bytes[..4], b"GGUF", "not a GGUF file");
+        let mut r = Cursor { bytes, pos: 8 };
+        let n_tensors = r.u64();
+        let n_kv = r.u64();
+        let mut kvs = Vec::new();
+        let mut alignment = 32;
+        for _ in 0..n_kv {
+            let start = r.pos;
+            let key = r.string();
+            let ty = r.u32();
+            if key == "general.alignment" && ty == 4 {
+                alignment = r.u32() as usize;
+            } else {
+                r.skip_value(ty);
+            }
+            if !key.starts_with("split.") {
+                kvs.push(&bytes[start..r.pos]);
+            }
+        }
+        let mut infos = Vec::new();
+        for _ in 0..n_tensors {
+            let start = r.pos;
+            r.string();
+            let dims = r.u32();
+            for _ in 0..dims {
+                r.u64();
+            }
+            r.u32();
+            let info = &bytes[start..r.pos];
+            let offset = usize::try_from(r.u64()).expect("an offset");
+            infos.push((info, offset));
+        }
+        let data_start = r.pos.div_ceil(alignment) * alignment;
+        let data_len = bytes.len() - data_start;
+        let mut order: Vec<usize> = (0..infos.len()).collect();
+        order.sort_by_key(|&i| infos[i].1);
+        let mut ends = vec![data_len; infos.len()];
+        for pair in order.windows(2) {
+            ends[pair[0]] = infos[pair[1]].1;
+        }
+        let tensors = order
+            .iter()
+            .map(|&i| Tensor {
+                info: infos[i].0,
+                data: &bytes[data_start + infos[i].1..data_start + ends[i]],
+            })
+            .collect();
+        Parsed {
+            kvs,
+            tensors,
+            alignment,
+        }
+    }
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    fn take(&mut self, n: usize) -> &[u8] {
+        let out = &self.bytes[self.pos..self.pos + n];
+        self.pos += n;
+        out
+    }
+
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take(4).try_into().expect("4 bytes"))
+    }
+
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take(8).try_into().expect("8 bytes"))
+    }
+
+    fn string(&mut self) -> String {
+        let n = usize::try_from(self.u64()).expect("a length");
+        String::from_utf8_lossy(self.take(n)).into_owned()
+    }
+
+    fn skip_value(&mut self, ty: u32) {
+        match ty {
+            0 | 1 | 7 => self.pos += 1,
+            2 | 3 => self.pos += 2,
+            4..=6 => self.pos += 4,
+            10..=12 => self.pos += 8,
+            8 => {
+                self.string();
+            }
+            9 => {
+                let elem = self.u32();
+                for _ in 0..self.u64() {
+                    self.skip_value(elem);
+                }
+            }
+            other => panic!("unknown GGUF value type {other}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_carry_every_tensor_once_and_the_keys_in_the_first() {
+        let whole = crate::synthetic_gguf(4096, "llama", 2, 7);
+        let shards = split_gguf(&whole, 2);
+        // One tensor in the synthetic file: one shard.
+        assert_eq!(shards.len(), 1);
+        let reparsed = Parsed::new(&shards[0]);
+        let original = Parsed::new(&whole);
+        assert_eq!(reparsed.tensors.len(), original.tensors.len());
+        assert_eq!(reparsed.kvs.len(), original.kvs.len());
+        assert_eq!(reparsed.tensors[0].data, original.tensors[0].data);
+    }
+}
