@@ -293,4 +293,28 @@ mod tests {
         assert!(error["error"].as_str().unwrap().contains("shutting down"));
         assert!(rest[0].ends_with(b"\n"));
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cut_responses_stream_numbers_its_error_event_after_the_frames_sent() {
+        let shutdown = CancellationToken::new();
+        let frames = futures_util::stream::iter([named("a", &1), named("b", &2)])
+            .chain(futures_util::stream::pending());
+        let mut stream = KeepAlive::new(frames, Duration::from_secs(10), shutdown.clone())
+            .dialect(Dialect::Responses);
+        stream.next().await.unwrap();
+        stream.next().await.unwrap();
+        // A keep-alive is a comment, not an event: it is not numbered.
+        assert_eq!(stream.next().await.unwrap(), &b": keep-alive\n\n"[..]);
+        shutdown.cancel();
+        let rest: Vec<Bytes> = stream.collect().await;
+        assert_eq!(rest.len(), 1, "{rest:?}");
+        let text = std::str::from_utf8(&rest[0]).unwrap();
+        let data = text
+            .strip_prefix("event: error\ndata: ")
+            .expect("a named error event");
+        let error: serde_json::Value = serde_json::from_str(data.trim_end()).unwrap();
+        assert_eq!(error["type"], "error");
+        assert_eq!(error["sequence_number"], 2);
+        assert_eq!(error["code"], "server_shutting_down");
+    }
 }
