@@ -1,6 +1,8 @@
 //! `wick serve` driven by the official `openai` Python package (`openai_client.py`): chat,
 //! streaming, tool calls accumulated by the SDK, `json_schema` output, logprobs, embeddings,
-//! models, usage.
+//! models, usage; and its Responses API (`openai_responses_client.py`): create, stream and
+//! `get_final_response`, a forced function call and its round trip through
+//! `previous_response_id`, `json_schema` output, retrieve/delete and a 404.
 //!
 //! The package lives in a virtual environment under the cache dir (`scripts/test` creates it,
 //! `ensure_openai_venv` in `scripts/common.sh`; its python is `$WICK_OPENAI_PYTHON`). When it
@@ -86,6 +88,28 @@ fn the_openai_python_package_works_against_wick_serve() {
     );
     assert!(
         stdout.contains("all openai client checks passed"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_openai_python_packages_responses_api_works_against_wick_serve() {
+    let python = openai_python();
+    let server = Server::start(&["--output-format", "hermes"]);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/openai_responses_client.py");
+    let out = Command::new(&python)
+        .arg(script)
+        .arg(server.url("/v1"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "openai_responses_client.py failed\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("all openai responses client checks passed"),
         "{stdout}"
     );
 }

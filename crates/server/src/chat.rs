@@ -165,7 +165,7 @@ impl StreamRun {
                 self.done = true;
                 let e = ApiError::from(e);
                 self.state.metrics().error();
-                Some(sse::error_tail(&e, Dialect::OpenAi))
+                Some(sse::error_tail(&e, Dialect::OpenAi, 0))
             }
             None => {
                 self.done = true;

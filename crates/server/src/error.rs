@@ -115,6 +115,18 @@ pub enum ApiError {
         /// The body deadline, in seconds.
         seconds: u64,
     },
+    /// No stored response has this id (Responses API: `GET`/`DELETE /v1/responses/{id}`,
+    /// or `previous_response_id`).
+    #[error(
+        "no stored response has the id `{id}`: responses are kept in memory while the server \
+         runs (only with `store` true, the least recently used evicted past the store's limits)"
+    )]
+    ResponseNotFound {
+        /// The id asked for.
+        id: String,
+        /// Whether it came as `previous_response_id`.
+        previous: bool,
+    },
     /// A model could not be fetched into the store (a download, hub or disk failure).
     #[error("{message}")]
     ModelFetch {
@@ -247,6 +259,7 @@ impl ApiError {
                 None,
                 Some("request_timeout"),
             ),
+            ApiError::ResponseNotFound { previous, .. } => response_not_found(*previous),
             ApiError::ModelFetch { .. } => (
                 StatusCode::BAD_GATEWAY,
                 "server_error",
@@ -271,6 +284,33 @@ impl ApiError {
     pub fn body(&self) -> serde_json::Value {
         let (_, kind, param, code) = self.parts();
         json!({"error": {"message": self.to_string(), "type": kind, "param": param, "code": code}})
+    }
+
+    /// The Responses API's streamed `error` event, numbered `sequence`.
+    pub(crate) fn responses_event(&self, sequence: u64) -> serde_json::Value {
+        let (_, _, param, code) = self.parts();
+        json!({"type": "error", "code": code, "message": self.to_string(), "param": param,
+               "sequence_number": sequence})
+    }
+}
+
+/// [`ApiError::ResponseNotFound`]'s parts: `previous_response_id` names its field and has
+/// its own code.
+fn response_not_found(
+    previous: bool,
+) -> (
+    StatusCode,
+    &'static str,
+    Option<String>,
+    Option<&'static str>,
+) {
+    if previous {
+        let param = Some("previous_response_id".into());
+        let code = Some("previous_response_not_found");
+        (StatusCode::NOT_FOUND, "invalid_request_error", param, code)
+    } else {
+        let code = Some("not_found");
+        (StatusCode::NOT_FOUND, "invalid_request_error", None, code)
     }
 }
 
@@ -297,6 +337,9 @@ pub(crate) enum Dialect {
     OpenAi,
     /// `{"type": "error", "error": {"type", "message"}}`.
     Anthropic,
+    /// OpenAI's Responses API: OpenAI's error bodies; streamed, numbered `event: <type>` events
+    /// ending in an `error` event.
+    Responses,
     /// `{"error": "message"}`.
     Ollama,
 }
@@ -358,7 +401,9 @@ impl ApiError {
     pub(crate) fn response_in(self, dialect: Dialect) -> Response {
         let status = self.status();
         let mut response = match dialect {
-            Dialect::OpenAi => (status, axum::Json(self.body())).into_response(),
+            Dialect::OpenAi | Dialect::Responses => {
+                (status, axum::Json(self.body())).into_response()
+            }
             Dialect::Anthropic => (status, axum::Json(self.anthropic_body())).into_response(),
             Dialect::Ollama => (status, axum::Json(self.ollama_body())).into_response(),
         };

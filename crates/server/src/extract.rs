@@ -79,6 +79,7 @@ pub fn check_request(path: &str, body: &[u8]) -> Result<(), ApiError> {
         "/v1/completions" => crate::completions::valid(parse::<CompletionRequest>(body)?).map(drop),
         "/v1/messages" => crate::anthropic::check(parse(body)?, false),
         "/v1/messages/count_tokens" => crate::anthropic::check(parse(body)?, true),
+        "/v1/responses" => crate::responses::check(parse(body)?),
         "/api/chat" => crate::ollama::check(body, false),
         "/api/generate" => crate::ollama::check(body, true),
         _ => Err(ApiError::NotFound {

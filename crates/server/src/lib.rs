@@ -1,6 +1,7 @@
 //! wick's OpenAI-, Anthropic- and Ollama-compatible HTTP API: [`router`] over an [`AppState`]
 //! that holds the served models. Chat and text completions (whole or as server-sent events),
-//! Anthropic Messages and their token count, llama-server's native `/completion`, Ollama's
+//! Anthropic Messages and their token count, OpenAI Responses (with stored responses),
+//! llama-server's native `/completion`, Ollama's
 //! `/api/*` routes (chat and generate as
 //! NDJSON, embeddings, the model routes), embeddings, models, tokenize/detokenize, `/health`
 //! and Prometheus `/metrics`; API-key auth, CORS, a body limit, and one mapping from every
@@ -37,6 +38,7 @@ mod metrics;
 mod native;
 mod objects;
 mod ollama;
+mod responses;
 mod routes;
 mod sse;
 mod state;

@@ -1,6 +1,6 @@
-//! The router: OpenAI, Anthropic and Ollama routes, `/health`, `/metrics`, auth, CORS, the body
-//! limit and the 404/405 (Anthropic-shaped under `/v1/messages`, Ollama-shaped under `/api/`,
-//! OpenAI-shaped elsewhere).
+//! The router: OpenAI (chat, completions, Responses), Anthropic and Ollama routes, `/health`,
+//! `/metrics`, auth, CORS, the body limit and the 404/405 (Anthropic-shaped under
+//! `/v1/messages`, Ollama-shaped under `/api/`, OpenAI-shaped elsewhere).
 
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method};
@@ -14,8 +14,8 @@ use tower_http::cors::{AllowHeaders, AllowOrigin, Any, CorsLayer};
 
 use crate::error::Dialect;
 use crate::{
-    anthropic, chat, completions, embeddings, native, ollama, tokens, ApiError, AppState,
-    ServedModel,
+    anthropic, chat, completions, embeddings, native, ollama, responses, tokens, ApiError,
+    AppState, ServedModel,
 };
 
 /// The whole HTTP API over `state`.
@@ -27,6 +27,11 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/completions", post(completions::handler))
         .route("/v1/messages", post(anthropic::messages))
         .route("/v1/messages/count_tokens", post(anthropic::count_tokens))
+        .route("/v1/responses", post(responses::create))
+        .route(
+            "/v1/responses/{id}",
+            get(responses::retrieve).delete(responses::delete),
+        )
         .route("/v1/embeddings", post(embeddings::handler))
         .route("/v1/models", get(list_models))
         .route("/v1/models/{*id}", get(get_model))
@@ -38,6 +43,7 @@ pub fn router(state: AppState) -> Router {
         .route("/embeddings", post(embeddings::native))
         .route("/embedding", post(embeddings::native))
         .route("/models", get(list_models))
+        .route("/responses", post(responses::create))
         .route("/v1/health", get(health))
         .route("/props", get(native::props))
         .route("/slots", get(native::slots))

@@ -53,11 +53,13 @@ pub(crate) fn line(value: &impl serde::Serialize) -> Bytes {
     Bytes::from(frame)
 }
 
-/// The frames that end a stream on `error`, in `dialect`'s framing.
-pub(crate) fn error_tail(error: &ApiError, dialect: Dialect) -> Vec<Bytes> {
+/// The frames that end a stream on `error`, in `dialect`'s framing; `sent` is the number of
+/// events sent before (the Responses API numbers its events; the other dialects do not).
+pub(crate) fn error_tail(error: &ApiError, dialect: Dialect, sent: u64) -> Vec<Bytes> {
     match dialect {
         Dialect::OpenAi => vec![event(&error.body()), done()],
         Dialect::Anthropic => vec![named("error", &error.anthropic_body())],
+        Dialect::Responses => vec![named("error", &error.responses_event(sent))],
         Dialect::Ollama => vec![line(&error.ollama_body())],
     }
 }
@@ -82,7 +84,7 @@ pub(crate) fn response(
     let frames = KeepAlive::new(frames, KEEP_ALIVE, shutdown).dialect(dialect);
     let body = Body::from_stream(futures_util::StreamExt::map(frames, Ok::<_, Infallible>));
     let content_type = match dialect {
-        Dialect::OpenAi | Dialect::Anthropic => "text/event-stream",
+        Dialect::OpenAi | Dialect::Anthropic | Dialect::Responses => "text/event-stream",
         Dialect::Ollama => "application/x-ndjson",
     };
     (
@@ -122,6 +124,9 @@ struct KeepAlive<S> {
     /// The closing frames of a cut stream, still to send.
     tail: std::vec::IntoIter<Bytes>,
     dialect: Dialect,
+    /// Frames sent, keep-alives not counted (a Responses stream's next `sequence_number`:
+    /// its frames are one event each).
+    sent: u64,
 }
 
 impl<S: Stream<Item = Bytes>> KeepAlive<S> {
@@ -133,6 +138,7 @@ impl<S: Stream<Item = Bytes>> KeepAlive<S> {
             shutdown: Box::pin(shutdown.cancelled_owned()),
             tail: Vec::new().into_iter(),
             dialect: Dialect::OpenAi,
+            sent: 0,
         }
     }
 
@@ -144,7 +150,7 @@ impl<S: Stream<Item = Bytes>> KeepAlive<S> {
 
     fn keep_alive(&self) -> Option<Bytes> {
         match self.dialect {
-            Dialect::OpenAi => Some(Bytes::from_static(b": keep-alive\n\n")),
+            Dialect::OpenAi | Dialect::Responses => Some(Bytes::from_static(b": keep-alive\n\n")),
             Dialect::Anthropic => Some(ping()),
             Dialect::Ollama => None,
         }
@@ -162,13 +168,14 @@ impl<S: Stream<Item = Bytes>> Stream for KeepAlive<S> {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         if self.frames.is_some() && self.shutdown.as_mut().poll(cx).is_ready() {
             self.frames = None;
-            self.tail = error_tail(&ApiError::ShuttingDown, self.dialect).into_iter();
+            self.tail = error_tail(&ApiError::ShuttingDown, self.dialect, self.sent).into_iter();
         }
         let Some(frames) = self.frames.as_mut() else {
             return Poll::Ready(self.tail.next());
         };
         match frames.as_mut().poll_next(cx) {
             Poll::Ready(Some(frame)) => {
+                self.sent += 1;
                 self.rearm();
                 Poll::Ready(Some(frame))
             }
@@ -285,5 +292,29 @@ mod tests {
         let error: serde_json::Value = serde_json::from_slice(&rest[0]).unwrap();
         assert!(error["error"].as_str().unwrap().contains("shutting down"));
         assert!(rest[0].ends_with(b"\n"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cut_responses_stream_numbers_its_error_event_after_the_frames_sent() {
+        let shutdown = CancellationToken::new();
+        let frames = futures_util::stream::iter([named("a", &1), named("b", &2)])
+            .chain(futures_util::stream::pending());
+        let mut stream = KeepAlive::new(frames, Duration::from_secs(10), shutdown.clone())
+            .dialect(Dialect::Responses);
+        stream.next().await.unwrap();
+        stream.next().await.unwrap();
+        // A keep-alive is a comment, not an event: it is not numbered.
+        assert_eq!(stream.next().await.unwrap(), &b": keep-alive\n\n"[..]);
+        shutdown.cancel();
+        let rest: Vec<Bytes> = stream.collect().await;
+        assert_eq!(rest.len(), 1, "{rest:?}");
+        let text = std::str::from_utf8(&rest[0]).unwrap();
+        let data = text
+            .strip_prefix("event: error\ndata: ")
+            .expect("a named error event");
+        let error: serde_json::Value = serde_json::from_str(data.trim_end()).unwrap();
+        assert_eq!(error["type"], "error");
+        assert_eq!(error["sequence_number"], 2);
+        assert_eq!(error["code"], "server_shutting_down");
     }
 }

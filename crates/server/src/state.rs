@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use wick::Llm;
 
+use crate::responses::ResponseStore;
 use crate::{ApiError, Metrics};
 
 /// Settings of the HTTP layer.
@@ -107,6 +108,8 @@ struct Inner {
     created: u64,
     /// Cancelled when the server gives up on the answers still in flight.
     shutdown: CancellationToken,
+    /// Stored Responses API responses.
+    responses: ResponseStore,
     /// The model store `/api/pull` and `/api/delete` work on; `$WICK_HOME`'s when unset.
     store: OnceLock<wick_models::ModelStore>,
 }
@@ -122,6 +125,7 @@ impl AppState {
                 metrics: Metrics::default(),
                 created: unix_now(),
                 shutdown: CancellationToken::new(),
+                responses: ResponseStore::default(),
                 store: OnceLock::new(),
             }),
         }
@@ -185,6 +189,11 @@ impl AppState {
     /// The token [`AppState::cancel_all`] cancels, for streams that outlive their handler.
     pub(crate) fn shutdown_token(&self) -> CancellationToken {
         self.inner.shutdown.clone()
+    }
+
+    /// The Responses API's stored responses.
+    pub(crate) fn responses(&self) -> &ResponseStore {
+        &self.inner.responses
     }
 
     pub(crate) fn metrics(&self) -> &Metrics {

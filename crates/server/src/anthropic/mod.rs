@@ -235,7 +235,7 @@ impl StreamRun {
                 self.done = true;
                 let e = ApiError::from(e);
                 self.state.metrics().error();
-                frames.extend(sse::error_tail(&e, Dialect::Anthropic));
+                frames.extend(sse::error_tail(&e, Dialect::Anthropic, 0));
             }
             None => {
                 // The engine ended without a last item: close what is open.

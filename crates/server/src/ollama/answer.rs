@@ -346,7 +346,7 @@ impl StreamRun {
             Some(Err(e)) => {
                 self.done = true;
                 self.state.metrics().error();
-                frames.extend(sse::error_tail(&ApiError::from(e), Dialect::Ollama));
+                frames.extend(sse::error_tail(&ApiError::from(e), Dialect::Ollama, 0));
             }
             None => frames.extend(self.end(&Last::default())),
         }

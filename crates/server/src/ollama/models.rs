@@ -320,7 +320,7 @@ pub(crate) async fn pull(
                     sse::line(&json!({"status": "success"})),
                 ]
             }
-            Err(e) => sse::error_tail(&e, Dialect::Ollama),
+            Err(e) => sse::error_tail(&e, Dialect::Ollama, 0),
         };
         futures_util::stream::iter(lines)
     });
