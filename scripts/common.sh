@@ -89,13 +89,14 @@ PY
 OPENAI_PACKAGE="openai==3.54.0"
 ANTHROPIC_PACKAGE="anthropic==2.10.0"
 OLLAMA_PACKAGE="ollama==0.6.3"
+LANGCHAIN_PACKAGE="langchain-openai==1.7.4"
 export WICK_OPENAI_VENV="${WICK_OPENAI_VENV:-$WICK_HOME/venv-openai}"
 export WICK_OPENAI_PYTHON="$WICK_OPENAI_VENV/bin/python"
 ensure_openai_venv() {
     # `ollama` has no __version__: its installed distribution says it.
-    if "$WICK_OPENAI_PYTHON" -c 'import sys, importlib.metadata, openai, anthropic, ollama
+    if "$WICK_OPENAI_PYTHON" -c 'import sys, importlib.metadata as m, openai, anthropic, ollama
 sys.exit(openai.__version__ != "3.54.0" or anthropic.__version__ != "2.10.0"
-         or importlib.metadata.version("ollama") != "0.6.3")' \
+         or m.version("ollama") != "0.6.3" or m.version("langchain-openai") != "1.7.4")' \
         >/dev/null 2>&1; then
         return 0
     fi
@@ -105,8 +106,29 @@ sys.exit(openai.__version__ != "3.54.0" or anthropic.__version__ != "2.10.0"
         python3 -m venv "$WICK_OPENAI_VENV" ||
             die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
     fi
-    say "installing $OPENAI_PACKAGE, $ANTHROPIC_PACKAGE and $OLLAMA_PACKAGE in $WICK_OPENAI_VENV"
+    say "installing $OPENAI_PACKAGE, $ANTHROPIC_PACKAGE, $OLLAMA_PACKAGE and $LANGCHAIN_PACKAGE in $WICK_OPENAI_VENV"
     "$WICK_OPENAI_PYTHON" -m pip install --quiet "$OPENAI_PACKAGE" "$ANTHROPIC_PACKAGE" \
-        "$OLLAMA_PACKAGE" ||
-        die "pip install $OPENAI_PACKAGE $ANTHROPIC_PACKAGE $OLLAMA_PACKAGE failed"
+        "$OLLAMA_PACKAGE" "$LANGCHAIN_PACKAGE" ||
+        die "pip install $OPENAI_PACKAGE $ANTHROPIC_PACKAGE $OLLAMA_PACKAGE $LANGCHAIN_PACKAGE failed"
+}
+
+# LlamaIndex's OpenAI-compatible client (`OpenAILike`) in a virtual environment of its own: it
+# pins `openai<3`, which the SDK tests' environment does not have.
+LLAMAINDEX_PACKAGE="llama-index-llms-openai-like==0.8.1"
+export WICK_LLAMAINDEX_VENV="${WICK_LLAMAINDEX_VENV:-$WICK_HOME/venv-llamaindex}"
+export WICK_LLAMAINDEX_PYTHON="$WICK_LLAMAINDEX_VENV/bin/python"
+ensure_llamaindex_venv() {
+    if "$WICK_LLAMAINDEX_PYTHON" -c 'import sys, importlib.metadata as m
+sys.exit(m.version("llama-index-llms-openai-like") != "0.8.1")' >/dev/null 2>&1; then
+        return 0
+    fi
+    command -v python3 >/dev/null 2>&1 || die "python3 is needed for the LlamaIndex client test"
+    if [ ! -x "$WICK_LLAMAINDEX_PYTHON" ]; then
+        say "creating $WICK_LLAMAINDEX_VENV"
+        python3 -m venv "$WICK_LLAMAINDEX_VENV" ||
+            die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
+    fi
+    say "installing $LLAMAINDEX_PACKAGE in $WICK_LLAMAINDEX_VENV"
+    "$WICK_LLAMAINDEX_PYTHON" -m pip install --quiet "$LLAMAINDEX_PACKAGE" ||
+        die "pip install $LLAMAINDEX_PACKAGE failed"
 }
