@@ -80,7 +80,13 @@ pub(crate) struct ServeArgs {
     ctx_size: u32,
 
     /// Most tokens an answer may have when the request does not say.
-    #[arg(short = 'n', long, default_value_t = 512, value_name = "N")]
+    #[arg(
+        short = 'n',
+        long,
+        visible_alias = "n-predict",
+        default_value_t = 512,
+        value_name = "N"
+    )]
     max_tokens: u32,
 
     /// Largest request body accepted, in bytes.

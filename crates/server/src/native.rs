@@ -403,3 +403,16 @@ pub(crate) async fn input_tokens(
     let tokens = served.llm.chat_json_tokens(valid.chat, &valid.options)?;
     Ok(axum::Json(json!({ "input_tokens": tokens.len() })).into_response())
 }
+
+/// `POST /v1/rerank` (and llama-server's other spellings): a clear refusal, since the models
+/// wick serves are generative, not rerankers.
+pub(crate) async fn rerank(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let served = state.model(None)?;
+    Err(ApiError::Unsupported {
+        message: format!(
+            "{} is a generative model and cannot rerank: serve a reranking model for /rerank",
+            served.id
+        ),
+        param: "model",
+    })
+}

@@ -48,6 +48,10 @@ pub fn router(state: AppState) -> Router {
         .route("/props", get(native::props))
         .route("/slots", get(native::slots))
         .route("/apply-template", post(native::apply_template))
+        .route("/v1/rerank", post(native::rerank))
+        .route("/rerank", post(native::rerank))
+        .route("/v1/reranking", post(native::rerank))
+        .route("/reranking", post(native::rerank))
         .route("/chat/completions/input_tokens", post(native::input_tokens))
         .route(
             "/v1/chat/completions/input_tokens",

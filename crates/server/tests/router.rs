@@ -996,3 +996,19 @@ async fn llama_servers_own_embeddings_list_each_inputs_vector() {
     assert_eq!(status, StatusCode::OK, "{old}");
     assert_eq!(old[0]["embedding"][0], v1["data"][0]["embedding"]);
 }
+
+#[tokio::test]
+async fn rerank_is_refused_clearly_for_a_generative_model() {
+    let body = json!({"query": "sea", "documents": ["a", "b"]});
+    for path in ["/v1/rerank", "/rerank", "/v1/reranking", "/reranking"] {
+        let (status, err) = post_json(app(), path, &body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {err}");
+        assert!(
+            err["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("cannot rerank"),
+            "{err}"
+        );
+    }
+}
