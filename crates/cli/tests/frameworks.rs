@@ -4,61 +4,40 @@
 
 mod serve_util;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::ffi::OsStr;
 
-use serve_util::Server;
-
-/// The python of `$var`, or of `$WICK_HOME/<venv>` (made by `scripts/common.sh`).
-fn python(var: &str, venv: &str) -> PathBuf {
-    if let Some(python) = std::env::var_os(var) {
-        return PathBuf::from(python);
-    }
-    let home = std::env::var_os("WICK_HOME").map_or_else(
-        || PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/wick"),
-        PathBuf::from,
-    );
-    home.join(venv).join("bin/python")
-}
-
-fn run_client(python: &Path, script: &str, server: &Server, done: &str) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join(script);
-    let out = Command::new(python)
-        .arg(&script)
-        .arg(server.url("/v1"))
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "cannot run {} (scripts/test installs it): {e}",
-                python.display()
-            )
-        });
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains(done),
-        "{} failed\n{stdout}\n{stderr}",
-        script.display()
-    );
-}
+use serve_util::{run_python_client, venv_python, Server};
 
 /// One server for both frameworks, one after the other: two model processes at once on a small
 /// machine only slow each other down.
 #[test]
 fn langchain_and_llamaindex_work_against_wick_serve() {
     let server = Server::start(&["--output-format", "hermes"]);
-    run_client(
-        &python("WICK_OPENAI_PYTHON", "venv-openai"),
+    let base = server.url("/v1");
+    let langchain = venv_python(
+        "WICK_OPENAI_PYTHON",
+        "venv-openai",
+        "langchain_openai",
+        "langchain-openai==1.7.4",
+    );
+    run_python_client(
+        &langchain,
         "langchain_client.py",
-        &server,
+        &[OsStr::new(&base)],
+        &[],
         "all langchain checks passed",
     );
-    run_client(
-        &python("WICK_LLAMAINDEX_PYTHON", "venv-llamaindex"),
+    let llamaindex = venv_python(
+        "WICK_LLAMAINDEX_PYTHON",
+        "venv-llamaindex",
+        "llama_index.llms.openai_like",
+        "llama-index-llms-openai-like==0.8.1",
+    );
+    run_python_client(
+        &llamaindex,
         "llamaindex_client.py",
-        &server,
+        &[OsStr::new(&base)],
+        &[],
         "all llamaindex checks passed",
     );
 }

@@ -3,41 +3,22 @@
 //! durations), streamed = whole, stream on by default, `format`, `options` and `num_ctx`,
 //! embeddings, the model routes, and errors in Ollama's shape (`{"error": "…"}`).
 
+mod common;
+
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
 use axum::Router;
+use common::{post_json, send, stub_state};
 use serde_json::{json, Value};
 use tower::ServiceExt;
-use wick::Llm;
-use wick::{BackendConfig, StubBackend};
-use wick_server::{router, AppState, ServedModel, ServerConfig};
+use wick_server::{router, AppState, ServerConfig};
 
 fn state_with(config: ServerConfig, n_ctx: u32, max_new_tokens: u32) -> AppState {
-    let backend = StubBackend::new(&BackendConfig::new("stub").with_n_ctx(n_ctx)).unwrap();
-    let builder = Llm::builder().max_new_tokens(max_new_tokens);
-    let llm = Llm::from_backend(Box::new(backend), builder).unwrap();
-    let state = AppState::new(config);
-    state.add_model(ServedModel {
-        id: "stub".into(),
-        aliases: vec![],
-        llm,
-    });
-    state.set_ready();
-    state
+    stub_state(config, n_ctx, max_new_tokens, &[])
 }
 
 fn app() -> Router {
     router(state_with(ServerConfig::default(), 512, 24))
-}
-
-async fn send(app: Router, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, String) {
-    let response = app.oneshot(req).await.unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, headers, String::from_utf8(bytes.to_vec()).unwrap())
 }
 
 fn request(method: Method, path: &str, body: &Value) -> Request<Body> {
@@ -47,14 +28,6 @@ fn request(method: Method, path: &str, body: &Value) -> Request<Body> {
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from(body.to_string()))
         .unwrap()
-}
-
-async fn post_json(app: Router, path: &str, body: &Value) -> (StatusCode, Value) {
-    let (status, _, text) = send(app, request(Method::POST, path, body)).await;
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
 }
 
 async fn get_json(app: Router, path: &str) -> (StatusCode, Value) {

@@ -3,27 +3,18 @@
 //! whole response), `store` with `GET`/`DELETE` and `previous_response_id`, and the 400s and
 //! 404s with the field they name.
 
+mod common;
+
 use axum::body::Body;
-use axum::http::{header, Request, StatusCode};
+use axum::http::{Request, StatusCode};
 use axum::Router;
+use common::{json_of, stub_state};
 use serde_json::{json, Value};
 use tower::ServiceExt;
-use wick::Llm;
-use wick::{BackendConfig, StubBackend};
-use wick_server::{router, AppState, ServedModel, ServerConfig};
+use wick_server::{router, AppState, ServerConfig};
 
 fn state_with(n_ctx: u32, max_new_tokens: u32) -> AppState {
-    let backend = StubBackend::new(&BackendConfig::new("stub").with_n_ctx(n_ctx)).unwrap();
-    let builder = Llm::builder().max_new_tokens(max_new_tokens);
-    let llm = Llm::from_backend(Box::new(backend), builder).unwrap();
-    let state = AppState::new(ServerConfig::default());
-    state.add_model(ServedModel {
-        id: "stub".into(),
-        aliases: vec![],
-        llm,
-    });
-    state.set_ready();
-    state
+    stub_state(ServerConfig::default(), n_ctx, max_new_tokens, &[])
 }
 
 fn app() -> Router {
@@ -31,23 +22,12 @@ fn app() -> Router {
 }
 
 async fn send(app: Router, req: Request<Body>) -> (StatusCode, String) {
-    let response = app.oneshot(req).await.unwrap();
-    let status = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, String::from_utf8(bytes.to_vec()).unwrap())
+    let (status, _, text) = common::send(app, req).await;
+    (status, text)
 }
 
 fn post(path: &str, body: &Value) -> Request<Body> {
-    Request::post(path)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
-fn json_of(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or(Value::String(text.to_owned()))
+    common::post(path, body.to_string())
 }
 
 async fn create(app: Router, body: &Value) -> (StatusCode, Value) {

@@ -1,55 +1,22 @@
 //! The router over the stub backend, driven with `oneshot`: every endpoint, the SSE framing,
 //! and every error path's status and OpenAI error body.
 
+mod common;
+
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use axum::Router;
+use common::{post, post_json, send, stub_state};
 use serde_json::{json, Value};
 use tower::ServiceExt;
-use wick::Llm;
-use wick::{BackendConfig, StubBackend};
-use wick_server::{router, AppState, ServedModel, ServerConfig};
+use wick_server::{router, AppState, ServerConfig};
 
 fn state(config: ServerConfig, n_ctx: u32) -> AppState {
-    let backend = StubBackend::new(&BackendConfig::new("stub").with_n_ctx(n_ctx)).unwrap();
-    let llm = Llm::from_backend(Box::new(backend), Llm::builder().max_new_tokens(24)).unwrap();
-    let state = AppState::new(config);
-    state.add_model(ServedModel {
-        id: "stub".into(),
-        aliases: vec!["stub-alias".into()],
-        llm,
-    });
-    state.set_ready();
-    state
+    stub_state(config, n_ctx, 24, &["stub-alias"])
 }
 
 fn app() -> Router {
     router(state(ServerConfig::default(), 512))
-}
-
-async fn send(app: Router, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, String) {
-    let response = app.oneshot(req).await.unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (status, headers, String::from_utf8(bytes.to_vec()).unwrap())
-}
-
-fn post(path: &str, body: impl Into<Body>) -> Request<Body> {
-    Request::post(path)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(body.into())
-        .unwrap()
-}
-
-async fn post_json(app: Router, path: &str, body: &Value) -> (StatusCode, Value) {
-    let (status, _, text) = send(app, post(path, body.to_string())).await;
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
 }
 
 fn chat_body(extra: &Value) -> Value {
@@ -342,15 +309,7 @@ async fn issue_15_a_wrong_type_names_its_field() {
 
 #[tokio::test]
 async fn issue_15_cancel_all_ends_streams_with_an_error_and_done_and_answers_503() {
-    let backend = StubBackend::new(&BackendConfig::new("stub").with_n_ctx(512)).unwrap();
-    let llm = Llm::from_backend(Box::new(backend), Llm::builder().max_new_tokens(400)).unwrap();
-    let state = AppState::new(ServerConfig::default());
-    state.add_model(ServedModel {
-        id: "stub".into(),
-        aliases: vec![],
-        llm,
-    });
-    state.set_ready();
+    let state = stub_state(ServerConfig::default(), 512, 400, &[]);
     let body = chat_body(&json!({"stream": true, "max_tokens": 400, "logit_bias": {"0": -100}}));
     let response = router(state.clone())
         .oneshot(post("/v1/chat/completions", body.to_string()))

@@ -138,3 +138,98 @@ pub(crate) fn accumulate(events: &[String]) -> (String, Value) {
     }
     (content, finish)
 }
+
+/// `$WICK_HOME`, as `scripts/common.sh` sets it (default: the user cache dir + `/wick`).
+pub(crate) fn wick_home() -> std::path::PathBuf {
+    use std::path::PathBuf;
+    std::env::var_os("WICK_HOME").map_or_else(
+        || {
+            let cache = std::env::var_os("XDG_CACHE_HOME").map_or_else(
+                || PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache"),
+                PathBuf::from,
+            );
+            cache.join("wick")
+        },
+        PathBuf::from,
+    )
+}
+
+/// The python of a client-test virtual environment: `$var` when set (`scripts/common.sh`
+/// exports it), else `$WICK_HOME/<venv>/bin/python`. When `module` does not import there, the
+/// venv is created and `package` installed; the test fails if it still does not import.
+pub(crate) fn venv_python(
+    var: &str,
+    venv: &str,
+    module: &str,
+    package: &str,
+) -> std::path::PathBuf {
+    let python = std::env::var_os(var).map_or_else(
+        || wick_home().join(venv).join("bin/python"),
+        std::path::PathBuf::from,
+    );
+    let imports = |python: &std::path::Path| {
+        Command::new(python)
+            .args(["-c", &format!("import {module}")])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !imports(&python) {
+        if !python.exists() {
+            let dir = python
+                .parent()
+                .and_then(std::path::Path::parent)
+                .expect("the python is VENV/bin/python");
+            let made = Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(dir)
+                .status();
+            assert!(
+                made.is_ok_and(|s| s.success()),
+                "cannot create a venv at {}",
+                dir.display()
+            );
+        }
+        let installed = Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", package])
+            .status();
+        assert!(
+            installed.is_ok_and(|s| s.success()),
+            "cannot pip install {package}"
+        );
+    }
+    assert!(
+        imports(&python),
+        "no {module} package in {}",
+        python.display()
+    );
+    python
+}
+
+/// Runs `python tests/<script> ARGS…` (without the environment variables `unset`) and asserts
+/// that it succeeded and printed `done`.
+pub(crate) fn run_python_client(
+    python: &std::path::Path,
+    script: &str,
+    args: &[&std::ffi::OsStr],
+    unset: &[&str],
+    done: &str,
+) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(script);
+    let mut command = Command::new(python);
+    command.arg(&path).args(args);
+    for var in unset {
+        command.env_remove(var);
+    }
+    let out = command.output().unwrap_or_else(|e| {
+        panic!(
+            "cannot run {} (scripts/test installs it): {e}",
+            python.display()
+        )
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{script} failed\n{stdout}\n{stderr}");
+    assert!(stdout.contains(done), "{stdout}");
+}
