@@ -161,15 +161,12 @@ pub(crate) async fn handler(
     }
     let mut last = first;
     let mut tokens = std::mem::take(&mut last.logprobs);
-    let mut text = std::mem::take(&mut last.delta);
     while let Some(item) = stream.next().await {
         last = item?;
         tokens.append(&mut last.logprobs);
-        text.push_str(&last.delta);
     }
-    if !last.text.is_empty() {
-        text = std::mem::take(&mut last.text);
-    }
+    // The last item carries the whole text, assembled once by the library.
+    let text = std::mem::take(&mut last.text);
     if let Some(u) = &last.usage {
         state.metrics().usage(u);
     }
