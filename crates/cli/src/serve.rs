@@ -150,10 +150,39 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(args))
+    let (served, engines) = runtime.block_on(serve(args));
+    // Dropping the runtime drops every task still holding a model; then each engine's thread
+    // finishes its step and ends. Exiting before that would tear llama.cpp down under it.
+    drop(runtime);
+    for engine in engines {
+        if !engine.join(ENGINE_EXIT_GRACE) {
+            eprintln!("wick serve: an engine did not stop in time; exiting anyway");
+        }
+    }
+    served
 }
 
-async fn serve(args: ServeArgs) -> Result<()> {
+/// How long the engines get to finish their last step once the server is gone.
+const ENGINE_EXIT_GRACE: Duration = Duration::from_secs(10);
+
+/// Serves until a signal; returns how it went and the engines' threads to wait for.
+async fn serve(args: ServeArgs) -> (Result<()>, Vec<wick::EngineThread>) {
+    let mut state = None;
+    let served = serve_on(&args, &mut state).await;
+    let engines = state
+        .map(|state| {
+            state
+                .models()
+                .iter()
+                .map(|m| m.llm.engine_thread())
+                .collect()
+        })
+        .unwrap_or_default();
+    (served, engines)
+}
+
+/// [`serve`], leaving the server's state in `state` once it exists.
+async fn serve_on(args: &ServeArgs, state_out: &mut Option<AppState>) -> Result<()> {
     let addr = format!("{}:{}", args.host, args.port);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
@@ -176,6 +205,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         strict_model_names: args.strict_model_names,
     };
     let state = AppState::new(config);
+    *state_out = Some(state.clone());
     println!("wick serve: listening on http://{local} (loading models…)");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let listen = ListenConfig {
@@ -190,7 +220,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
     ));
     tokio::spawn(signals(stop_tx));
 
-    let loading = load_all(&args, &state);
+    let loading = load_all(args, &state);
     tokio::select! {
         loaded = loading => loaded?,
         () = wait_for(stop_rx.clone()) => return Ok(()),
@@ -208,7 +238,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
         eprintln!("wick serve: cancelling the answers still in flight");
         state.cancel_all();
         // The cancelled streams send their closing events, then their connections close.
-        let _ = tokio::time::timeout(CLOSE_GRACE, server).await;
+        if tokio::time::timeout(CLOSE_GRACE, &mut server)
+            .await
+            .is_err()
+        {
+            server.abort();
+        }
     }
     Ok(())
 }

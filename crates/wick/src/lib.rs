@@ -53,7 +53,7 @@ pub use wick_backend::{
     check_gbnf, BackendConfig, BackendError, GbnfError, KernelMode, ModelInfo, SpecialTokens,
     StubBackend,
 };
-pub use wick_engine::{Alternative, CacheStats, EngineError, ScoredToken};
+pub use wick_engine::{Alternative, CacheStats, EngineError, EngineThread, ScoredToken};
 pub use wick_parse::{
     ChoiceChunk, ChoiceDelta, DeltaBuilder, Event, Format, ParsedMessage, ParsedToolCall,
 };

@@ -55,6 +55,12 @@ impl Llm {
         })
     }
 
+    /// The engine's thread: a process should wait for it once every handle to this model is
+    /// dropped, before it exits (llama.cpp must not be torn down under a step in flight).
+    pub fn engine_thread(&self) -> wick_engine::EngineThread {
+        self.loaded.engine.thread()
+    }
+
     /// The prompt cache's counters for this model (hits by tier, misses, restored tokens and
     /// bytes, saves, evictions, rejects).
     pub fn cache_stats(&self) -> &wick_engine::CacheStats {
