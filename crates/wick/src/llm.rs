@@ -304,6 +304,43 @@ impl Llm {
         ))
     }
 
+    /// The prompt tokens `request` renders to, exactly as [`Llm::stream_chat_with`] computes
+    /// them (template, tools, `tool_choice`), without generating: for counting a prompt's
+    /// tokens.
+    ///
+    /// # Errors
+    ///
+    /// The template cannot render the chat, or a forced tool is unknown.
+    pub fn chat_tokens(
+        &self,
+        request: &ChatRequest,
+        options: &GenerateOptions,
+    ) -> Result<Vec<TokenId>> {
+        let plan = self.tool_plan(request, options)?;
+        Ok(self.render(&self.chat_prompt(&plan.request))?.tokens)
+    }
+
+    /// The prompt text `request` renders to, as [`Llm::stream_chat_with`] renders it before
+    /// tokenizing (llama-server's `/apply-template`).
+    ///
+    /// # Errors
+    ///
+    /// The template cannot render the chat, or a forced tool is unknown.
+    pub fn chat_text(&self, request: &ChatRequest, options: &GenerateOptions) -> Result<String> {
+        let plan = self.tool_plan(request, options)?;
+        Ok(match self.chat_prompt(&plan.request) {
+            Prompt::Chat(request) => self
+                .loaded
+                .chat
+                .render_text(RenderRequest::from(request.as_ref()))?,
+            Prompt::Formatted(text) => text,
+            Prompt::Tokens(tokens) => {
+                let bytes = self.loaded.engine.tokenizer().detokenize(&tokens)?;
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+        })
+    }
+
     /// Tokenizes `text`; with `special`, special-token text becomes control tokens.
     ///
     /// # Errors
@@ -379,6 +416,17 @@ impl Llm {
         request: &ChatRequest,
         options: &GenerateOptions,
     ) -> Result<ToolPlan> {
+        if let Some(tool) = request
+            .tools
+            .iter()
+            .find(|t| t.parameters.as_ref().is_some_and(|p| !p.is_object()))
+        {
+            return Err(Error::Invalid {
+                field: "tools",
+                value: format!("the parameters of `{}`", tool.name),
+                allowed: "a JSON schema object",
+            });
+        }
         let tools: Vec<wick_types::Tool> = match &options.tool_choice {
             ToolChoice::Auto => return Ok(ToolPlan::unchanged(request)),
             ToolChoice::None => {
