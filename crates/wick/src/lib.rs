@@ -53,6 +53,9 @@ pub use wick_backend::{
     StubBackend,
 };
 pub use wick_engine::{Alternative, CacheStats, EngineError, EngineThread, ScoredToken};
+/// The model store (references, verified downloads, the local index), for servers and tools
+/// that manage models beside answering with them.
+pub use wick_models as models;
 pub use wick_parse::{
     ChoiceChunk, ChoiceDelta, DeltaBuilder, Event, Format, ParsedMessage, ParsedToolCall,
 };
