@@ -140,6 +140,19 @@ pub(crate) struct ServeArgs {
     /// bit-deterministic (`/v1/models` says so in `meta.deterministic`).
     #[arg(long, default_value = "deterministic", value_name = "MODE", value_parser = ["deterministic", "fast"])]
     kernels: String,
+    /// Speculative decoding. `ngram`: a greedy answer (temperature 0, no grammar, penalties
+    /// or log-probabilities) drafts the tokens that followed the latest earlier occurrence
+    /// of its last few tokens in the prompt or answer (prompt lookup), and the model checks
+    /// the draft inside the batched step: the answer is the same, faster on text that repeats
+    /// (code edits, quotes, JSON); the draft shrinks, then pauses, while drafts fail. Sampled
+    /// answers never speculate. `off`: never. A request may set its own `spec_max` (or
+    /// llama-server's `speculative.n_max`); `/metrics` counts drafted and accepted tokens.
+    #[arg(long, default_value = "ngram", value_name = "MODE", value_parser = ["ngram", "off"])]
+    spec: String,
+    /// The most tokens drafted per step with `--spec ngram`.
+    #[arg(long, default_value = "8", value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    spec_max: u16,
 }
 
 pub(crate) fn run(args: ServeArgs) -> Result<()> {
@@ -331,6 +344,11 @@ fn builder(args: &ServeArgs, reference: Option<&str>) -> wick::LlmBuilder {
             queue_capacity: args.queue_size,
             kernels: args.kernels.parse().unwrap_or_default(),
             ram_cache_bytes: args.cache_ram,
+            spec_max: if args.spec == "off" {
+                0
+            } else {
+                usize::from(args.spec_max)
+            },
             ..ModelKwargs::default()
         });
     if let Some(reference) = reference {

@@ -31,6 +31,7 @@ mod prompt;
 mod ramcache;
 mod request;
 mod scheduler;
+mod spec;
 mod stop;
 mod ticket;
 mod utf8;

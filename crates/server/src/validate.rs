@@ -158,7 +158,27 @@ pub(crate) fn options(
         stop: stops(s.stop.clone())?,
         tool_choice: ToolChoice::Auto,
         logprobs: None,
+        spec_max: spec_max(s)?,
     })
+}
+
+/// Most tokens a request may have drafted per step.
+const MAX_SPEC: i64 = 64;
+
+/// `spec_max` (or llama-server's `speculative.n_max`): 0 to [`MAX_SPEC`].
+fn spec_max(s: &WireSampling) -> Result<Option<usize>, ApiError> {
+    let (field, value) = match (s.spec_max, s.speculative_n_max) {
+        (Some(v), _) => ("spec_max", v),
+        (None, Some(v)) => ("speculative.n_max", v),
+        (None, None) => return Ok(None),
+    };
+    match usize::try_from(value) {
+        Ok(n) if value <= MAX_SPEC => Ok(Some(n)),
+        _ => Err(ApiError::bad(
+            field,
+            format!("{field} = {value} is out of range (allowed: 0 to {MAX_SPEC})"),
+        )),
+    }
 }
 
 /// Chat's `logprobs` and `top_logprobs` (0 to 20, only with `logprobs: true`).

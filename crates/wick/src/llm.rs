@@ -532,6 +532,7 @@ impl Llm {
             sampler,
             stop,
             logprobs: options.logprobs,
+            spec_max: options.spec_max,
         };
         let generation = self.loaded.engine.submit(request)?;
         Ok(CompletionStream::new(generation))
@@ -574,6 +575,7 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
     let engine_config = wick_engine::EngineConfig {
         queue_capacity: key.kwargs.queue_capacity,
         ram_cache_bytes: key.kwargs.ram_cache_bytes,
+        spec_max: key.kwargs.spec_max,
         disk_cache: key
             .kv_cache
             .as_ref()
