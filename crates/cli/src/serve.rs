@@ -145,12 +145,14 @@ pub(crate) struct ServeArgs {
     /// of its last few tokens in the prompt or answer (prompt lookup), and the model checks
     /// the draft inside the batched step: the answer is the same, faster on text that repeats
     /// (code edits, quotes, JSON); the draft shrinks, then pauses, while drafts fail. Sampled
-    /// answers never speculate. `off`: never. A request may set its own `spec_max` (or
-    /// llama-server's `speculative.n_max`); `/metrics` counts drafted and accepted tokens.
-    #[arg(long, default_value = "ngram", value_name = "MODE", value_parser = ["ngram", "off"])]
+    /// answers never speculate. `off` (the default: measured on a 2-core CPU with the
+    /// 135M test model, a verify pass costs nearly as much per token as a decode, so drafts
+    /// did not pay): never. A request may set its own `spec_max` (or llama-server's
+    /// `speculative.n_max`) either way; `/metrics` counts drafted and accepted tokens.
+    #[arg(long, default_value = "off", value_name = "MODE", value_parser = ["ngram", "off"])]
     spec: String,
-    /// The most tokens drafted per step with `--spec ngram`.
-    #[arg(long, default_value = "8", value_name = "N",
+    /// The most tokens drafted per step with `--spec ngram` (1 to 64).
+    #[arg(long, default_value_t = ModelKwargs::SPEC_MAX as u16, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=64))]
     spec_max: u16,
 }

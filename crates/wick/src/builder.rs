@@ -50,13 +50,15 @@ pub struct ModelKwargs {
     pub ram_cache_bytes: u64,
     /// The most tokens a greedy answer drafts per step by prompt lookup (draft-free
     /// speculative decoding: proposals are verified in the batched step, so the answer is the
-    /// same); 0 turns it off. Default [`ModelKwargs::DEFAULT_SPEC_MAX`].
+    /// same); 0 (the default) turns it off. On the CPU with a small model a verify pass costs
+    /// nearly as much per token as a decode, so it pays only when most drafts are accepted
+    /// (see the README); [`ModelKwargs::SPEC_MAX`] is a good value to turn it on with.
     pub spec_max: usize,
 }
 
 impl ModelKwargs {
-    /// The default [`ModelKwargs::spec_max`].
-    pub const DEFAULT_SPEC_MAX: usize = 8;
+    /// The draft length `wick serve --spec ngram` uses unless `--spec-max` says otherwise.
+    pub const SPEC_MAX: usize = 8;
 }
 
 /// The disk tier of the prompt cache: where, and how many bytes of KV snapshots per model.
@@ -78,7 +80,7 @@ impl Default for ModelKwargs {
             queue_capacity: 64,
             kernels: KernelMode::default(),
             ram_cache_bytes: 2 << 30,
-            spec_max: ModelKwargs::DEFAULT_SPEC_MAX,
+            spec_max: 0,
         }
     }
 }
