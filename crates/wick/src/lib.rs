@@ -50,10 +50,12 @@ pub use llm::Llm;
 pub use options::{GenerateOptions, PromptInput, ToolChoice};
 pub use response::{CompletionResponse, LlmMetadata};
 pub use wick_backend::{
-    check_gbnf, BackendConfig, BackendError, GbnfError, KernelMode, ModelInfo, SpecialTokens,
-    StubBackend,
+    check_gbnf, BackendConfig, BackendError, GbnfError, KernelMode, LayerPlacement, ModelInfo,
+    SpecialTokens, StubBackend,
 };
 pub use wick_engine::{Alternative, CacheStats, EngineError, ScoredToken};
+#[cfg(feature = "llama")]
+pub use wick_llama::{probe_rpc_worker, serve_rpc_worker, RpcWorkerConfig};
 pub use wick_parse::{
     ChoiceChunk, ChoiceDelta, DeltaBuilder, Event, Format, ParsedMessage, ParsedToolCall,
 };
