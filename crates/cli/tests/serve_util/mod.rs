@@ -233,3 +233,28 @@ pub(crate) fn run_python_client(
     assert!(out.status.success(), "{script} failed\n{stdout}\n{stderr}");
     assert!(stdout.contains(done), "{stdout}");
 }
+
+/// POSTs `body` as JSON; the status and the JSON answer.
+pub(crate) fn post_json(server: &Server, path: &str, body: &Value) -> (u16, Value) {
+    let r = client().post(server.url(path)).json(body).send().unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().unwrap())
+}
+
+/// The value of the one series of counter `name` in a `/metrics` text (0 when absent).
+pub(crate) fn metric(metrics: &str, name: &str) -> u64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .and_then(|l| l.rsplit(' ').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// A port nothing listens on right now (bound, read, released).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
