@@ -254,51 +254,53 @@ pub(crate) fn rpc_add_server(endpoint: &str) -> Result<Vec<Device>, String> {
             .map(|i| sys::ggml_backend_reg_dev_get(reg, i))
             .collect()
     };
-    Ok(all_devices()
-        .into_iter()
-        .filter(|(dev, _)| devices.contains(dev))
-        .map(|(_, d)| d)
-        .collect())
+    Ok(devices_where(|dev| devices.contains(&dev)))
+}
+
+/// Whether this process registered any RPC worker's devices with ggml.
+pub(crate) fn rpc_registered() -> bool {
+    !RPC_REGISTERED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .is_empty()
 }
 
 /// The local GPU devices (not RPC), in ggml's order.
 pub(crate) fn local_gpus() -> Vec<Device> {
-    all_devices()
-        .into_iter()
-        .filter(|(dev, _)| {
-            // SAFETY: `dev` comes from ggml's device list, which lives for the process.
-            let (kind, reg_name) = unsafe {
-                (
-                    sys::ggml_backend_dev_type(*dev),
-                    c_text(sys::ggml_backend_reg_name(
-                        sys::ggml_backend_dev_backend_reg(*dev),
-                    )),
-                )
-            };
-            kind == sys::GGML_BACKEND_DEVICE_TYPE_GPU && reg_name != "RPC"
-        })
-        .map(|(_, d)| d)
-        .collect()
+    devices_where(|dev| {
+        // SAFETY: `dev` comes from ggml's device list, which lives for the process, as do its
+        // registry and the registry's name.
+        let (kind, reg_name) = unsafe {
+            (
+                sys::ggml_backend_dev_type(dev),
+                c_text(sys::ggml_backend_reg_name(
+                    sys::ggml_backend_dev_backend_reg(dev),
+                )),
+            )
+        };
+        kind == sys::GGML_BACKEND_DEVICE_TYPE_GPU && reg_name != "RPC"
+    })
 }
 
-/// Every device ggml knows, with its pointer.
-fn all_devices() -> Vec<(sys::ggml_backend_dev_t, Device)> {
+/// The devices ggml knows that `keep` keeps, in ggml's order. Only those are asked for their
+/// free memory (an RPC device asks its worker over the network).
+fn devices_where(keep: impl Fn(sys::ggml_backend_dev_t) -> bool) -> Vec<Device> {
     // SAFETY: indices are below `ggml_backend_dev_count`; the devices and their strings live
     // for the process; `ggml_backend_dev_memory` writes the two `usize`s it is given (for an
-    // RPC device it asks the worker, which was checked reachable before it was registered).
+    // RPC device it asks the worker, which `rpc::connect` greeted just before registering it).
     unsafe {
         (0..sys::ggml_backend_dev_count())
-            .map(|index| {
-                let dev = sys::ggml_backend_dev_get(index);
+            .map(|index| (index, sys::ggml_backend_dev_get(index)))
+            .filter(|&(_, dev)| keep(dev))
+            .map(|(index, dev)| {
                 let (mut free, mut total) = (0usize, 0usize);
                 sys::ggml_backend_dev_memory(dev, &raw mut free, &raw mut total);
-                let device = Device {
+                Device {
                     index,
                     name: c_text(sys::ggml_backend_dev_name(dev)),
                     description: c_text(sys::ggml_backend_dev_description(dev)),
                     free,
-                };
-                (dev, device)
+                }
             })
             .collect()
     }

@@ -45,16 +45,19 @@ pub(crate) fn load_model(
     let devices = if config.rpc_servers.is_empty() {
         crate::ffi::local_gpus()
     } else {
-        let devices = crate::rpc::connect(&config.rpc_servers)?;
+        crate::rpc::connect(&config.rpc_servers)?
+    };
+    // ggml's device list is process-wide: name the devices whenever workers are registered, so
+    // a model gets its own workers and one without `rpc_servers` none.
+    if crate::ffi::rpc_registered() {
         let indices: Vec<usize> = devices.iter().map(|d| d.index).collect();
         params = params
             .with_devices(&indices)
             .map_err(|e| BackendError::RpcWorker {
                 endpoint: config.rpc_servers.join(","),
-                reason: format!("llama.cpp cannot use its devices ({e})"),
+                reason: format!("llama.cpp cannot use these devices ({e})"),
             })?;
-        devices
-    };
+    }
     let mut params = std::pin::pin!(params);
     if deterministic(config) {
         // Every weight in ggml's plain CPU buffers: the repacked layouts (Q4_0, Q4_K, Q8_0, …
