@@ -47,7 +47,10 @@ fn issue_18_two_replicas_share_one_prompt_cache_directory() {
     let dir = kv.path().to_str().unwrap();
     // Room for two or three snapshots of these chats (about 23 KB a token).
     let budget = 6_000_000u64;
+    // One thread each: two servers computing at once on a 2-core machine do not oversubscribe.
     let flags = [
+        "--threads",
+        "1",
         "--kv-cache-dir",
         dir,
         "--kv-cache-size",

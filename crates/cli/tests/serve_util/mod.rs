@@ -28,10 +28,17 @@ impl Server {
 
     /// [`Server::start`] with `home` as `$WICK_HOME`.
     pub(crate) fn start_in(home: &std::path::Path, extra: &[&str]) -> Server {
+        // Two threads unless the test says (servers side by side may want one each).
+        let threads: &[&str] = if extra.contains(&"--threads") {
+            &[]
+        } else {
+            &["--threads", "2"]
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_wick"))
             .env("WICK_HOME", home)
-            .args(["serve", "--port", "0", "--threads", "2", "-m"])
+            .args(["serve", "--port", "0", "-m"])
             .arg(wick_testutil::model_path())
+            .args(threads)
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
