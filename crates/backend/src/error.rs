@@ -23,6 +23,15 @@ pub enum BackendError {
         /// What went wrong.
         reason: String,
     },
+    /// An RPC worker (`wick rpc-worker`, llama.cpp's `rpc-server`) cannot be used: it does
+    /// not answer, or speaks another protocol version.
+    #[error("RPC worker {endpoint}: {reason}")]
+    RpcWorker {
+        /// Its `HOST:PORT`.
+        endpoint: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
     /// A configuration value is out of its allowed range.
     #[error("invalid backend config: `{field}` = {value} ({allowed})")]
     Config {
@@ -165,6 +174,7 @@ impl BackendError {
             },
             BackendError::Unsupported { op, .. } => ErrorClass::Unsupported { param: op },
             BackendError::Load { .. }
+            | BackendError::RpcWorker { .. }
             | BackendError::Config { .. }
             | BackendError::InvalidArgument { .. }
             | BackendError::UnknownSequence { .. }

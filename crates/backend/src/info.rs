@@ -38,6 +38,24 @@ pub struct ModelInfo {
     /// The build and kernel mode that computed this context's state (for example
     /// `llama.cpp 0.1.161 cpu deterministic`): prompt-cache snapshots are keyed by it.
     pub build: String,
+    /// Where the layers run, in layer order: one span per device (the CPU, a GPU, an RPC
+    /// worker). Empty when the backend does not say.
+    pub placement: Vec<LayerPlacement>,
+}
+
+/// A run of consecutive layers computed on one device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LayerPlacement {
+    /// The device's name (`CPU`, `RPC0`, `CUDA0`, …).
+    pub device: String,
+    /// What the device is: the processor's name, or an RPC worker's `HOST:PORT`.
+    pub description: String,
+    /// The first layer of the run.
+    pub first_layer: u32,
+    /// How many repeating layers it holds (the output layer not counted).
+    pub n_layers: u32,
+    /// Whether it also computes the output layer (the last one).
+    pub output: bool,
 }
 
 impl ModelInfo {
@@ -59,6 +77,7 @@ impl ModelInfo {
             chat_template: None,
             deterministic: false,
             build: String::new(),
+            placement: Vec::new(),
         }
     }
 }

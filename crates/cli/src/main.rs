@@ -15,6 +15,7 @@ mod chat;
 mod flags;
 mod models;
 mod parse;
+mod rpc_worker;
 mod run;
 mod serve;
 mod template;
@@ -62,6 +63,9 @@ enum Command {
     Tokenize(tokenize::TokenizeArgs),
     /// Parse raw model output (stdin) into content, reasoning and tool calls, or OpenAI deltas.
     Parse(parse::ParseArgs),
+    /// Lend this machine's devices to `wick serve --rpc` on another (llama.cpp's RPC server;
+    /// unauthenticated: trusted networks only).
+    RpcWorker(rpc_worker::RpcWorkerArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -78,6 +82,7 @@ fn main() -> std::process::ExitCode {
         Command::Template(args) => template::run(&args),
         Command::Tokenize(args) => tokenize::run(&args),
         Command::Parse(args) => parse::run(&args),
+        Command::RpcWorker(args) => rpc_worker::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

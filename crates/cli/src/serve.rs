@@ -117,15 +117,30 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "N")]
     threads: Option<u32>,
 
-    /// Layers to offload to a GPU (needs a GPU build).
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    gpu_layers: u32,
+    /// Layers to offload to a GPU (needs a GPU build), or with --rpc to the RPC workers
+    /// [default: 0; with --rpc every layer].
+    #[arg(long, value_name = "N")]
+    gpu_layers: Option<u32>,
+
+    /// Compute the offloaded layers (--gpu-layers) on these llama.cpp RPC workers, each
+    /// started with `wick rpc-worker` on its machine; layers are split by their free memory.
+    /// Each is checked before loading: one that does not answer, or speaks another protocol
+    /// version, stops the server with a message saying so. Unauthenticated: trusted networks
+    /// only.
+    #[arg(long, value_name = "HOST:PORT[,HOST:PORT…]", value_delimiter = ',')]
+    rpc: Vec<String>,
 
     /// Bytes of KV snapshots kept on disk per model (`$WICK_HOME/kv`), so a returning
     /// conversation or a restarted server restores its prompt prefix instead of recomputing
     /// it; 0 keeps the prompt cache in RAM only.
     #[arg(long, default_value_t = 4 << 30, value_name = "BYTES")]
     kv_cache_size: u64,
+
+    /// The directory of the disk prompt cache [default: `$WICK_HOME/kv`]. Several servers
+    /// (replicas on one machine, or on many through a shared volume) can point at one
+    /// directory: a prompt prefix one of them computed is restored by the others.
+    #[arg(long, value_name = "DIR")]
+    kv_cache_dir: Option<std::path::PathBuf>,
 
     /// Bytes of sequence states kept in RAM per model for prompt prefixes no sequence holds
     /// any more (a conversation that comes back after others took its sequence); in front of
@@ -341,7 +356,11 @@ fn builder(args: &ServeArgs, reference: Option<&str>) -> wick::LlmBuilder {
         .max_new_tokens(args.max_tokens)
         .model_kwargs(ModelKwargs {
             n_threads: args.threads,
-            n_gpu_layers: args.gpu_layers,
+            n_gpu_layers: args.gpu_layers.unwrap_or(if args.rpc.is_empty() {
+                0
+            } else {
+                ALL_LAYERS
+            }),
             n_seq_max: args.parallel,
             queue_capacity: args.queue_size,
             kernels: args.kernels.parse().unwrap_or_default(),
@@ -356,17 +375,23 @@ fn builder(args: &ServeArgs, reference: Option<&str>) -> wick::LlmBuilder {
     if let Some(reference) = reference {
         builder = builder.model_ref(reference);
     }
+    if !args.rpc.is_empty() {
+        builder = builder.rpc_servers(args.rpc.iter().cloned());
+    }
     if let Some(format) = args.output_format {
         builder = builder.output_format(format);
     }
     if args.kv_cache_size > 0 {
         builder = builder.kv_cache(wick::KvCache {
-            dir: None,
+            dir: args.kv_cache_dir.clone(),
             bytes: args.kv_cache_size,
         });
     }
     builder
 }
+
+/// `--gpu-layers` meaning every layer (llama.cpp caps it at the model's count).
+const ALL_LAYERS: u32 = 999;
 
 /// The id a model is served under, and its other names.
 fn ids(reference: Option<&str>) -> (String, Vec<String>) {

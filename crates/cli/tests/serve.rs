@@ -428,6 +428,8 @@ fn serve_help_names_every_flag() {
         "--shutdown-timeout",
         "--threads",
         "--gpu-layers",
+        "--rpc",
+        "--kv-cache-dir",
     ] {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }

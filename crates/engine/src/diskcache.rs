@@ -7,6 +7,21 @@
 //! fsync, then an atomic rename. A snapshot that fails its checks when restored (truncated,
 //! bit-flipped, made for another layout) is removed and the request goes on cold. A byte
 //! budget is kept by removing the least recently used files.
+//!
+//! Several processes (server replicas, on one machine or many through a shared volume) may use
+//! one directory at once, with no lock between them:
+//! - a snapshot appears whole or not at all (rename), so a reader never sees a partial one, and
+//!   two writers of the same prefix each rename a whole file (the last one stays);
+//! - a temp file names its writer's host and process (`.NAME.kv.HOST.PID.tmp`), so one is
+//!   removed as left behind only when its writer, on this host, has exited (or it is an hour
+//!   old): another machine's write in progress is never taken for debris;
+//! - a snapshot another process evicted between this one's scan and its read is a miss, not
+//!   a corrupt file: the request goes on without it (an open file stays readable after its
+//!   removal, so a read that started completes);
+//! - eviction counts a file another process removed first as gone, so two processes keeping
+//!   the budget at once do not evict twice as much;
+//! - the directory is rescanned when its modification time changes, and also while that time
+//!   is too recent to trust (a change within the same clock tick would keep it unchanged).
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -202,7 +217,14 @@ impl DiskCache {
         let Ok(dir) = fs::read_dir(&self.dir) else {
             return;
         };
-        self.scanned = modified;
+        // A time this recent may not change again for a change within the same tick (coarse
+        // file system clocks, another machine's clock on a shared volume): scan again next
+        // time rather than trust it.
+        self.scanned = modified.filter(|m| {
+            SystemTime::now()
+                .duration_since(*m)
+                .is_ok_and(|age| age > RACY_MTIME)
+        });
         let mut seen = HashMap::new();
         for entry in dir.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -213,13 +235,16 @@ impl DiskCache {
                 seen.insert(name, known);
                 continue;
             }
-            let tokens = fs::File::open(entry.path())
-                .map_err(|e| e.to_string())
-                .and_then(|f| {
-                    wick_backend::snapshot::read_tokens(std::io::BufReader::new(f))
-                        .map_err(|e| e.to_string())
-                });
-            match tokens {
+            let file = match fs::File::open(entry.path()) {
+                Ok(file) => file,
+                // Evicted by another process since the listing: gone, not corrupt.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(_) => {
+                    self.reject(&entry.path());
+                    continue;
+                }
+            };
+            match wick_backend::snapshot::read_tokens(std::io::BufReader::new(file)) {
                 Ok(tokens) => {
                     seen.insert(name, Entry { tokens });
                 }
@@ -257,6 +282,13 @@ impl DiskCache {
     /// The snapshots read since the last call.
     pub(crate) fn loaded(&self) -> Vec<Loaded> {
         self.read.try_iter().collect()
+    }
+
+    /// Forgets a snapshot that another process removed (evicted) after this one listed it.
+    pub(crate) fn forget(&mut self, path: &Path) {
+        if let Some(name) = path.file_name() {
+            self.entries.remove(&*name.to_string_lossy());
+        }
     }
 
     /// Removes a snapshot that failed its checks.
@@ -357,7 +389,7 @@ fn load(path: &Path, stats: &CacheStats) -> std::io::Result<Vec<u8>> {
 
 /// Temp file, fsync, rename: a reader sees the whole snapshot or none.
 fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let tmp = temp_path(dir, name);
     let result = (|| {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(bytes)?;
@@ -368,6 +400,15 @@ fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()>
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Where this process writes snapshot `name` before renaming it into place.
+fn temp_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!(
+        ".{name}.{}.{}.tmp",
+        host_name(),
+        std::process::id()
+    ))
 }
 
 /// Removes the least recently used snapshots until the directory fits the budget. Snapshots
@@ -398,9 +439,14 @@ fn keep_budget(dir: &Path, budget: u64, stats: &CacheStats) {
         if total <= budget {
             break;
         }
-        if fs::remove_file(&path).is_ok() {
-            total -= len;
-            CacheStats::add(&stats.evictions, 1);
+        match fs::remove_file(&path) {
+            Ok(()) => {
+                total -= len;
+                CacheStats::add(&stats.evictions, 1);
+            }
+            // Another process evicted it first: it is gone all the same.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => total -= len,
+            Err(_) => {}
         }
     }
 }
@@ -410,17 +456,48 @@ fn is_snapshot(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "kv")
 }
 
-/// Whether `path` is a snapshot being written: `.NAME.kv.PID.tmp`.
+/// Whether `path` is a snapshot being written: `.NAME.kv.HOST.PID.tmp` (or, from before hosts
+/// were named, `.NAME.kv.PID.tmp`).
 pub fn is_temp(path: &Path) -> bool {
     temp_writer(path).is_some()
 }
 
-/// The process writing the temp file `path`.
-fn temp_writer(path: &Path) -> Option<u32> {
+/// The writer of the temp file `path`: its host (`None` in the older form) and process.
+fn temp_writer(path: &Path) -> Option<(Option<String>, u32)> {
     let name = path.file_name()?.to_str()?;
     let rest = name.strip_prefix('.')?.strip_suffix(".tmp")?;
-    rest.rsplit_once('.')?.1.parse().ok()
+    let (rest, pid) = rest.rsplit_once('.')?;
+    let pid = pid.parse().ok()?;
+    let host = rest.split_once(".kv.").map(|(_, host)| host.to_owned());
+    Some((host, pid))
 }
+
+/// This machine's name as temp files carry it: letters, digits and `-` only (dots, which
+/// separate the name's parts, become `-`).
+fn host_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        let raw = fs::read_to_string("/proc/sys/kernel/hostname")
+            .or_else(|_| fs::read_to_string("/etc/hostname"))
+            .ok()
+            .or_else(|| std::env::var("COMPUTERNAME").ok())
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_default();
+        let name: String = raw
+            .trim()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        if name.is_empty() {
+            "host".to_owned()
+        } else {
+            name
+        }
+    })
+}
+
+/// How recent a directory's modification time is too recent to mark a scan as up to date.
+const RACY_MTIME: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How old a temp file must be to count as left behind whatever its writer (a snapshot is
 /// written in seconds; this covers a writer's process id being reused).
@@ -430,7 +507,7 @@ const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
 /// runs, or it is over an hour old. A temp file another live process (a second server on the
 /// same directory) is writing right now is never stale.
 pub fn is_stale_temp(path: &Path) -> bool {
-    let Some(pid) = temp_writer(path) else {
+    let Some((host, pid)) = temp_writer(path) else {
         return false;
     };
     let old = fs::metadata(path)
@@ -438,7 +515,9 @@ pub fn is_stale_temp(path: &Path) -> bool {
         .ok()
         .and_then(|t| t.elapsed().ok())
         .is_some_and(|age| age > STALE_AFTER);
-    old || (pid != std::process::id() && !process_runs(pid))
+    // Process ids say nothing about another machine's (or another container's) processes.
+    let here = host.as_deref().is_none_or(|h| h == host_name());
+    old || (here && pid != std::process::id() && !process_runs(pid))
 }
 
 /// Whether a process with this id runs (Linux: `/proc/PID`; elsewhere assumed, so only age
@@ -514,6 +593,45 @@ mod tests {
         assert!(!is_stale_temp(&live));
         assert_eq!(remove_stale_temp_files(dir.path()), (1, 100));
         assert!(!dead.exists() && live.exists() && snapshot.exists());
+    }
+
+    #[test]
+    fn issue_18_another_hosts_temp_files_are_judged_by_age_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let dead = dead_pid();
+        let ours = dir
+            .path()
+            .join(format!(".aa.kv.{}.{dead}.tmp", host_name()));
+        // A replica on another machine sharing the directory: its process ids are not ours.
+        let theirs = dir.path().join(format!(".bb.kv.other-box.{dead}.tmp"));
+        for path in [&ours, &theirs] {
+            fs::write(path, b"partial").unwrap();
+        }
+        assert_eq!(
+            temp_writer(&theirs),
+            Some((Some("other-box".to_owned()), dead))
+        );
+        assert!(is_stale_temp(&ours));
+        assert!(!is_stale_temp(&theirs));
+        assert_eq!(remove_stale_temp_files(dir.path()).0, 1);
+        assert!(!ours.exists() && theirs.exists());
+    }
+
+    #[test]
+    fn issue_18_a_temp_file_names_this_host_and_process() {
+        let host = host_name();
+        assert!(!host.is_empty() && host.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = temp_path(dir.path(), "cc.kv");
+        assert!(is_temp(&tmp) && !is_snapshot(&tmp));
+        assert_eq!(
+            temp_writer(&tmp),
+            Some((Some(host.to_owned()), std::process::id()))
+        );
+        fs::write(&tmp, b"partial").unwrap();
+        assert!(!is_stale_temp(&tmp), "this process is writing it");
+        write_atomically(dir.path(), "cc.kv", b"snapshot").unwrap();
+        assert!(!tmp.exists() && dir.path().join("cc.kv").exists());
     }
 
     #[test]

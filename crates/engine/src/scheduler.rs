@@ -558,6 +558,12 @@ impl State {
             };
             let prompt = job.prompt.clone();
             let seq = self.slots[index].seq;
+            // Another process sharing the directory evicted it after this one chose it: a
+            // miss, not a corrupt snapshot.
+            let vanished = loaded
+                .bytes
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
             let restored = loaded
                 .bytes
                 .map_err(|e| e.to_string())
@@ -570,9 +576,14 @@ impl State {
                     Ok(loaded.len)
                 }
                 Err(reason) => {
-                    tracing::warn!(path = %loaded.path.display(), %reason, "prompt cache snapshot rejected");
                     if let Some(disk) = self.disk.as_mut() {
-                        disk.reject(&loaded.path);
+                        if vanished {
+                            tracing::debug!(path = %loaded.path.display(), "prompt cache snapshot evicted by another process");
+                            disk.forget(&loaded.path);
+                        } else {
+                            tracing::warn!(path = %loaded.path.display(), %reason, "prompt cache snapshot rejected");
+                            disk.reject(&loaded.path);
+                        }
                     }
                     self.fall_back(backend, index, &prompt)
                 }

@@ -1,6 +1,7 @@
 //! The only `unsafe` in wick: raw per-sequence KV state bytes, which `llama-cpp-2` exposes only
 //! as unsafe functions (its safe `SeqState` is opaque and cannot be written to disk), and the
-//! switch to ggml's batch-invariant CPU kernels, which llama.cpp does not expose at all.
+//! switch to ggml's batch-invariant CPU kernels, which llama.cpp does not expose at all, and
+//! llama.cpp's RPC backend, whose functions ggml hands out only as untyped pointers.
 #![allow(unsafe_code)]
 
 use std::cell::Cell;
@@ -168,4 +169,212 @@ fn install_kernel_switch() -> bool {
             true
         }
     })
+}
+
+/// A ggml device llama.cpp can offload layers to (an RPC worker's or a local GPU).
+#[derive(Debug, Clone)]
+pub(crate) struct Device {
+    /// Its index in ggml's device list (what `LlamaModelParams::with_devices` takes).
+    pub(crate) index: usize,
+    /// ggml's name for it (`RPC0`, `CUDA0`, …).
+    pub(crate) name: String,
+    /// ggml's description (for an RPC device, its worker's `HOST:PORT`).
+    pub(crate) description: String,
+    /// Its free memory in bytes, as llama.cpp weighs it when splitting layers.
+    pub(crate) free: usize,
+}
+
+/// `ggml_backend_rpc_add_server` (`ggml/include/ggml-rpc.h` of the vendored llama.cpp).
+type RpcAddServer = unsafe extern "C" fn(*const std::ffi::c_char) -> sys::ggml_backend_reg_t;
+
+/// `ggml_backend_rpc_start_server` (`ggml/include/ggml-rpc.h` of the vendored llama.cpp).
+type RpcStartServer = unsafe extern "C" fn(
+    *const std::ffi::c_char,
+    *const std::ffi::c_char,
+    usize,
+    usize,
+    *mut sys::ggml_backend_dev_t,
+);
+
+/// The RPC registry's function `name`, or `None` when this build has no RPC backend.
+fn rpc_proc(name: &std::ffi::CStr) -> Option<std::ptr::NonNull<std::ffi::c_void>> {
+    // SAFETY: both calls take static NUL-terminated names and only read ggml's registry (built
+    // on first use, process-wide); a missing backend or function is a null return, checked.
+    unsafe {
+        let reg = sys::ggml_backend_reg_by_name(c"RPC".as_ptr());
+        if reg.is_null() {
+            return None;
+        }
+        std::ptr::NonNull::new(sys::ggml_backend_reg_get_proc_address(reg, name.as_ptr()))
+    }
+}
+
+/// Whether this build has llama.cpp's RPC backend (`GGML_RPC=ON`).
+pub(crate) fn rpc_available() -> bool {
+    rpc_proc(c"ggml_backend_rpc_add_server").is_some()
+}
+
+/// Endpoints whose devices are registered with ggml already: ggml's registry is process-wide
+/// and has no removal, so each worker is registered once per process.
+static RPC_REGISTERED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Registers the devices of the RPC worker at `endpoint` (`HOST:PORT`) with ggml (once per
+/// process) and returns them.
+///
+/// ggml aborts the process when it cannot connect or the handshake fails, so the caller must
+/// have checked the worker first (`crate::rpc::probe`).
+pub(crate) fn rpc_add_server(endpoint: &str) -> Result<Vec<Device>, String> {
+    let add = rpc_proc(c"ggml_backend_rpc_add_server")
+        .ok_or("this wick was built without llama.cpp's RPC backend (GGML_RPC=ON)")?;
+    let c_endpoint = std::ffi::CString::new(endpoint).map_err(|_| "a NUL in the address")?;
+    let mut registered = RPC_REGISTERED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // SAFETY: the pointer is the RPC registry's `ggml_backend_rpc_add_server`, whose C
+    // signature `RpcAddServer` repeats (ggml-rpc.h of the pinned llama.cpp); the endpoint is a
+    // live NUL-terminated string it copies. It returns the worker's registry (the same one for
+    // an endpoint seen before) or null when the worker has no device.
+    let reg = unsafe {
+        let add: RpcAddServer = std::mem::transmute(add.as_ptr());
+        add(c_endpoint.as_ptr())
+    };
+    if reg.is_null() {
+        return Err(format!("the RPC worker at {endpoint} has no device"));
+    }
+    if !registered.iter().any(|e| e == endpoint) {
+        // SAFETY: `reg` is a registry ggml just made (never freed); registering it adds its
+        // devices to ggml's process-wide list, done once per endpoint (the lock above).
+        unsafe { sys::ggml_backend_register(reg) };
+        registered.push(endpoint.to_owned());
+    }
+    // SAFETY: `reg` is live (ggml keeps registries for the process) and indices are below its
+    // device count.
+    let devices: Vec<sys::ggml_backend_dev_t> = unsafe {
+        (0..sys::ggml_backend_reg_dev_count(reg))
+            .map(|i| sys::ggml_backend_reg_dev_get(reg, i))
+            .collect()
+    };
+    Ok(devices_where(|dev| devices.contains(&dev)))
+}
+
+/// Whether this process registered any RPC worker's devices with ggml.
+pub(crate) fn rpc_registered() -> bool {
+    !RPC_REGISTERED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .is_empty()
+}
+
+/// The local GPU devices (not RPC), in ggml's order.
+pub(crate) fn local_gpus() -> Vec<Device> {
+    devices_where(|dev| {
+        // SAFETY: `dev` comes from ggml's device list, which lives for the process, as do its
+        // registry and the registry's name.
+        let (kind, reg_name) = unsafe {
+            (
+                sys::ggml_backend_dev_type(dev),
+                c_text(sys::ggml_backend_reg_name(
+                    sys::ggml_backend_dev_backend_reg(dev),
+                )),
+            )
+        };
+        kind == sys::GGML_BACKEND_DEVICE_TYPE_GPU && reg_name != "RPC"
+    })
+}
+
+/// The devices ggml knows that `keep` keeps, in ggml's order. Only those are asked for their
+/// free memory (an RPC device asks its worker over the network).
+fn devices_where(keep: impl Fn(sys::ggml_backend_dev_t) -> bool) -> Vec<Device> {
+    // SAFETY: indices are below `ggml_backend_dev_count`; the devices and their strings live
+    // for the process; `ggml_backend_dev_memory` writes the two `usize`s it is given (for an
+    // RPC device it asks the worker, which `rpc::connect` greeted just before registering it).
+    unsafe {
+        (0..sys::ggml_backend_dev_count())
+            .map(|index| (index, sys::ggml_backend_dev_get(index)))
+            .filter(|&(_, dev)| keep(dev))
+            .map(|(index, dev)| {
+                let (mut free, mut total) = (0usize, 0usize);
+                sys::ggml_backend_dev_memory(dev, &raw mut free, &raw mut total);
+                Device {
+                    index,
+                    name: c_text(sys::ggml_backend_dev_name(dev)),
+                    description: c_text(sys::ggml_backend_dev_description(dev)),
+                    free,
+                }
+            })
+            .collect()
+    }
+}
+
+/// The CPU device's description (the processor's name).
+pub(crate) fn cpu_description() -> String {
+    // SAFETY: ggml's static CPU device (or null, checked) and its static description.
+    unsafe {
+        let dev = sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU);
+        if dev.is_null() {
+            return String::from("CPU");
+        }
+        c_text(sys::ggml_backend_dev_description(dev))
+    }
+}
+
+/// A C string ggml owns, as text (`""` for null).
+///
+/// # Safety
+///
+/// `p` is null or points to a NUL-terminated string that lives for the call.
+unsafe fn c_text(p: *const std::ffi::c_char) -> String {
+    if p.is_null() {
+        String::new()
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { std::ffi::CStr::from_ptr(p) }
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+/// Runs llama.cpp's RPC server on `endpoint` (`HOST:PORT`) for this machine's devices (its
+/// GPUs, else its CPU) with `n_threads` CPU threads, its CPU backend on ggml's reference
+/// kernels when `use_ref`. It serves one client at a time and never returns unless it could
+/// not start (the port taken, a device that would not initialise): ggml printed why.
+pub(crate) fn rpc_start_server(endpoint: &str, n_threads: usize, use_ref: bool) -> String {
+    let Some(start) = rpc_proc(c"ggml_backend_rpc_start_server") else {
+        return "this wick was built without llama.cpp's RPC backend (GGML_RPC=ON)".into();
+    };
+    let Ok(c_endpoint) = std::ffi::CString::new(endpoint) else {
+        return "a NUL in the address".into();
+    };
+    let mut devices: Vec<sys::ggml_backend_dev_t> = local_gpus()
+        .iter()
+        // SAFETY: indices from ggml's own list, below its count.
+        .map(|d| unsafe { sys::ggml_backend_dev_get(d.index) })
+        .collect();
+    if devices.is_empty() {
+        // SAFETY: ggml's static CPU device, or null (checked).
+        let cpu = unsafe { sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU) };
+        if cpu.is_null() {
+            return "ggml has no CPU device".into();
+        }
+        devices.push(cpu);
+    }
+    with_cpu_kernels(use_ref, || {
+        // SAFETY: the pointer is the RPC registry's `ggml_backend_rpc_start_server`, whose C
+        // signature `RpcStartServer` repeats (ggml-rpc.h of the pinned llama.cpp). The endpoint
+        // is a live NUL-terminated string, the cache dir null (no tensor cache), and `devices`
+        // holds `devices.len()` live ggml devices; all outlive the call, which blocks for as
+        // long as the server runs. Its backends are created on this thread, so the reference-
+        // kernel switch applies to its CPU backend.
+        unsafe {
+            let start: RpcStartServer = std::mem::transmute(start.as_ptr());
+            start(
+                c_endpoint.as_ptr(),
+                std::ptr::null(),
+                n_threads,
+                devices.len(),
+                devices.as_mut_ptr(),
+            );
+        }
+    });
+    format!("llama.cpp's RPC server on {endpoint} stopped (its reason is printed above)")
 }

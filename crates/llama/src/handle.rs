@@ -57,8 +57,8 @@ impl LlamaBackend {
     /// that is missing, not GGUF, truncated or not loadable.
     pub fn load(config: &BackendConfig) -> Result<Self> {
         config.validate()?;
-        let model = crate::load::load_model(config)?;
-        let info = crate::load::model_info(config, &model);
+        let (model, devices) = crate::load::load_model(config)?;
+        let info = crate::load::model_info(config, &model, &devices);
         let state = State {
             config: config.clone(),
             fingerprint: crate::load::fingerprint(config, &info),

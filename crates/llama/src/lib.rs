@@ -24,9 +24,11 @@ mod ffi;
 mod gguf;
 mod handle;
 mod load;
+mod rpc;
 mod sampler;
 mod vocab;
 mod worker;
 
 pub use gguf::check_gguf;
 pub use handle::LlamaBackend;
+pub use rpc::{probe as probe_rpc_worker, serve_rpc_worker, RpcWorkerConfig};

@@ -34,22 +34,45 @@ pub(crate) fn deterministic(config: &BackendConfig) -> bool {
         && crate::ffi::kernel_switch_available()
 }
 
-pub(crate) fn load_model(config: &BackendConfig) -> Result<LlamaModel, BackendError> {
+/// Loads the model of `config`: on the CPU, its local GPUs, or with `rpc_servers` the RPC
+/// workers' devices (checked and registered first). Also returns the devices it offloads to.
+pub(crate) fn load_model(
+    config: &BackendConfig,
+) -> Result<(LlamaModel, Vec<crate::ffi::Device>), BackendError> {
     crate::gguf::check_gguf(&config.model_path)?;
-    let mut params =
-        std::pin::pin!(LlamaModelParams::default().with_n_gpu_layers(config.n_gpu_layers));
+    runtime()?;
+    let mut params = LlamaModelParams::default().with_n_gpu_layers(config.n_gpu_layers);
+    let devices = if config.rpc_servers.is_empty() {
+        crate::ffi::local_gpus()
+    } else {
+        crate::rpc::connect(&config.rpc_servers)?
+    };
+    // ggml's device list is process-wide: name the devices whenever workers are registered, so
+    // a model gets its own workers and one without `rpc_servers` none.
+    if crate::ffi::rpc_registered() {
+        let indices: Vec<usize> = devices.iter().map(|d| d.index).collect();
+        params = params
+            .with_devices(&indices)
+            .map_err(|e| BackendError::RpcWorker {
+                endpoint: config.rpc_servers.join(","),
+                reason: format!("llama.cpp cannot use these devices ({e})"),
+            })?;
+    }
+    let mut params = std::pin::pin!(params);
     if deterministic(config) {
         // Every weight in ggml's plain CPU buffers: the repacked layouts (Q4_0, Q4_K, Q8_0, …
         // "CPU_REPACK") run tiled GEMM kernels outside the reference switch, whose sums depend
         // on the batch's row count.
         params.as_mut().add_cpu_buft_override(c".*");
     }
-    LlamaModel::load_from_file(runtime()?, &config.model_path, &params).map_err(|e| {
-        BackendError::Load {
-            path: config.model_path.clone(),
-            reason: format!("llama.cpp could not load it ({e}); is it a complete GGUF model?"),
-        }
-    })
+    let model =
+        LlamaModel::load_from_file(runtime()?, &config.model_path, &params).map_err(|e| {
+            BackendError::Load {
+                path: config.model_path.clone(),
+                reason: format!("llama.cpp could not load it ({e}); is it a complete GGUF model?"),
+            }
+        })?;
+    Ok((model, devices))
 }
 
 /// The per-sequence window: the configured one, capped at the model's training context.
@@ -99,7 +122,11 @@ pub(crate) fn embedding_params(config: &BackendConfig, n_ctx: u32) -> LlamaConte
         .with_n_threads_batch(threads(config))
 }
 
-pub(crate) fn model_info(config: &BackendConfig, model: &LlamaModel) -> ModelInfo {
+pub(crate) fn model_info(
+    config: &BackendConfig,
+    model: &LlamaModel,
+    devices: &[crate::ffi::Device],
+) -> ModelInfo {
     let stem = config
         .model_path
         .file_stem()
@@ -130,8 +157,16 @@ pub(crate) fn model_info(config: &BackendConfig, model: &LlamaModel) -> ModelInf
     } else {
         KernelMode::Fast
     };
+    info.placement = crate::rpc::placement(
+        devices,
+        info.n_layer,
+        config.n_gpu_layers,
+        &crate::ffi::cpu_description(),
+    );
     let device = if config.n_gpu_layers == 0 {
         "cpu"
+    } else if !config.rpc_servers.is_empty() {
+        "rpc"
     } else {
         "gpu"
     };

@@ -191,7 +191,20 @@ fn model_json(state: &AppState, m: &ServedModel) -> Value {
     let meta = m.llm.metadata();
     json!({"id": m.id, "object": "model", "created": state.created(), "owned_by": "wick",
            "context_window": meta.context_window,
-           "meta": {"deterministic": meta.deterministic, "build": meta.build}})
+           "meta": {"deterministic": meta.deterministic, "build": meta.build,
+                    "placement": placement_json(&meta.placement)}})
+}
+
+/// Where the layers run: `[{"device": "RPC0", "description": "10.0.0.2:50052",
+/// "first_layer": 0, "n_layers": 30, "output": true}, …]`.
+fn placement_json(placement: &[wick::LayerPlacement]) -> Value {
+    placement
+        .iter()
+        .map(|p| {
+            json!({"device": p.device, "description": p.description,
+                   "first_layer": p.first_layer, "n_layers": p.n_layers, "output": p.output})
+        })
+        .collect()
 }
 
 async fn list_models(State(state): State<AppState>) -> Json<Value> {

@@ -102,6 +102,7 @@ pub struct LlmBuilder {
     pub(crate) output_format: Option<wick_parse::Format>,
     pub(crate) kv_cache: Option<KvCache>,
     pub(crate) chat_template: Option<String>,
+    pub(crate) rpc_servers: Vec<String>,
 }
 
 impl fmt::Debug for LlmBuilder {
@@ -119,6 +120,7 @@ impl fmt::Debug for LlmBuilder {
             .field("output_format", &self.output_format)
             .field("kv_cache", &self.kv_cache)
             .field("chat_template", &self.chat_template.is_some())
+            .field("rpc_servers", &self.rpc_servers)
             .finish()
     }
 }
@@ -143,6 +145,7 @@ impl Default for LlmBuilder {
             output_format: None,
             kv_cache: None,
             chat_template: None,
+            rpc_servers: Vec::new(),
         }
     }
 }
@@ -256,6 +259,17 @@ impl LlmBuilder {
     #[must_use]
     pub fn kv_cache(mut self, cache: KvCache) -> Self {
         self.kv_cache = Some(cache);
+        self
+    }
+
+    /// Runs the offloaded layers ([`ModelKwargs::n_gpu_layers`]: set it, 999 for every layer;
+    /// 0 offloads none) on these llama.cpp RPC workers (`HOST:PORT`, each started with
+    /// `wick rpc-worker`), split by their free memory, before any local GPU. Each worker is greeted first: one that does not answer, or
+    /// speaks another protocol version, fails the build with a message saying so. The
+    /// protocol is unauthenticated: trusted networks only. None by default.
+    #[must_use]
+    pub fn rpc_servers<S: Into<String>>(mut self, servers: impl IntoIterator<Item = S>) -> Self {
+        self.rpc_servers = servers.into_iter().map(Into::into).collect();
         self
     }
 

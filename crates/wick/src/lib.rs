@@ -49,10 +49,12 @@ pub use llm::Llm;
 pub use options::{GenerateOptions, PromptInput, ToolChoice};
 pub use response::{CompletionResponse, LlmMetadata};
 pub use wick_backend::{
-    check_gbnf, BackendConfig, BackendError, GbnfError, KernelMode, ModelInfo, SpecialTokens,
-    StubBackend,
+    check_gbnf, BackendConfig, BackendError, GbnfError, KernelMode, LayerPlacement, ModelInfo,
+    SpecialTokens, StubBackend,
 };
 pub use wick_engine::{Alternative, CacheStats, EngineError, EngineThread, ScoredToken};
+#[cfg(feature = "llama")]
+pub use wick_llama::{probe_rpc_worker, serve_rpc_worker, RpcWorkerConfig};
 /// The model store (references, verified downloads, the local index), for servers and tools
 /// that manage models beside answering with them.
 pub use wick_models as models;

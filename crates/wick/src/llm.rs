@@ -47,6 +47,7 @@ impl Llm {
             kwargs: settings.model,
             kv_cache: settings.kv_cache.clone(),
             chat_template: settings.chat_template.clone(),
+            rpc_servers: settings.rpc_servers.clone(),
         };
         let loaded = registry::get_or_load(key, load_model)?;
         Ok(Llm {
@@ -109,6 +110,7 @@ impl Llm {
             model_name: info.name.clone(),
             deterministic: info.deterministic,
             build: info.build.clone(),
+            placement: info.placement.clone(),
         }
     }
 
@@ -570,7 +572,8 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
         .with_n_batch(key.kwargs.n_batch)
         .with_n_threads(key.kwargs.n_threads)
         .with_n_gpu_layers(key.kwargs.n_gpu_layers)
-        .with_kernels(key.kwargs.kernels);
+        .with_kernels(key.kwargs.kernels)
+        .with_rpc_servers(key.rpc_servers.clone());
     let backend = wick_llama::LlamaBackend::load(&config)?;
     let engine_config = wick_engine::EngineConfig {
         queue_capacity: key.kwargs.queue_capacity,

@@ -18,6 +18,8 @@ pub(crate) struct ModelKey {
     pub(crate) kv_cache: Option<KvCache>,
     /// A template replacing the model's (a llama.cpp name or Jinja source).
     pub(crate) chat_template: Option<String>,
+    /// RPC workers taking the offloaded layers.
+    pub(crate) rpc_servers: Vec<String>,
 }
 
 /// A loaded model and the engine that serves it.

@@ -45,4 +45,6 @@ pub struct LlmMetadata {
     pub deterministic: bool,
     /// The build and kernel mode computing the model (prompt-cache snapshots are keyed by it).
     pub build: String,
+    /// Where the layers run: one span of layers per device (the CPU, a GPU, an RPC worker).
+    pub placement: Vec<crate::LayerPlacement>,
 }

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use wick_types::{Grammar, SamplerOpts, SeqId, TokenId};
 
 use crate::{
-    AdapterId, Backend, BackendConfig, BackendError, Decoded, Logprobs, ModelInfo, Result,
-    SamplerId, SpecialTokens, StepOp, StepResult, ThinkingTokens, Verified,
+    AdapterId, Backend, BackendConfig, BackendError, Decoded, LayerPlacement, Logprobs, ModelInfo,
+    Result, SamplerId, SpecialTokens, StepOp, StepResult, ThinkingTokens, Verified,
 };
 use grammar::LiteralGrammar;
 use model::Sequence;
@@ -140,6 +140,13 @@ impl StubBackend {
             // The stub's next token is a hash of the context: nothing depends on batching.
             deterministic: true,
             build: format!("stub {}", env!("CARGO_PKG_VERSION")),
+            placement: vec![LayerPlacement {
+                device: "CPU".to_owned(),
+                description: "stub".to_owned(),
+                first_layer: 0,
+                n_layers: 2,
+                output: true,
+            }],
         };
         let tokenizer = Arc::new(StubTokenizer {
             vocab: vocab.clone(),

@@ -28,10 +28,17 @@ impl Server {
 
     /// [`Server::start`] with `home` as `$WICK_HOME`.
     pub(crate) fn start_in(home: &std::path::Path, extra: &[&str]) -> Server {
+        // Two threads unless the test says (servers side by side may want one each).
+        let threads: &[&str] = if extra.contains(&"--threads") {
+            &[]
+        } else {
+            &["--threads", "2"]
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_wick"))
             .env("WICK_HOME", home)
-            .args(["serve", "--port", "0", "--threads", "2", "-m"])
+            .args(["serve", "--port", "0", "-m"])
             .arg(wick_testutil::model_path())
+            .args(threads)
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -232,4 +239,29 @@ pub(crate) fn run_python_client(
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{script} failed\n{stdout}\n{stderr}");
     assert!(stdout.contains(done), "{stdout}");
+}
+
+/// POSTs `body` as JSON; the status and the JSON answer.
+pub(crate) fn post_json(server: &Server, path: &str, body: &Value) -> (u16, Value) {
+    let r = client().post(server.url(path)).json(body).send().unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().unwrap())
+}
+
+/// The value of the one series of counter `name` in a `/metrics` text (0 when absent).
+pub(crate) fn metric(metrics: &str, name: &str) -> u64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .and_then(|l| l.rsplit(' ').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// A port nothing listens on right now (bound, read, released).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
