@@ -43,7 +43,7 @@ enum Command {
     /// Answer one prompt: format it with the model's chat template and stream the answer.
     Run(run::RunArgs),
     /// Serve the OpenAI-compatible HTTP API (chat, completions, embeddings, models, metrics).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Chat in the terminal with a model, or with a running server (`--url`).
     Chat(chat::ChatArgs),
     /// Measure wick against llama.cpp's llama-bench and llama-server in one run (built on
@@ -72,7 +72,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result: Result<()> = match cli.command {
         Command::Run(args) => run::run(&args),
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Chat(args) => chat::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Cache(args) => cache::run(&args),
