@@ -32,6 +32,10 @@ pub fn router(state: AppState) -> Router {
             "/v1/responses/{id}",
             get(responses::retrieve).delete(responses::delete),
         )
+        .route(
+            "/v1/responses/{id}/input_items",
+            get(responses::input_items),
+        )
         .route("/v1/embeddings", post(embeddings::handler))
         .route("/v1/models", get(list_models))
         .route("/v1/models/{*id}", get(get_model))
