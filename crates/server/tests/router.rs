@@ -491,6 +491,79 @@ async fn cors_is_off_unless_an_origin_is_given() {
     );
 }
 
+/// A preflight for `origin` to `/completions` asking for `Authorization`.
+fn preflight(origin: &str) -> Request<Body> {
+    Request::builder()
+        .method("OPTIONS")
+        .uri("/completions")
+        .header(header::ORIGIN, origin)
+        .header(header::ACCESS_CONTROL_REQUEST_METHOD, "POST")
+        .header(header::ACCESS_CONTROL_REQUEST_HEADERS, "Authorization")
+        .body(Body::empty())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn cors_answers_as_llama_server_reflecting_allowed_origins_with_credentials() {
+    let app = |origins: &str| {
+        let config = ServerConfig {
+            cors_origin: Some(origins.into()),
+            api_key: Some("k".into()),
+            ..ServerConfig::default()
+        };
+        router(state(config, 512))
+    };
+    // `*`: any origin, reflected; the preflight needs no key.
+    let (status, headers, _) = send(app("*"), preflight("http://web.mydomain.fr")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        headers[header::ACCESS_CONTROL_ALLOW_ORIGIN],
+        "http://web.mydomain.fr"
+    );
+    assert_eq!(headers[header::ACCESS_CONTROL_ALLOW_CREDENTIALS], "true");
+    assert_eq!(
+        headers[header::ACCESS_CONTROL_ALLOW_METHODS],
+        "GET, POST, DELETE, OPTIONS"
+    );
+    assert_eq!(
+        headers[header::ACCESS_CONTROL_ALLOW_HEADERS],
+        "Authorization"
+    );
+    // `localhost`: loopback pages only; others get a 200 without an allowed origin.
+    for origin in [
+        "http://localhost:8080",
+        "http://127.0.0.1",
+        "http://[::1]:3000",
+    ] {
+        let (status, headers, _) = send(app("localhost"), preflight(origin)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], origin);
+    }
+    for origin in ["http://evil.com", "http://localhost.evil.com"] {
+        let (status, headers, _) = send(app("localhost"), preflight(origin)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            !headers.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN),
+            "{origin}"
+        );
+    }
+    // A list; a real request (here a 401) carries the headers too.
+    let list = "https://a.example,https://b.example";
+    let req = Request::get("/v1/models")
+        .header(header::ORIGIN, "https://b.example")
+        .body(Body::empty())
+        .unwrap();
+    let (status, headers, _) = send(app(list), req).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        headers[header::ACCESS_CONTROL_ALLOW_ORIGIN],
+        "https://b.example"
+    );
+    assert_eq!(headers[header::ACCESS_CONTROL_ALLOW_CREDENTIALS], "true");
+    let (_, headers, _) = send(app(list), preflight("https://c.example")).await;
+    assert!(!headers.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN));
+}
+
 #[tokio::test]
 async fn completions_whole_and_streamed_agree() {
     let app = app();
