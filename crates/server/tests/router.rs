@@ -963,6 +963,53 @@ async fn native_completion_answers_in_llama_servers_shape_whole_and_streamed() {
 }
 
 #[tokio::test]
+async fn native_completion_lists_n_probs_per_token_whole_and_streamed() {
+    let app = app();
+    let body = json!({"prompt": "Once upon a time", "n_predict": 4, "temperature": 0,
+                      "n_probs": 3});
+    let (status, whole) = post_json(app.clone(), "/completion", &body).await;
+    assert_eq!(status, StatusCode::OK, "{whole}");
+    let probs = whole["completion_probabilities"].as_array().unwrap();
+    assert_eq!(probs.len(), 4, "{whole}");
+    for tok in probs {
+        assert!(tok["id"].is_u64() && tok["token"].is_string(), "{tok}");
+        assert!(tok["logprob"].as_f64().unwrap() <= 0.0, "{tok}");
+        assert!(tok["bytes"].is_array(), "{tok}");
+        let top = tok["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 3, "{tok}");
+        assert!(top
+            .iter()
+            .all(|t| t["id"].is_u64() && t["bytes"].is_array()));
+    }
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let (_, _, text) = send(app.clone(), post("/completion", streamed.to_string())).await;
+    let parts: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .filter(|c| c["stop"] == false)
+        .collect();
+    let listed: Vec<Value> = parts
+        .iter()
+        .flat_map(|p| p["completion_probabilities"].as_array().unwrap().clone())
+        .collect();
+    assert_eq!(&listed, probs, "streamed = whole");
+    // Without n_probs none are listed; out of range is a 400 naming it.
+    let (_, plain) = post_json(
+        app.clone(),
+        "/completion",
+        &json!({"prompt": "Hi", "n_predict": 2}),
+    )
+    .await;
+    assert!(plain.get("completion_probabilities").is_none(), "{plain}");
+    let (status, err) =
+        post_json(app, "/completion", &json!({"prompt": "Hi", "n_probs": 21})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert_eq!(err["error"]["param"], "n_probs");
+}
+
+#[tokio::test]
 async fn llama_server_props_slots_apply_template_and_input_tokens() {
     let app = app();
     let req = Request::get("/props").body(Body::empty()).unwrap();
