@@ -401,6 +401,63 @@ pub fn verify_accepts_greedy_and_rejects_wrong(backend: &mut dyn Backend) {
     );
 }
 
+/// [`StepOp::Verify`] inside a batched step, beside other sequences' decodes and prefills:
+/// each sequence gets what it gets alone (the verifying one the greedy tokens it accepted, then
+/// the model's own), and decoding goes on after it as after plain decoding.
+pub fn verify_inside_step_matches_plain_decoding(backend: &mut dyn Backend) {
+    let p = prompt(backend, 0);
+    let q = prompt(backend, 1);
+    fresh(backend, SeqId(0), &p);
+    let g = greedy(backend, SeqId(0), 7);
+    fresh(backend, SeqId(2), &q);
+    let solo = greedy(backend, SeqId(2), 2);
+
+    let n_vocab = backend.info().n_vocab;
+    let mut wrong = g[..5].to_vec();
+    wrong[3] = TokenId((g[3].0 + 1) % n_vocab);
+    for (candidates, accepted) in [(g[..5].to_vec(), 5), (wrong, 3)] {
+        fresh(backend, SeqId(1), &p);
+        fresh(backend, SeqId(2), &q);
+        backend.seq_rm(SeqId(3)).unwrap();
+        let results = backend
+            .step(&[
+                (SeqId(2), StepOp::Decode(None)),
+                (SeqId(1), StepOp::Verify(candidates)),
+                (SeqId(3), StepOp::Prefill(q.clone())),
+            ])
+            .unwrap();
+        assert_eq!(results[0].1.token(), Some(solo[0]), "the other decode");
+        assert_eq!(results[2].1, StepResult::Prefilled);
+        let tokens: Vec<TokenId> = results[1]
+            .1
+            .each()
+            .iter()
+            .map(|r| r.token().expect("a token"))
+            .collect();
+        assert_eq!(
+            tokens,
+            g[..=accepted],
+            "the accepted candidates, then the model's own token"
+        );
+        let mut history = p.clone();
+        history.extend(&g[..=accepted]);
+        assert_eq!(backend.seq_tokens(SeqId(1)).unwrap(), history);
+        assert_eq!(
+            greedy(backend, SeqId(1), 6 - accepted),
+            g[accepted + 1..],
+            "decoding goes on after a verify in a step"
+        );
+        assert_eq!(greedy(backend, SeqId(2), 1), solo[1..]);
+    }
+    fresh(backend, SeqId(1), &p);
+    assert!(
+        backend
+            .step(&[(SeqId(1), StepOp::Verify(Vec::new()))])
+            .is_err(),
+        "a verify without candidates is refused"
+    );
+}
+
 /// A seeded sampler draws the same tokens for the same seed.
 pub fn seeded_sampling_is_reproducible(backend: &mut dyn Backend) {
     let opts = SamplerOpts {
@@ -562,6 +619,7 @@ macro_rules! backend_conformance {
             seq_rm_last_then_redecode_reproduces,
             seq_copy_shares_a_prefix,
             verify_accepts_greedy_and_rejects_wrong,
+            verify_inside_step_matches_plain_decoding,
             seeded_sampling_is_reproducible,
             grammar_constrains_output,
             bad_input_is_an_error,

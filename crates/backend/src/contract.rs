@@ -55,13 +55,18 @@ pub enum StepOp {
     /// [`StepOp::DecodeLogprobs`] says, in the same forward pass: a prompt's last chunk and its
     /// first token in one step. The result is the inner decode's.
     PrefillDecode(Vec<TokenId>, Box<StepOp>),
+    /// Greedy speculative verification of these candidates (at least one) after the
+    /// sequence's history, in the same forward pass as the other operations: the longest
+    /// prefix of them that greedy decoding would have produced is kept, then the model's own
+    /// next token is appended. The result is a [`StepResult::Verified`].
+    Verify(Vec<TokenId>),
 }
 
 impl StepOp {
     /// The sampler of a decode (of either kind); `None` for a prefill or a greedy decode.
     pub fn sampler(&self) -> Option<SamplerId> {
         match self {
-            StepOp::Prefill(_) => None,
+            StepOp::Prefill(_) | StepOp::Verify(_) => None,
             StepOp::Decode(sampler) | StepOp::DecodeLogprobs { sampler, .. } => *sampler,
             StepOp::PrefillDecode(_, decode) => decode.sampler(),
         }
@@ -89,13 +94,19 @@ impl StepOp {
         !matches!(self, StepOp::Prefill(_))
     }
 
-    /// Checks the shape of a [`StepOp::PrefillDecode`]: at least one token, and a plain decode
-    /// inside.
+    /// Checks the shape of a [`StepOp::PrefillDecode`] (at least one token, and a plain decode
+    /// inside) and of a [`StepOp::Verify`] (at least one candidate).
     ///
     /// # Errors
     ///
-    /// [`BackendError::InvalidArgument`] naming what is wrong.
+    /// [`BackendError::InvalidArgument`] naming what is wrong; [`BackendError::EmptyInput`]
+    /// for a verify without candidates.
     pub fn check_shape(&self) -> Result<()> {
+        if matches!(self, StepOp::Verify(candidates) if candidates.is_empty()) {
+            return Err(BackendError::EmptyInput {
+                what: "verify needs at least one candidate",
+            });
+        }
         if let StepOp::PrefillDecode(tokens, decode) = self {
             let reason = if tokens.is_empty() {
                 "it needs at least one token to prefill"
@@ -127,6 +138,10 @@ pub enum StepResult {
     /// The result of a [`StepOp::DecodeLogprobs`]: the plain decode's result (never itself a
     /// `WithLogprobs`) and the log-probabilities of the position it was sampled at.
     WithLogprobs(Box<StepResult>, Logprobs),
+    /// The result of a [`StepOp::Verify`]: every token appended, in order (the accepted
+    /// candidates, then the model's next token), each as a greedy decode would have reported
+    /// it; never empty.
+    Verified(Vec<StepResult>),
 }
 
 impl StepResult {
@@ -137,6 +152,16 @@ impl StepResult {
             StepResult::Token(d) => Some(d.token()),
             StepResult::ThinkingToken(t) | StepResult::ThinkingEnd(t) => Some(*t),
             StepResult::WithLogprobs(inner, _) => inner.token(),
+            StepResult::Verified(tokens) => tokens.last().and_then(StepResult::token),
+        }
+    }
+
+    /// The results of each token this result appended: a [`StepResult::Verified`]'s list, or
+    /// the result itself.
+    pub fn each(&self) -> &[StepResult] {
+        match self {
+            StepResult::Verified(tokens) => tokens,
+            other => std::slice::from_ref(other),
         }
     }
 
@@ -162,6 +187,7 @@ impl StepResult {
         match self.plain() {
             StepResult::Token(d) => Some(*d),
             StepResult::ThinkingToken(t) | StepResult::ThinkingEnd(t) => Some(Decoded::Token(*t)),
+            StepResult::Verified(tokens) => tokens.last().and_then(StepResult::decoded),
             StepResult::Prefilled | StepResult::WithLogprobs(..) => None,
         }
     }
@@ -196,6 +222,23 @@ pub fn check_distinct(ops: &[(SeqId, StepOp)]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The results of the last `n` tokens of `history` (which ends with them), each classified as
+/// a decode would have reported it: end of generation, reasoning, or an ordinary token.
+pub fn classify_appended(info: &ModelInfo, history: &[TokenId], n: usize) -> Vec<StepResult> {
+    let start = history.len().saturating_sub(n);
+    (start..history.len())
+        .map(|end| {
+            let token = history[end];
+            let decoded = if info.special.is_eog(token) {
+                Decoded::Eog(token)
+            } else {
+                Decoded::Token(token)
+            };
+            crate::thinking::classify(info.special.thinking, &history[..=end], decoded)
+        })
+        .collect()
 }
 
 /// The backend contract of seed 001: what the engine needs from an inference engine.
@@ -381,6 +424,15 @@ pub trait Backend: Send {
                     )
                 }
                 StepOp::DecodeLogprobs { .. } => return Err(self.unsupported("logprobs")),
+                StepOp::Verify(candidates) => {
+                    let verified = self.verify(*seq, candidates)?;
+                    let history = self.seq_tokens(*seq)?;
+                    StepResult::Verified(classify_appended(
+                        self.info(),
+                        &history,
+                        verified.accepted + 1,
+                    ))
+                }
                 StepOp::PrefillDecode(..) => unreachable!("invariant: unwrapped above"),
             };
             out.push((*seq, result));

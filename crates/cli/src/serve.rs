@@ -148,6 +148,19 @@ pub(crate) struct ServeArgs {
     /// bit-deterministic (`/v1/models` says so in `meta.deterministic`).
     #[arg(long, default_value = "deterministic", value_name = "MODE", value_parser = ["deterministic", "fast"])]
     kernels: String,
+    /// Speculative decoding. `ngram`: a greedy answer (temperature 0, no grammar, penalties
+    /// or log-probabilities) drafts the tokens that followed the latest earlier occurrence
+    /// of its last few tokens in the prompt or answer (prompt lookup), and the model checks
+    /// the draft inside the batched step: the answer is the same, faster on text that repeats
+    /// (code edits, quotes, JSON); the draft shrinks, then pauses, while drafts fail. Sampled
+    /// answers never speculate. `off`: never. A request may set its own `spec_max` (or
+    /// llama-server's `speculative.n_max`); `/metrics` counts drafted and accepted tokens.
+    #[arg(long, default_value = "ngram", value_name = "MODE", value_parser = ["ngram", "off"])]
+    spec: String,
+    /// The most tokens drafted per step with `--spec ngram`.
+    #[arg(long, default_value = "8", value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    spec_max: u16,
 }
 
 pub(crate) fn run(args: ServeArgs) -> Result<()> {
@@ -158,10 +171,39 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(serve(args))
+    let (served, engines) = runtime.block_on(serve(args));
+    // Dropping the runtime drops every task still holding a model; then each engine's thread
+    // finishes its step and ends. Exiting before that would tear llama.cpp down under it.
+    drop(runtime);
+    for engine in engines {
+        if !engine.join(ENGINE_EXIT_GRACE) {
+            eprintln!("wick serve: an engine did not stop in time; exiting anyway");
+        }
+    }
+    served
 }
 
-async fn serve(args: ServeArgs) -> Result<()> {
+/// How long the engines get to finish their last step once the server is gone.
+const ENGINE_EXIT_GRACE: Duration = Duration::from_secs(10);
+
+/// Serves until a signal; returns how it went and the engines' threads to wait for.
+async fn serve(args: ServeArgs) -> (Result<()>, Vec<wick::EngineThread>) {
+    let mut state = None;
+    let served = serve_on(&args, &mut state).await;
+    let engines = state
+        .map(|state| {
+            state
+                .models()
+                .iter()
+                .map(|m| m.llm.engine_thread())
+                .collect()
+        })
+        .unwrap_or_default();
+    (served, engines)
+}
+
+/// [`serve`], leaving the server's state in `state` once it exists.
+async fn serve_on(args: &ServeArgs, state_out: &mut Option<AppState>) -> Result<()> {
     let listeners = bind_all(&args.hosts, args.port).await?;
     let locals: Vec<SocketAddr> = listeners
         .iter()
@@ -186,6 +228,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         strict_model_names: args.strict_model_names,
     };
     let state = AppState::new(config);
+    *state_out = Some(state.clone());
     for local in &locals {
         println!("wick serve: listening on http://{local} (loading models…)");
     }
@@ -195,25 +238,20 @@ async fn serve(args: ServeArgs) -> Result<()> {
         header_timeout: Duration::from_secs(args.header_timeout.max(1)),
     };
     let app = router(state.clone());
-    let servers: Vec<_> = listeners
-        .into_iter()
-        .map(|listener| {
-            tokio::spawn(wick_server::serve(
-                listener,
-                app.clone(),
-                listen.clone(),
-                wait_for(stop_rx.clone()),
-            ))
-        })
-        .collect();
-    let mut server = tokio::spawn(async move {
-        for server in servers {
-            let _ = server.await;
-        }
-    });
+    // One server per address; aborting `server` drops the set, which aborts them all.
+    let mut servers = tokio::task::JoinSet::new();
+    for listener in listeners {
+        servers.spawn(wick_server::serve(
+            listener,
+            app.clone(),
+            listen.clone(),
+            wait_for(stop_rx.clone()),
+        ));
+    }
+    let mut server = tokio::spawn(async move { while servers.join_next().await.is_some() {} });
     tokio::spawn(signals(stop_tx));
 
-    let loading = load_all(&args, &state);
+    let loading = load_all(args, &state);
     tokio::select! {
         loaded = loading => loaded?,
         () = wait_for(stop_rx.clone()) => return Ok(()),
@@ -231,7 +269,12 @@ async fn serve(args: ServeArgs) -> Result<()> {
         eprintln!("wick serve: cancelling the answers still in flight");
         state.cancel_all();
         // The cancelled streams send their closing events, then their connections close.
-        let _ = tokio::time::timeout(CLOSE_GRACE, server).await;
+        if tokio::time::timeout(CLOSE_GRACE, &mut server)
+            .await
+            .is_err()
+        {
+            server.abort();
+        }
     }
     Ok(())
 }
@@ -347,6 +390,11 @@ fn builder(args: &ServeArgs, reference: Option<&str>) -> wick::LlmBuilder {
             queue_capacity: args.queue_size,
             kernels: args.kernels.parse().unwrap_or_default(),
             ram_cache_bytes: args.cache_ram,
+            spec_max: if args.spec == "off" {
+                0
+            } else {
+                usize::from(args.spec_max)
+            },
             ..ModelKwargs::default()
         });
     if let Some(reference) = reference {

@@ -21,6 +21,10 @@ pub struct EngineConfig {
     pub ram_cache_bytes: u64,
     /// The disk tier of the prompt cache; `None` (the default): RAM only.
     pub disk_cache: Option<DiskCacheConfig>,
+    /// The most tokens a greedy request drafts per step by prompt lookup (draft-free n-gram
+    /// speculation, verified in the batched step; the answer is unchanged); 0 turns it off.
+    /// A request may set its own ([`crate::GenerateRequest::spec_max`]). Default 0.
+    pub spec_max: usize,
 }
 
 impl Default for EngineConfig {
@@ -32,6 +36,7 @@ impl Default for EngineConfig {
             prefill_budget_decoding: 128,
             ram_cache_bytes: 2 << 30,
             disk_cache: None,
+            spec_max: 0,
         }
     }
 }

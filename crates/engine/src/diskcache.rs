@@ -60,6 +60,10 @@ pub struct CacheStats {
     pub evictions: AtomicU64,
     /// Snapshots found corrupt or foreign, removed.
     pub rejects: AtomicU64,
+    /// Tokens proposed by speculative decoding (prompt lookup) and verified.
+    pub spec_drafted: AtomicU64,
+    /// Of those, the tokens the model accepted.
+    pub spec_accepted: AtomicU64,
 }
 
 impl CacheStats {

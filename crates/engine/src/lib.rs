@@ -31,6 +31,7 @@ mod prompt;
 mod ramcache;
 mod request;
 mod scheduler;
+mod spec;
 mod stop;
 mod ticket;
 mod utf8;
@@ -44,4 +45,4 @@ pub use prompt::{check_size, segment_tokens, special_texts, ChatFormat, Rendered
 pub use request::{Finished, GenEvent, GenerateRequest};
 pub use stop::{StopMatcher, StopScan};
 pub use utf8::Utf8Stream;
-pub use worker::{Engine, Generation};
+pub use worker::{Engine, EngineThread, Generation};

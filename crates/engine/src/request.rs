@@ -20,6 +20,10 @@ pub struct GenerateRequest {
     /// own and its position's `k` most likely alternatives (capped at 20), in
     /// [`GenEvent::TextWithLogprobs`] events instead of [`GenEvent::Text`].
     pub logprobs: Option<u8>,
+    /// The most tokens to draft per step by prompt lookup (speculative decoding, greedy
+    /// requests without log-probabilities only; the answer is the same either way); `None`:
+    /// the engine's [`crate::EngineConfig::spec_max`], `Some(0)`: off.
+    pub spec_max: Option<usize>,
 }
 
 /// How a generation ended.

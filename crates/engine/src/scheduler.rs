@@ -26,6 +26,7 @@ use wick_types::{FinishReason, SeqId, TokenId, Usage};
 use crate::diskcache::{common_prefix, CacheStats, DiskCache, Then};
 use crate::logprobs::TokenLog;
 use crate::ramcache::RamCache;
+use crate::spec::Drafter;
 use crate::stop::{StopMatcher, StopScan};
 use crate::ticket::Ticket;
 use crate::utf8::Utf8Stream;
@@ -69,6 +70,8 @@ struct Job {
     /// How many alternatives to report per token, when log-probabilities are on.
     logprobs: Option<u8>,
     log: TokenLog,
+    /// Speculative drafting (greedy requests without log-probabilities only).
+    drafter: Drafter,
 }
 
 impl Job {
@@ -97,6 +100,19 @@ impl Job {
             let _ = self
                 .events
                 .send(GenEvent::TextWithLogprobs { text, tokens });
+        }
+    }
+
+    /// The op of this job's next decode: a verify of a draft when prompt lookup proposes
+    /// one, else a plain decode. `history` is the sequence's tokens; `room` the most tokens
+    /// the answer may still take (its budget, the context window).
+    fn next_op(&mut self, history: &[TokenId], room: usize) -> StepOp {
+        // A verify appends the accepted candidates and one more token.
+        let draft = self.drafter.propose(history, room.saturating_sub(1));
+        if draft.is_empty() {
+            self.decode_op()
+        } else {
+            StepOp::Verify(draft)
         }
     }
 
@@ -374,6 +390,12 @@ impl State {
         } else {
             None
         };
+        // Verification is greedy: only plain greedy requests speculate.
+        let spec_max = if sampler.is_none() && request.logprobs.is_none() {
+            request.spec_max.unwrap_or(self.config.spec_max)
+        } else {
+            0
+        };
         let slot = &mut self.slots[target];
         slot.last_used = self.clock;
         slot.job = Some(Job {
@@ -390,6 +412,7 @@ impl State {
             stop: StopMatcher::new(request.stop),
             logprobs: request.logprobs,
             log: TokenLog::default(),
+            drafter: Drafter::new(spec_max),
         });
         Ok(())
     }
@@ -609,13 +632,18 @@ impl State {
     /// chunks for the others, shortest remaining prompt first (a short prompt is never held
     /// behind a long one), within the step's prefill budget. A prompt's last chunk samples the
     /// first token in the same step.
-    fn plan(&self) -> Vec<(SeqId, StepOp)> {
+    fn plan(&mut self) -> Vec<(SeqId, StepOp)> {
+        let n_ctx = self.n_ctx;
         let mut ops: Vec<(SeqId, StepOp)> = self
             .slots
-            .iter()
+            .iter_mut()
             .filter_map(|slot| {
-                let job = slot.job.as_ref().filter(|j| j.ready())?;
-                (!job.prefilling()).then(|| (slot.seq, job.decode_op()))
+                let job = slot.job.as_mut().filter(|j| j.ready() && !j.prefilling())?;
+                let budget = job
+                    .max_tokens
+                    .map_or(usize::MAX, |m| m.saturating_sub(job.generated) as usize);
+                let room = budget.min(n_ctx.saturating_sub(slot.tokens.len()));
+                Some((slot.seq, job.next_op(&slot.tokens, room)))
             })
             .collect();
         let mut budget = if ops.is_empty() {
@@ -664,10 +692,32 @@ impl State {
             let prefix = op.prefix();
             slot.tokens.extend_from_slice(prefix);
             job.fed += prefix.len();
-            let outcome = match result.token() {
-                Some(token) => self.on_token(index, token, &result),
-                None => Outcome::Running,
-            };
+            if let StepOp::Verify(draft) = op {
+                let accepted = result.each().len().saturating_sub(1);
+                job.drafter.record(draft.len(), accepted);
+                CacheStats::add(&self.stats.spec_drafted, draft.len() as u64);
+                CacheStats::add(&self.stats.spec_accepted, accepted as u64);
+            }
+            // Every appended token in order (a verify appends several), through the same
+            // stop, UTF-8, log-probability and budget path; tokens after the answer's end are
+            // taken off the sequence again.
+            let each = result.each();
+            let mut outcome = Outcome::Running;
+            for (i, token_result) in each.iter().enumerate() {
+                let Some(token) = token_result.token() else {
+                    continue;
+                };
+                outcome = self.on_token(index, token, token_result);
+                if !matches!(outcome, Outcome::Running) {
+                    let unused = each.len() - i - 1;
+                    if unused > 0 && backend.seq_rm_last(*seq, unused).is_err() {
+                        // The cells are unknown now: forget the sequence's tokens.
+                        let _ = backend.seq_rm(*seq);
+                        self.slots[index].tokens.clear();
+                    }
+                    break;
+                }
+            }
             match outcome {
                 Outcome::Running => {}
                 Outcome::Finished(reason, stop) => self.finish(backend, index, reason, stop),

@@ -2,8 +2,9 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
-use std::sync::Arc;
-use std::thread;
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use wick_backend::{Backend, ModelInfo, SharedTokenizer};
@@ -31,6 +32,37 @@ pub struct Engine {
     tokenizer: SharedTokenizer,
     live: usize,
     queued: usize,
+    thread: EngineThread,
+}
+
+/// The engine's thread, to wait for once every [`Engine`] handle is gone (a process that exits
+/// while the thread is inside the backend tears llama.cpp down under it).
+#[derive(Debug, Clone)]
+pub struct EngineThread(Arc<Mutex<Option<JoinHandle<()>>>>);
+
+impl EngineThread {
+    /// Waits up to `timeout` for the engine's thread to end (it ends when the last [`Engine`]
+    /// handle is dropped and the requests in flight have finished). Returns whether it ended.
+    pub fn join(&self, timeout: Duration) -> bool {
+        let mut slot = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(handle) = slot.take() else {
+            return true;
+        };
+        let deadline = Instant::now() + timeout;
+        while !handle.is_finished() {
+            if Instant::now() >= deadline {
+                *slot = Some(handle);
+                return false;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        // A panic on the engine's thread was already reported to every request in flight.
+        let _ = handle.join();
+        true
+    }
 }
 
 impl std::fmt::Debug for Command {
@@ -64,7 +96,7 @@ impl Engine {
         let info = Arc::new(backend.info().clone());
         let tokenizer = backend.tokenizer();
         let (commands, rx) = mpsc::sync_channel(256);
-        thread::Builder::new()
+        let handle = thread::Builder::new()
             .name(format!("wick-engine-{}", info.name))
             .spawn(move || run(backend, state, &rx))
             .map_err(|_| EngineError::Stopped)?;
@@ -76,7 +108,13 @@ impl Engine {
             tokenizer,
             live,
             queued,
+            thread: EngineThread(Arc::new(Mutex::new(Some(handle)))),
         })
+    }
+
+    /// The engine's thread, to wait for after the last handle is dropped.
+    pub fn thread(&self) -> EngineThread {
+        self.thread.clone()
     }
 
     /// The model and context the engine serves.

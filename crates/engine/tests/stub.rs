@@ -551,3 +551,51 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn speculation_drafts_from_repeats_and_changes_no_answer_or_budget() {
+    let spec = engine(
+        2,
+        EngineConfig {
+            spec_max: 6,
+            ..EngineConfig::default()
+        },
+    );
+    let plain = engine(2, EngineConfig::default());
+    // Repeated words: the prompt's last tokens occur earlier, so there is always a draft.
+    let text = "the cat sat on the mat and the cat sat on the mat and the cat sat on the";
+    for max_tokens in [1, 2, 7, 40] {
+        let a = collect(spec.submit(request(text, max_tokens)).expect("submit"));
+        let b = collect(plain.submit(request(text, max_tokens)).expect("submit"));
+        assert_eq!(a.0, b.0, "max_tokens {max_tokens}");
+        assert_eq!(a.1, b.1, "max_tokens {max_tokens}");
+        assert!(a.1.usage.completion_tokens <= max_tokens);
+    }
+    // A per-request 0 turns it off on a speculating engine; a sampled request never drafts.
+    let drafted = || {
+        spec.cache_stats()
+            .spec_drafted
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let before = drafted();
+    assert!(before > 0, "repeats were drafted");
+    let mut off = request(text, 20);
+    off.spec_max = Some(0);
+    collect(spec.submit(off).expect("submit"));
+    let mut sampled = request(text, 20);
+    sampled.sampler = SamplerOpts {
+        temperature: 0.8,
+        seed: 7,
+        ..SamplerOpts::default()
+    };
+    collect(spec.submit(sampled).expect("submit"));
+    assert_eq!(drafted(), before);
+    assert!(
+        plain
+            .cache_stats()
+            .spec_drafted
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == 0,
+        "spec_max 0 (the engine default) never drafts"
+    );
+}

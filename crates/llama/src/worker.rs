@@ -134,6 +134,27 @@ impl Worker<'_> {
                 // the first sampled token.
                 Ok(extend(index, history, tokens, Outputs::Last))
             }
+            StepOp::Verify(candidates) => {
+                op.check_shape()?;
+                check_range(candidates, self.state.info.n_vocab)?;
+                let Some(&last) = history.last() else {
+                    return Err(BackendError::EmptyInput {
+                        what: "verify needs a sequence with at least one token",
+                    });
+                };
+                self.check_fits(seq, history.len() + candidates.len())?;
+                // The pending last token and every candidate; each position's logits say
+                // whether the next candidate is what greedy decoding picks there.
+                Ok(Pass {
+                    seq: seq_i32(index),
+                    start: history.len() - 1,
+                    tokens: std::iter::once(last)
+                        .chain(candidates.iter().copied())
+                        .map(to_llama)
+                        .collect(),
+                    outputs: Outputs::All,
+                })
+            }
             decode => {
                 let Some(&last) = history.last() else {
                     return Err(BackendError::EmptyInput {
@@ -160,6 +181,8 @@ impl Worker<'_> {
             .map(|(seq, op)| self.plan(*seq, op))
             .collect::<Result<Vec<_>>>()?;
         let mut sampled: Vec<Option<(TokenId, Option<Logprobs>)>> = vec![None; ops.len()];
+        // A verify's greedy pick at each of its positions, in order.
+        let mut predicted: Vec<Vec<TokenId>> = vec![Vec::new(); ops.len()];
         let samplers = &mut self.state.samplers;
         eval(
             &mut self.ctx,
@@ -167,6 +190,10 @@ impl Worker<'_> {
             &passes,
             |ctx, p, _, idx| {
                 let op = &ops[p].1;
+                if matches!(op, StepOp::Verify(_)) {
+                    predicted[p].push(from_llama(samplers.sample(None, ctx, idx)?));
+                    return Ok(());
+                }
                 // The raw logits of this output, read before the sampler sees them.
                 let logits = op
                     .logprobs()
@@ -178,8 +205,9 @@ impl Worker<'_> {
             },
         )?;
         let mut out = Vec::with_capacity(ops.len());
-        for ((seq, op), token) in ops.iter().zip(sampled) {
+        for (((seq, op), token), predicted) in ops.iter().zip(sampled).zip(predicted) {
             let result = match (op, token) {
+                (StepOp::Verify(candidates), _) => self.accept(*seq, candidates, &predicted)?,
                 (StepOp::Prefill(tokens), _) => {
                     self.state.seqs[seq.0 as usize].extend_from_slice(tokens);
                     StepResult::Prefilled
@@ -215,47 +243,26 @@ impl Worker<'_> {
         thinking::classify(self.state.info.special.thinking, history, decoded)
     }
 
-    pub(crate) fn verify(&mut self, seq: SeqId, candidates: &[TokenId]) -> Result<Verified> {
-        let index = self.index(seq)?;
-        if candidates.is_empty() {
-            return Err(BackendError::EmptyInput {
-                what: "verify needs at least one candidate",
-            });
-        }
-        check_range(candidates, self.state.info.n_vocab)?;
-        let history = &self.state.seqs[index];
-        let Some(&last) = history.last() else {
-            return Err(BackendError::EmptyInput {
-                what: "verify needs a sequence with at least one token",
-            });
-        };
-        let len = history.len();
-        self.check_fits(seq, len + candidates.len())?;
-        let pass = Pass {
-            seq: seq_i32(index),
-            start: len - 1,
-            tokens: std::iter::once(last)
-                .chain(candidates.iter().copied())
-                .map(to_llama)
-                .collect(),
-            outputs: Outputs::All,
-        };
-        let mut predicted = vec![TokenId(0); candidates.len() + 1];
-        eval(
-            &mut self.ctx,
-            self.state.config.n_batch as usize,
-            std::slice::from_ref(&pass),
-            |ctx, _, i, idx| {
-                predicted[i] = argmax(ctx.get_logits_ith(idx));
-                Ok(())
-            },
-        )?;
+    /// Keeps the candidates of a verify that match the greedy picks at their positions, then
+    /// the pick after them; drops the cells of the rest.
+    fn accept(
+        &mut self,
+        seq: SeqId,
+        candidates: &[TokenId],
+        predicted: &[TokenId],
+    ) -> Result<StepResult> {
+        let index = seq.0 as usize;
         let accepted = candidates
             .iter()
-            .zip(&predicted)
+            .zip(predicted)
             .take_while(|(c, p)| c == p)
             .count();
-        let next = predicted[accepted];
+        let Some(&next) = predicted.get(accepted) else {
+            return Err(BackendError::Decode {
+                reason: "llama.cpp produced no logits for a verify".into(),
+            });
+        };
+        let len = self.state.seqs[index].len();
         // Keep the cells of the history and the accepted candidates; the next token is pending.
         self.ctx
             .clear_kv_cache_seq(Some(pos_u32(index)), Some(pos_u32(len + accepted)), None)
@@ -265,12 +272,33 @@ impl Worker<'_> {
         let history = &mut self.state.seqs[index];
         history.extend_from_slice(&candidates[..accepted]);
         history.push(next);
-        let next = if self.model.vocab().is_eog(to_llama(next)) {
-            Decoded::Eog(next)
-        } else {
-            Decoded::Token(next)
+        Ok(StepResult::Verified(wick_backend::classify_appended(
+            &self.state.info,
+            history,
+            accepted + 1,
+        )))
+    }
+
+    /// A one-operation step of [`StepOp::Verify`].
+    pub(crate) fn verify(&mut self, seq: SeqId, candidates: &[TokenId]) -> Result<Verified> {
+        let results = self.step(&[(seq, StepOp::Verify(candidates.to_vec()))])?;
+        let Some((_, StepResult::Verified(tokens))) = results.into_iter().next() else {
+            return Err(BackendError::Decode {
+                reason: "verify produced no result".into(),
+            });
         };
-        Ok(Verified { accepted, next })
+        let next =
+            tokens
+                .last()
+                .and_then(StepResult::decoded)
+                .ok_or_else(|| BackendError::Decode {
+                    reason: "verify produced no token".into(),
+                })?;
+        // `decoded` reports reasoning tokens as plain ones; an end of generation stays one.
+        Ok(Verified {
+            accepted: tokens.len() - 1,
+            next,
+        })
     }
 
     /// Keeps the first `n` tokens of `seq`.
@@ -505,15 +533,4 @@ fn extend(index: usize, history: &[TokenId], tokens: &[TokenId], outputs: Output
             .collect(),
         outputs,
     }
-}
-
-/// The most likely token; ties go to the lowest id, as llama.cpp's greedy sampler does.
-fn argmax(logits: &[f32]) -> TokenId {
-    let mut best = 0;
-    for (i, &l) in logits.iter().enumerate() {
-        if l > logits[best] {
-            best = i;
-        }
-    }
-    TokenId(u32::try_from(best).expect("invariant: vocabularies fit in u32"))
 }

@@ -339,3 +339,82 @@ fn greedy_answers_are_bit_identical_cold_warm_chunked_and_eight_at_once() {
         assert_eq!(&fingerprint(stream).0, want, "eight at once");
     }
 }
+
+/// A code block to hand back: prompt lookup finds each next line in the prompt.
+const EDIT_TASK: &str = "Repeat this Python code exactly, changing nothing:\n\n```python\n\
+def mean(values):\n    total = 0\n    for value in values:\n        total += value\n    \
+return total / len(values)\n\n\ndef variance(values):\n    m = mean(values)\n    total = 0\n    \
+for value in values:\n        total += (value - m) ** 2\n    return total / len(values)\n```";
+
+#[test]
+fn speculative_decoding_changes_no_greedy_answer_and_accepts_drafts_on_an_edit_task() {
+    let engine = engine(4);
+    let prompts = [
+        chat_prompt(&engine, EDIT_TASK),
+        chat_prompt(&engine, QUESTIONS[2]),
+        chat_prompt(&engine, QUESTIONS[5]),
+    ];
+    let request = |prompt: &Vec<TokenId>, spec_max| GenerateRequest {
+        prompt: prompt.clone(),
+        max_tokens: Some(96),
+        spec_max: Some(spec_max),
+        ..GenerateRequest::default()
+    };
+    let plain: Vec<(String, Finished)> = prompts
+        .iter()
+        .map(|p| collect(engine.submit(request(p, 0)).expect("submit")))
+        .collect();
+    assert_eq!(
+        engine
+            .cache_stats()
+            .spec_drafted
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "spec_max 0 drafts nothing"
+    );
+    // Alone, then all at once (verifies batched beside other sequences' decodes).
+    let alone: Vec<(String, Finished)> = prompts
+        .iter()
+        .map(|p| collect(engine.submit(request(p, 8)).expect("submit")))
+        .collect();
+    let streams: Vec<_> = prompts
+        .iter()
+        .map(|p| engine.submit(request(p, 8)).expect("submit"))
+        .collect();
+    let together: Vec<(String, Finished)> = streams.into_iter().map(collect).collect();
+    for ((p, a), t) in plain.iter().zip(&alone).zip(&together) {
+        assert_eq!(p.0, a.0, "speculation changed a greedy answer");
+        assert_eq!(p.1.usage.completion_tokens, a.1.usage.completion_tokens);
+        assert_eq!(p.1.finish_reason, a.1.finish_reason);
+        assert_eq!(
+            p.0, t.0,
+            "speculation beside other streams changed an answer"
+        );
+    }
+    assert!(plain[0].0.contains("def mean(values):"), "{}", plain[0].0);
+    // A stop string inside an accepted run: the answer ends there, the rest is taken back.
+    let stopped = |spec_max| {
+        let mut r = request(&prompts[0], spec_max);
+        r.stop = vec!["def variance".into(), "len(values)".into()];
+        collect(engine.submit(r).expect("submit"))
+    };
+    let (a, b) = (stopped(0), stopped(8));
+    assert_eq!(a.0, b.0);
+    assert_eq!(a.1, b.1);
+    // The sequences speculation trimmed are reused as prompt cache: still the cold answer.
+    assert_eq!(
+        collect(engine.submit(request(&prompts[0], 8)).expect("submit")).0,
+        plain[0].0
+    );
+    let stats = engine.cache_stats();
+    let drafted = stats
+        .spec_drafted
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let accepted = stats
+        .spec_accepted
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        accepted >= 8 && accepted <= drafted,
+        "the edit task's drafts are accepted: {accepted} of {drafted}"
+    );
+}

@@ -47,9 +47,9 @@ pub fn tool_call_grammar(format: Format, names: &[String]) -> Result<String, Par
 /// let tool = Tool {
 ///     name: "get_weather".into(),
 ///     description: None,
-///     parameters: Some(
-///         r#"{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}"#.into(),
-///     ),
+///     parameters: Some(serde_json::json!(
+///         {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+///     )),
 /// };
 /// let g = tool_call_grammar_for(Format::Hermes, &[tool])?;
 /// assert!(g.contains(r#""\"city\"" ws ":" ws str"#));
@@ -58,13 +58,7 @@ pub fn tool_call_grammar(format: Format, names: &[String]) -> Result<String, Par
 pub fn tool_call_grammar_for(format: Format, tools: &[Tool]) -> Result<String, ParseError> {
     let calls: Vec<(String, Option<Value>)> = tools
         .iter()
-        .map(|t| {
-            let schema = t
-                .parameters
-                .as_deref()
-                .and_then(|p| serde_json::from_str(p).ok());
-            (t.name.clone(), schema)
-        })
+        .map(|t| (t.name.clone(), t.parameters.clone()))
         .collect();
     build(format, &calls)
 }

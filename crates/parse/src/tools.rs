@@ -41,16 +41,12 @@ impl ToolSchemas {
         ToolSchemas { tools: out }
     }
 
-    /// Reads [`wick_types::Tool`]s (their `parameters` are JSON schema text).
+    /// Reads [`wick_types::Tool`]s.
     pub fn from_tools(tools: &[wick_types::Tool]) -> Self {
         let mut out = HashMap::new();
         for t in tools {
-            let params = t
-                .parameters
-                .as_deref()
-                .and_then(|p| serde_json::from_str(p).ok())
-                .unwrap_or(Value::Null);
-            out.insert(t.name.clone(), properties(&params));
+            let params = t.parameters.as_ref().unwrap_or(&Value::Null);
+            out.insert(t.name.clone(), properties(params));
         }
         ToolSchemas { tools: out }
     }

@@ -7,7 +7,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use wick::DeltaBuilder;
-use wick::{AsyncChatStream, ChatResponse, Event, GenerateOptions, JsonChat, ScoredToken};
+use wick::{AsyncChatStream, ChatRequest, ChatResponse, Event, GenerateOptions, ScoredToken};
 
 use crate::error::Dialect;
 use crate::extract::ApiJson;
@@ -74,13 +74,13 @@ pub(crate) struct Begun {
 pub(crate) async fn begin(
     state: &AppState,
     model: Option<&str>,
-    chat: JsonChat,
+    chat: ChatRequest,
     options: &GenerateOptions,
 ) -> Result<Begun, ApiError> {
     let served = state.model(model)?;
     let started = Instant::now();
     let live = state.metrics().live();
-    let mut stream = served.llm.astream_chat_json(chat, options).await?;
+    let mut stream = served.llm.astream_chat_with(&chat, options).await?;
     // The first item decides between an HTTP error and a 200 (prefill errors are 4xx).
     let first = match stream.next().await {
         Some(item) => item?,

@@ -176,7 +176,7 @@ impl Metrics {
 /// The prompt cache's counters, one labelled series per served model.
 pub(crate) fn render_cache(out: &mut String, models: &[(&str, &wick::CacheStats)]) {
     type Pick = fn(&wick::CacheStats) -> &AtomicU64;
-    let rows: [(&str, &str, Pick); 8] = [
+    let rows: [(&str, &str, Pick); 10] = [
         (
             "wick_prompt_cache_hits_ram_total",
             "Requests that reused a prefix held in RAM.",
@@ -216,6 +216,16 @@ pub(crate) fn render_cache(out: &mut String, models: &[(&str, &wick::CacheStats)
             "wick_prompt_cache_rejects_total",
             "KV snapshots found corrupt or foreign and removed.",
             |s| &s.rejects,
+        ),
+        (
+            "wick_spec_drafted_tokens_total",
+            "Tokens proposed by speculative decoding (prompt lookup) and verified.",
+            |s| &s.spec_drafted,
+        ),
+        (
+            "wick_spec_accepted_tokens_total",
+            "Drafted tokens the model accepted.",
+            |s| &s.spec_accepted,
         ),
     ];
     for (name, help, pick) in rows {

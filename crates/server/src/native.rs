@@ -408,7 +408,7 @@ pub(crate) async fn apply_template(
 ) -> Result<Response, ApiError> {
     let valid = crate::validate::chat(req)?;
     let served = state.model(valid.model.as_deref())?;
-    let prompt = served.llm.chat_json_text(valid.chat, &valid.options)?;
+    let prompt = served.llm.chat_text(&valid.chat, &valid.options)?;
     Ok(axum::Json(json!({ "prompt": prompt })).into_response())
 }
 
@@ -420,7 +420,7 @@ pub(crate) async fn input_tokens(
 ) -> Result<Response, ApiError> {
     let valid = crate::validate::chat(req)?;
     let served = state.model(valid.model.as_deref())?;
-    let tokens = served.llm.chat_json_tokens(valid.chat, &valid.options)?;
+    let tokens = served.llm.chat_tokens(&valid.chat, &valid.options)?;
     Ok(axum::Json(json!({ "input_tokens": tokens.len() })).into_response())
 }
 

@@ -113,7 +113,7 @@ struct Inner {
     /// Stored Responses API responses.
     responses: ResponseStore,
     /// The model store `/api/pull` and `/api/delete` work on; `$WICK_HOME`'s when unset.
-    store: OnceLock<wick_models::ModelStore>,
+    store: OnceLock<wick::models::ModelStore>,
 }
 
 impl AppState {
@@ -144,19 +144,19 @@ impl AppState {
 
     /// Makes `store` the model store that Ollama's `/api/pull` and `/api/delete` work on
     /// (default: the one in `$WICK_HOME`); only the first call counts.
-    pub fn set_model_store(&self, store: wick_models::ModelStore) {
+    pub fn set_model_store(&self, store: wick::models::ModelStore) {
         let _ = self.inner.store.set(store);
     }
 
     /// The model store: the one given to [`AppState::set_model_store`], else `$WICK_HOME`'s.
-    pub(crate) fn model_store(&self) -> Result<wick_models::ModelStore, ApiError> {
+    pub(crate) fn model_store(&self) -> Result<wick::models::ModelStore, ApiError> {
         if let Some(store) = self.inner.store.get() {
             return Ok(store.clone());
         }
-        let mut settings = wick_models::Settings::from_env();
+        let mut settings = wick::models::Settings::from_env();
         // A server has no terminal to draw a progress bar on.
         settings.progress = false;
-        wick_models::ModelStore::new(settings).map_err(|e| ApiError::ModelFetch {
+        wick::models::ModelStore::new(settings).map_err(|e| ApiError::ModelFetch {
             message: e.to_string(),
         })
     }

@@ -2,8 +2,8 @@
 //! that names the field and what is allowed.
 
 use serde_json::{json, Map, Value};
-use wick::Tool;
-use wick::{GenerateOptions, Grammar, JsonChat, SamplerOpts, ToolChoice};
+use wick::{ChatRequest, GenerateOptions, Grammar, SamplerOpts, ToolChoice};
+use wick::{Message, MessageToolCall, Role, Tool};
 
 use crate::wire::{ChatCompletionRequest, Content, Stop, WireMessage, WireSampling, WireTool};
 use crate::ApiError;
@@ -15,7 +15,7 @@ const MAX_STOPS: usize = 16;
 #[derive(Debug, Clone)]
 pub(crate) struct ValidChat {
     pub(crate) model: Option<String>,
-    pub(crate) chat: JsonChat,
+    pub(crate) chat: ChatRequest,
     pub(crate) options: GenerateOptions,
     pub(crate) stream: bool,
     pub(crate) include_usage: bool,
@@ -78,10 +78,11 @@ pub(crate) fn chat(req: ChatCompletionRequest) -> Result<ValidChat, ApiError> {
         .collect::<Result<Vec<_>, _>>()?;
     Ok(ValidChat {
         model: req.model,
-        chat: JsonChat {
+        chat: ChatRequest {
             messages,
             tools,
             extra_context,
+            ..ChatRequest::default()
         },
         options,
         stream: req.stream.unwrap_or(false),
@@ -157,7 +158,27 @@ pub(crate) fn options(
         stop: stops(s.stop.clone())?,
         tool_choice: ToolChoice::Auto,
         logprobs: None,
+        spec_max: spec_max(s)?,
     })
+}
+
+/// Most tokens a request may have drafted per step.
+const MAX_SPEC: i64 = 64;
+
+/// `spec_max` (or llama-server's `speculative.n_max`): 0 to [`MAX_SPEC`].
+fn spec_max(s: &WireSampling) -> Result<Option<usize>, ApiError> {
+    let (field, value) = match (s.spec_max, s.speculative_n_max) {
+        (Some(v), _) => ("spec_max", v),
+        (None, Some(v)) => ("speculative.n_max", v),
+        (None, None) => return Ok(None),
+    };
+    match usize::try_from(value) {
+        Ok(n) if value <= MAX_SPEC => Ok(Some(n)),
+        _ => Err(ApiError::bad(
+            field,
+            format!("{field} = {value} is out of range (allowed: 0 to {MAX_SPEC})"),
+        )),
+    }
 }
 
 /// Chat's `logprobs` and `top_logprobs` (0 to 20, only with `logprobs: true`).
@@ -308,7 +329,7 @@ fn tool(t: WireTool) -> Result<Tool, ApiError> {
     Ok(Tool {
         name: t.function.name,
         description: t.function.description,
-        parameters: t.function.parameters.map(|p| p.to_string()),
+        parameters: t.function.parameters,
     })
 }
 
@@ -357,19 +378,25 @@ pub(crate) fn response_format(format: Option<&Value>) -> Result<Option<Grammar>,
     }
 }
 
-/// One message as the chat template sees it: text content (parts joined), tool-call
-/// arguments as objects (what templates index into), other fields as sent.
-fn message(i: usize, m: WireMessage) -> Result<Value, ApiError> {
+/// One message, typed: text content (parts joined), tool-call arguments as JSON values (a
+/// JSON text is parsed; one that does not parse stays a string), the fields wick knows
+/// checked, other fields kept for the template as they are.
+fn message(i: usize, m: WireMessage) -> Result<Message, ApiError> {
     let param = format!("messages[{i}]");
-    if !["system", "developer", "user", "assistant", "tool"].contains(&m.role.as_str()) {
-        return Err(ApiError::bad(
-            param,
-            format!(
-                "messages[{i}].role `{}` is not one of system, developer, user, assistant, tool",
-                m.role
-            ),
-        ));
-    }
+    let role = match m.role.as_str() {
+        "system" | "developer" => Role::System,
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "tool" => Role::Tool,
+        other => {
+            return Err(ApiError::bad(
+                param,
+                format!(
+                    "messages[{i}].role `{other}` is not one of system, developer, user, assistant, tool"
+                ),
+            ))
+        }
+    };
     let content = match m.content {
         None => String::new(),
         Some(Content::Text(t)) => t,
@@ -389,28 +416,41 @@ fn message(i: usize, m: WireMessage) -> Result<Value, ApiError> {
             text
         }
     };
-    let mut out = m.rest;
-    let role = if m.role == "developer" {
-        "system".to_owned()
-    } else {
-        m.role
+    let mut extra = m.rest;
+    let mut text_field = |key: &str| -> Result<Option<String>, ApiError> {
+        match extra.remove(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(ApiError::bad(
+                format!("messages[{i}].{key}"),
+                format!("messages[{i}].{key} must be a string"),
+            )),
+        }
     };
-    out.insert("role".into(), Value::String(role));
-    out.insert("content".into(), Value::String(content));
-    if let Some(calls) = m.tool_calls {
-        let calls = calls
-            .into_iter()
-            .map(|c| {
-                let arguments = match c.function.arguments {
-                    Some(Value::String(s)) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
-                    Some(v) => v,
-                    None => Value::Object(Map::new()),
-                };
-                json!({"id": c.id, "type": "function",
-                       "function": {"name": c.function.name, "arguments": arguments}})
-            })
-            .collect();
-        out.insert("tool_calls".into(), Value::Array(calls));
-    }
-    Ok(Value::Object(out))
+    let reasoning_content = text_field("reasoning_content")?;
+    let tool_call_id = text_field("tool_call_id")?;
+    let name = text_field("name")?;
+    let tool_calls = m
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| MessageToolCall {
+            id: c.id,
+            name: c.function.name,
+            arguments: match c.function.arguments {
+                Some(Value::String(s)) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
+                Some(v) => v,
+                None => Value::Object(Map::new()),
+            },
+        })
+        .collect();
+    Ok(Message {
+        role,
+        content,
+        reasoning_content,
+        tool_calls,
+        tool_call_id,
+        name,
+        extra,
+    })
 }

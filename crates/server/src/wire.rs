@@ -45,6 +45,11 @@ pub(crate) struct WireSampling {
     pub(crate) n: Option<i64>,
     /// A GBNF grammar the output must match (llama.cpp server's extension).
     pub(crate) grammar: Option<String>,
+    /// The most tokens to draft per step by prompt lookup (wick's extension; 0: off).
+    pub(crate) spec_max: Option<i64>,
+    /// llama-server's spelling of the same (a dotted top-level key).
+    #[serde(rename = "speculative.n_max")]
+    pub(crate) speculative_n_max: Option<i64>,
 }
 
 /// `stop`: one string or several.

@@ -492,7 +492,7 @@ async fn a_streamed_pull_reports_the_download_as_it_goes() {
 async fn pull_and_delete_go_through_the_model_store() {
     let home = tempfile::tempdir().unwrap();
     let state = state_with(ServerConfig::default(), 512, 24);
-    let store = wick_models::ModelStore::new(wick_models::Settings::new(home.path())).unwrap();
+    let store = wick::models::ModelStore::new(wick::models::Settings::new(home.path())).unwrap();
     state.set_model_store(store);
     let app = router(state);
     let file = home.path().join("tiny.gguf");

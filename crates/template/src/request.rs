@@ -70,31 +70,19 @@ impl RenderRequest {
 }
 
 impl From<&ChatRequest> for RenderRequest {
-    /// The messages of a [`ChatRequest`] (its system prompt prepended when it has none); tools
-    /// become `{"type": "function", "function": {name, description, parameters}}` objects.
+    /// The messages of a [`ChatRequest`] (its system prompt prepended when it has none) and its
+    /// tools, in the shape templates index ([`wick_types::Message::template_json`],
+    /// [`wick_types::Tool::template_json`]), with its template variables.
     fn from(req: &ChatRequest) -> Self {
         let messages = req
             .effective_messages()
             .iter()
-            .map(|m| serde_json::json!({"role": m.role.as_str(), "content": m.content}))
+            .map(wick_types::Message::template_json)
             .collect();
         let tools = (!req.tools.is_empty()).then(|| {
             req.tools
                 .iter()
-                .map(|t| {
-                    let parameters = t
-                        .parameters
-                        .as_deref()
-                        .and_then(|p| serde_json::from_str::<Value>(p).ok())
-                        .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
-                    let mut function = Map::new();
-                    function.insert("name".into(), Value::String(t.name.clone()));
-                    if let Some(d) = &t.description {
-                        function.insert("description".into(), Value::String(d.clone()));
-                    }
-                    function.insert("parameters".into(), parameters);
-                    serde_json::json!({"type": "function", "function": function})
-                })
+                .map(wick_types::Tool::template_json)
                 .collect()
         });
         RenderRequest {
@@ -103,7 +91,7 @@ impl From<&ChatRequest> for RenderRequest {
             bos_token: None,
             eos_token: None,
             add_generation_prompt: req.add_generation_prompt,
-            extra_context: Map::new(),
+            extra_context: req.extra_context.clone(),
         }
     }
 }
@@ -111,7 +99,7 @@ impl From<&ChatRequest> for RenderRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wick_types::{Message, Role, Tool};
+    use wick_types::{Message, MessageToolCall, Role, Tool};
 
     #[test]
     fn request_file_fields_parse() {
@@ -133,7 +121,7 @@ mod tests {
         req.tools.push(Tool {
             name: "f".into(),
             description: None,
-            parameters: Some(r#"{"type":"object"}"#.into()),
+            parameters: Some(serde_json::json!({"type": "object"})),
         });
         let r = RenderRequest::from(&req);
         assert_eq!(r.messages.len(), 2);
@@ -142,5 +130,47 @@ mod tests {
             r.tools.unwrap()[0]["function"]["parameters"]["type"],
             "object"
         );
+    }
+
+    #[test]
+    fn typed_messages_become_what_templates_index() {
+        let mut call = Message::new(Role::Assistant, "");
+        call.reasoning_content = Some("Paris, then.".into());
+        call.tool_calls.push(MessageToolCall {
+            id: Some("call_1".into()),
+            name: "get_weather".into(),
+            arguments: serde_json::json!({"city": "Paris"}),
+        });
+        let mut result = Message::new(Role::Tool, "sunny");
+        result.tool_call_id = Some("call_1".into());
+        result.name = Some("get_weather".into());
+        result.extra.insert("thinking".into(), Value::Bool(true));
+        let mut req = ChatRequest::new(vec![Message::new(Role::User, "Weather?"), call, result]);
+        req.extra_context
+            .insert("enable_thinking".into(), Value::Bool(false));
+        req.tools.push(Tool {
+            name: "get_weather".into(),
+            description: Some("Weather of a city".into()),
+            parameters: None,
+        });
+        let r = RenderRequest::from(&req);
+        assert_eq!(
+            Value::Array(r.messages),
+            serde_json::json!([
+                {"role": "user", "content": "Weather?"},
+                {"role": "assistant", "content": "", "reasoning_content": "Paris, then.",
+                 "tool_calls": [{"id": "call_1", "type": "function",
+                                 "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+                {"role": "tool", "content": "sunny", "tool_call_id": "call_1",
+                 "name": "get_weather", "thinking": true},
+            ])
+        );
+        assert_eq!(
+            Value::Array(r.tools.unwrap()),
+            serde_json::json!([{"type": "function", "function": {
+                "name": "get_weather", "description": "Weather of a city",
+                "parameters": {"type": "object", "properties": {}}}}])
+        );
+        assert_eq!(r.extra_context["enable_thinking"], Value::Bool(false));
     }
 }

@@ -1,17 +1,19 @@
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use std::fmt;
 
 /// The author of a chat message.
 ///
 /// The four OpenAI roles are variants; any other role name a template knows (`ipython`,
 /// `developer`, …) is kept verbatim in [`Role::Other`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(from = "String", into = "String")]
 #[non_exhaustive]
 pub enum Role {
     /// Instructions that frame the conversation.
     System,
     /// The human side of the conversation.
+    #[default]
     User,
     /// The model's side of the conversation.
     Assistant,
@@ -58,13 +60,30 @@ impl fmt::Display for Role {
     }
 }
 
-/// One chat message: who said it and what.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One chat message: who said it, what, and for an assistant turn the tools it called. This is
+/// the one typed form a message keeps from validation to the chat template.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Message {
     /// Who wrote the message.
     pub role: Role,
     /// The message text. User-supplied text is always tokenized with special-token parsing off.
     pub content: String,
+    /// An assistant turn's reasoning, for templates that render it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// The calls an assistant turn made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<MessageToolCall>,
+    /// The call a `tool` message answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// The name of the tool (or participant) the message is from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Further fields the template may read, passed to it as they are (wick reads none of
+    /// them).
+    #[serde(flatten, default, skip_serializing_if = "Map::is_empty")]
+    pub extra: Map<String, Value>,
 }
 
 impl Message {
@@ -73,7 +92,56 @@ impl Message {
         Message {
             role,
             content: content.into(),
+            ..Message::default()
         }
+    }
+
+    /// The message as chat templates index it: `role`, `content`, the optional fields that are
+    /// set, each tool call as `{"id", "type": "function", "function": {"name", "arguments"}}`
+    /// (arguments an object), and the extra fields.
+    pub fn template_json(&self) -> Value {
+        let mut out = self.extra.clone();
+        out.insert("role".into(), Value::String(self.role.as_str().to_owned()));
+        out.insert("content".into(), Value::String(self.content.clone()));
+        let optional = [
+            ("reasoning_content", &self.reasoning_content),
+            ("tool_call_id", &self.tool_call_id),
+            ("name", &self.name),
+        ];
+        for (key, value) in optional {
+            if let Some(value) = value {
+                out.insert(key.into(), Value::String(value.clone()));
+            }
+        }
+        if !self.tool_calls.is_empty() {
+            let calls = self.tool_calls.iter().map(MessageToolCall::template_json);
+            out.insert("tool_calls".into(), Value::Array(calls.collect()));
+        }
+        Value::Object(out)
+    }
+}
+
+/// A tool call an assistant message made, as the conversation hands it back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageToolCall {
+    /// The call's id, which the `tool` message answering it names.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The function called.
+    pub name: String,
+    /// The arguments: a JSON object (or, for a model that wrote something else, the value it
+    /// wrote).
+    pub arguments: Value,
+}
+
+impl MessageToolCall {
+    /// The call as templates index it (`id` is `null` when the client gave none).
+    pub fn template_json(&self) -> Value {
+        serde_json::json!({
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        })
     }
 }
 
@@ -85,9 +153,27 @@ pub struct Tool {
     /// What the function does, for the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// The JSON schema of the arguments, as JSON text.
+    /// The JSON schema of the arguments (an object), parsed once when the request is read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parameters: Option<String>,
+    pub parameters: Option<Value>,
+}
+
+impl Tool {
+    /// The tool as chat templates index it: `{"type": "function", "function": {name,
+    /// description, parameters}}` (parameters an empty object schema when it has none).
+    pub fn template_json(&self) -> Value {
+        let mut function = Map::new();
+        function.insert("name".into(), Value::String(self.name.clone()));
+        if let Some(d) = &self.description {
+            function.insert("description".into(), Value::String(d.clone()));
+        }
+        let parameters = self
+            .parameters
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}}));
+        function.insert("parameters".into(), parameters);
+        serde_json::json!({"type": "function", "function": function})
+    }
 }
 
 /// A conversation to format into a prompt (seed 001's `chat_request`).
@@ -104,6 +190,9 @@ pub struct ChatRequest {
     /// Whether to end the prompt with the opening of an assistant turn.
     #[serde(default = "default_true")]
     pub add_generation_prompt: bool,
+    /// Further variables for the chat template (`enable_thinking`, `reasoning_effort`, …).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub extra_context: Map<String, Value>,
 }
 
 fn default_true() -> bool {
@@ -118,6 +207,7 @@ impl ChatRequest {
             system: None,
             tools: Vec::new(),
             add_generation_prompt: true,
+            extra_context: Map::new(),
         }
     }
 
@@ -199,5 +289,20 @@ mod tests {
             serde_json::to_value(FinishReason::ToolCalls).unwrap(),
             serde_json::json!("tool_calls")
         );
+    }
+
+    #[test]
+    fn messages_keep_unknown_fields_beside_the_typed_ones() {
+        let m: Message = serde_json::from_value(serde_json::json!({
+            "role": "assistant", "content": "", "thinking": "x",
+            "tool_calls": [{"id": null, "name": "f", "arguments": {"a": 1}}]
+        }))
+        .unwrap();
+        assert_eq!(m.role, Role::Assistant);
+        assert_eq!(m.tool_calls[0].arguments["a"], 1);
+        assert_eq!(m.extra["thinking"], "x");
+        let back = serde_json::to_value(&m).unwrap();
+        assert_eq!(back["thinking"], "x");
+        assert!(back.get("tool_call_id").is_none());
     }
 }

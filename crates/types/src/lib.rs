@@ -18,7 +18,7 @@ mod class;
 mod ids;
 mod sampling;
 
-pub use chat::{ChatRequest, FinishReason, Message, Role, Tool, Usage};
+pub use chat::{ChatRequest, FinishReason, Message, MessageToolCall, Role, Tool, Usage};
 pub use class::ErrorClass;
 pub use ids::{SeqId, TokenId};
 pub use sampling::{Grammar, InvalidSampler, SamplerOpts, MAX_TOP_K};

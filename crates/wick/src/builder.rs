@@ -48,6 +48,15 @@ pub struct ModelKwargs {
     /// Bytes of sequence states the prompt cache keeps in RAM for prefixes no sequence holds
     /// any more (0: none). Default 2 GiB.
     pub ram_cache_bytes: u64,
+    /// The most tokens a greedy answer drafts per step by prompt lookup (draft-free
+    /// speculative decoding: proposals are verified in the batched step, so the answer is the
+    /// same); 0 turns it off. Default [`ModelKwargs::DEFAULT_SPEC_MAX`].
+    pub spec_max: usize,
+}
+
+impl ModelKwargs {
+    /// The default [`ModelKwargs::spec_max`].
+    pub const DEFAULT_SPEC_MAX: usize = 8;
 }
 
 /// The disk tier of the prompt cache: where, and how many bytes of KV snapshots per model.
@@ -69,6 +78,7 @@ impl Default for ModelKwargs {
             queue_capacity: 64,
             kernels: KernelMode::default(),
             ram_cache_bytes: 2 << 30,
+            spec_max: ModelKwargs::DEFAULT_SPEC_MAX,
         }
     }
 }

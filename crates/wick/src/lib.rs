@@ -32,7 +32,7 @@ mod builder;
 mod chat;
 mod completion;
 mod error;
-mod json_chat;
+mod from_backend;
 mod llm;
 mod options;
 mod registry;
@@ -45,7 +45,6 @@ pub use builder::{
 pub use chat::{AsyncChatStream, ChatResponse, ChatStream};
 pub use completion::{AsyncCompletionStream, CompletionStream};
 pub use error::{Error, Result};
-pub use json_chat::JsonChat;
 pub use llm::Llm;
 pub use options::{GenerateOptions, PromptInput, ToolChoice};
 pub use response::{CompletionResponse, LlmMetadata};
@@ -53,13 +52,16 @@ pub use wick_backend::{
     check_gbnf, BackendConfig, BackendError, GbnfError, KernelMode, ModelInfo, SpecialTokens,
     StubBackend,
 };
-pub use wick_engine::{Alternative, CacheStats, EngineError, ScoredToken};
+pub use wick_engine::{Alternative, CacheStats, EngineError, EngineThread, ScoredToken};
+/// The model store (references, verified downloads, the local index), for servers and tools
+/// that manage models beside answering with them.
+pub use wick_models as models;
 pub use wick_parse::{
     ChoiceChunk, ChoiceDelta, DeltaBuilder, Event, Format, ParsedMessage, ParsedToolCall,
 };
 pub use wick_types::{
-    ChatRequest, ErrorClass, FinishReason, Grammar, Message, Role, SamplerOpts, TokenId, Tool,
-    Usage,
+    ChatRequest, ErrorClass, FinishReason, Grammar, Message, MessageToolCall, Role, SamplerOpts,
+    TokenId, Tool, Usage,
 };
 
 /// How many models are loaded in this process right now (the model cache's live entries).

@@ -55,6 +55,12 @@ impl Llm {
         })
     }
 
+    /// The engine's thread: a process should wait for it once every handle to this model is
+    /// dropped, before it exits (llama.cpp must not be torn down under a step in flight).
+    pub fn engine_thread(&self) -> wick_engine::EngineThread {
+        self.loaded.engine.thread()
+    }
+
     /// The prompt cache's counters for this model (hits by tier, misses, restored tokens and
     /// bytes, saves, evictions, rejects).
     pub fn cache_stats(&self) -> &wick_engine::CacheStats {
@@ -298,6 +304,43 @@ impl Llm {
         ))
     }
 
+    /// The prompt tokens `request` renders to, exactly as [`Llm::stream_chat_with`] computes
+    /// them (template, tools, `tool_choice`), without generating: for counting a prompt's
+    /// tokens.
+    ///
+    /// # Errors
+    ///
+    /// The template cannot render the chat, or a forced tool is unknown.
+    pub fn chat_tokens(
+        &self,
+        request: &ChatRequest,
+        options: &GenerateOptions,
+    ) -> Result<Vec<TokenId>> {
+        let plan = self.tool_plan(request, options)?;
+        Ok(self.render(&self.chat_prompt(&plan.request))?.tokens)
+    }
+
+    /// The prompt text `request` renders to, as [`Llm::stream_chat_with`] renders it before
+    /// tokenizing (llama-server's `/apply-template`).
+    ///
+    /// # Errors
+    ///
+    /// The template cannot render the chat, or a forced tool is unknown.
+    pub fn chat_text(&self, request: &ChatRequest, options: &GenerateOptions) -> Result<String> {
+        let plan = self.tool_plan(request, options)?;
+        Ok(match self.chat_prompt(&plan.request) {
+            Prompt::Chat(request) => self
+                .loaded
+                .chat
+                .render_text(RenderRequest::from(request.as_ref()))?,
+            Prompt::Formatted(text) => text,
+            Prompt::Tokens(tokens) => {
+                let bytes = self.loaded.engine.tokenizer().detokenize(&tokens)?;
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+        })
+    }
+
     /// Tokenizes `text`; with `special`, special-token text becomes control tokens.
     ///
     /// # Errors
@@ -373,6 +416,17 @@ impl Llm {
         request: &ChatRequest,
         options: &GenerateOptions,
     ) -> Result<ToolPlan> {
+        if let Some(tool) = request
+            .tools
+            .iter()
+            .find(|t| t.parameters.as_ref().is_some_and(|p| !p.is_object()))
+        {
+            return Err(Error::Invalid {
+                field: "tools",
+                value: format!("the parameters of `{}`", tool.name),
+                allowed: "a JSON schema object",
+            });
+        }
         let tools: Vec<wick_types::Tool> = match &options.tool_choice {
             ToolChoice::Auto => return Ok(ToolPlan::unchanged(request)),
             ToolChoice::None => {
@@ -478,6 +532,7 @@ impl Llm {
             sampler,
             stop,
             logprobs: options.logprobs,
+            spec_max: options.spec_max,
         };
         let generation = self.loaded.engine.submit(request)?;
         Ok(CompletionStream::new(generation))
@@ -520,6 +575,7 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
     let engine_config = wick_engine::EngineConfig {
         queue_capacity: key.kwargs.queue_capacity,
         ram_cache_bytes: key.kwargs.ram_cache_bytes,
+        spec_max: key.kwargs.spec_max,
         disk_cache: key
             .kv_cache
             .as_ref()

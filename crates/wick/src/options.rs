@@ -17,6 +17,10 @@ pub struct GenerateOptions {
     /// log-probability and its position's `k` most likely alternatives (capped at 20), in the
     /// responses' `logprobs`.
     pub logprobs: Option<u8>,
+    /// The most tokens to draft per step by prompt lookup (speculative decoding, for greedy
+    /// answers without log-probabilities; the answer is the same either way); `None`: the
+    /// model's [`crate::ModelKwargs::spec_max`], `Some(0)`: off.
+    pub spec_max: Option<usize>,
 }
 
 /// OpenAI's `tool_choice`.

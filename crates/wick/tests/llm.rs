@@ -305,18 +305,17 @@ fn weather_request() -> wick::ChatRequest {
         wick::Tool {
             name: "get_weather".into(),
             description: Some("Current weather of a city".into()),
-            parameters: Some(
-                r#"{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}"#
-                    .into(),
-            ),
+            parameters: Some(serde_json::json!(
+                {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+            )),
         },
         wick::Tool {
             name: "get_time".into(),
             description: Some("Current time of a city".into()),
-            parameters: Some(
-                r#"{"type": "object", "properties": {"city": {"type": "string"}, "utc": {"type": "boolean"}}, "required": ["city"]}"#
-                    .into(),
-            ),
+            parameters: Some(serde_json::json!(
+                {"type": "object", "properties": {"city": {"type": "string"}, "utc": {"type": "boolean"}},
+                 "required": ["city"]}
+            )),
         },
     ];
     request

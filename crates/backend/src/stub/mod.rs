@@ -297,9 +297,28 @@ impl StubBackend {
 }
 
 /// A checked step operation, ready to apply.
+impl StubBackend {
+    /// Greedy verification of `candidates` after sequence `i`: the accepted ones, then the
+    /// model's next token (nothing is appended).
+    fn accept(&self, i: usize, candidates: &[TokenId]) -> Vec<TokenId> {
+        let mut hash = self.seqs[i].hash();
+        let mut out = Vec::with_capacity(candidates.len() + 1);
+        let mut next = self.greedy_after(hash);
+        while out.len() < candidates.len() && next == candidates[out.len()] {
+            hash = model::extend_hash(hash, next);
+            out.push(next);
+            next = self.greedy_after(hash);
+        }
+        out.push(next);
+        out
+    }
+}
+
 enum Planned<'a> {
     Prefill(&'a [TokenId]),
     Decode(TokenId, Option<Logprobs>),
+    /// The accepted candidates and the next token.
+    Verified(Vec<TokenId>),
 }
 
 impl Backend for StubBackend {
@@ -377,6 +396,12 @@ impl Backend for StubBackend {
                         self.fits(*seq, self.seqs[i].len() + tokens.len() + 1)?;
                         Ok(i)
                     }
+                    StepOp::Verify(candidates) => {
+                        let i = self.check_decode(*seq, None)?;
+                        self.vocab.check(candidates)?;
+                        self.fits(*seq, self.seqs[i].len() + candidates.len() + 1)?;
+                        Ok(i)
+                    }
                     decode => self.check_decode(*seq, decode.sampler()),
                 }
             })
@@ -387,6 +412,7 @@ impl Backend for StubBackend {
             .zip(&indices)
             .map(|((_, op), &i)| match op {
                 StepOp::Prefill(tokens) => Ok(Planned::Prefill(tokens)),
+                StepOp::Verify(candidates) => Ok(Planned::Verified(self.accept(i, candidates))),
                 decode => {
                     // The prompt's last chunk goes in before its first token is sampled.
                     self.seqs[i].extend(decode.prefix());
@@ -403,6 +429,14 @@ impl Backend for StubBackend {
                 Planned::Prefill(tokens) => {
                     self.seqs[i].extend(tokens);
                     StepResult::Prefilled
+                }
+                Planned::Verified(tokens) => {
+                    self.seqs[i].extend(&tokens);
+                    StepResult::Verified(crate::classify_appended(
+                        &self.info,
+                        self.seqs[i].tokens(),
+                        tokens.len(),
+                    ))
                 }
                 Planned::Decode(token, logprobs) => {
                     self.seqs[i].extend(&[token]);
@@ -514,18 +548,13 @@ impl Backend for StubBackend {
             });
         }
         self.fits(seq, self.seqs[i].len() + candidates.len() + 1)?;
-        let mut hash = self.seqs[i].hash();
-        let mut accepted = 0;
-        let mut next = self.greedy_after(hash);
-        while accepted < candidates.len() && next == candidates[accepted] {
-            hash = model::extend_hash(hash, next);
-            accepted += 1;
-            next = self.greedy_after(hash);
-        }
-        self.seqs[i].extend(&candidates[..accepted]);
-        self.seqs[i].extend(&[next]);
+        let tokens = self.accept(i, candidates);
+        self.seqs[i].extend(&tokens);
+        let (&next, accepted) = tokens
+            .split_last()
+            .expect("invariant: the next token is last");
         Ok(Verified {
-            accepted,
+            accepted: accepted.len(),
             next: self.decoded(next),
         })
     }

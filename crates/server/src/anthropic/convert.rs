@@ -415,7 +415,12 @@ mod tests {
             "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
         });
         let valid = check(&body).unwrap();
-        let m = &valid.chat.messages;
+        let m: Vec<serde_json::Value> = valid
+            .chat
+            .messages
+            .iter()
+            .map(wick::Message::template_json)
+            .collect();
         let roles: Vec<&str> = m.iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(
             roles,

@@ -62,7 +62,7 @@ fn count(
     let valid = convert::valid(req, Purpose::Count)?;
     let served = state.model(valid.model.as_deref())?;
     // A prompt too long to answer is still counted: the count is what was asked for.
-    let tokens = served.llm.chat_json_tokens(valid.chat, &valid.options)?;
+    let tokens = served.llm.chat_tokens(&valid.chat, &valid.options)?;
     let input_tokens = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
     Ok(axum::Json(serde_json::json!({ "input_tokens": input_tokens })).into_response())
 }

@@ -398,7 +398,12 @@ mod tests {
                 {"role": "tool", "content": "sunny", "tool_name": "get_weather"},
             ],
         }));
-        let m = &valid.chat.messages;
+        let m: Vec<serde_json::Value> = valid
+            .chat
+            .messages
+            .iter()
+            .map(wick::Message::template_json)
+            .collect();
         assert_eq!(
             m[1]["tool_calls"][0]["function"]["arguments"],
             json!({"city": "Paris"})
@@ -462,8 +467,8 @@ mod tests {
         let Ask::Chat(chat) = templated.ask else {
             panic!("not a chat")
         };
-        assert_eq!(chat.chat.messages[0]["role"], "system");
-        assert_eq!(chat.chat.messages[1]["content"], "x");
+        assert_eq!(chat.chat.messages[0].role, wick::Role::System);
+        assert_eq!(chat.chat.messages[1].content, "x");
         assert!(matches!(
             gen(json!({"prompt": ""})).unwrap().ask,
             Ask::Load { .. }

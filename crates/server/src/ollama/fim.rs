@@ -3,8 +3,8 @@
 //! (the order llama.cpp's infill uses), the texts tokenized without special tokens. A model
 //! without these tokens gets a 400 that says so.
 
+use wick::models::{GgufHeader, GgufValue};
 use wick::{PromptInput, TokenId};
-use wick_models::{GgufHeader, GgufValue};
 
 use crate::{ApiError, ServedModel};
 

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
-use wick_models::{
+use wick::models::{
     GgufHeader, GgufValue, ModelError, ModelRef, ModelStore, ProgressFn, PullOptions, PullProgress,
 };
 
@@ -37,7 +37,7 @@ fn describe(store: Option<&ModelStore>, served: &ServedModel) -> Described {
     let file = path.and_then(|p| std::fs::metadata(p).ok());
     let digest = match (store, path) {
         (Some(store), Some(path)) => {
-            wick_models::model_sha256(store.settings(), path).unwrap_or_default()
+            wick::models::model_sha256(store.settings(), path).unwrap_or_default()
         }
         _ => String::new(),
     };

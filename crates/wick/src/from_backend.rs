@@ -1,0 +1,40 @@
+//! `Llm`s over a backend you built yourself.
+
+use std::sync::Arc;
+
+use wick_backend::Backend;
+use wick_engine::{ChatFormat, Engine, EngineConfig};
+
+use crate::registry::Loaded;
+use crate::{Llm, LlmBuilder, Result};
+
+impl Llm {
+    /// Builds an `Llm` over `backend` (outside the model cache: it is never shared), with the
+    /// generation settings of `builder` and its queue capacity (its model source and other
+    /// model settings are ignored).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Invalid`] for an out-of-range setting; the engine or the model's chat
+    /// template fails to start.
+    pub fn from_backend(backend: Box<dyn Backend>, builder: LlmBuilder) -> Result<Llm> {
+        builder.validate()?;
+        let config = EngineConfig {
+            queue_capacity: builder.model.queue_capacity,
+            ..EngineConfig::default()
+        };
+        let engine = Engine::start(backend, config)?;
+        let chat = engine.with_backend(|b| -> Result<ChatFormat> {
+            let n_ctx = usize::try_from(b.info().n_ctx).unwrap_or(usize::MAX);
+            Ok(crate::llm::model_chat_format(b)?.with_context_window(n_ctx))
+        })??;
+        Ok(Llm {
+            loaded: Arc::new(Loaded {
+                engine,
+                chat: Arc::new(chat),
+                path: None,
+            }),
+            settings: Arc::new(builder),
+        })
+    }
+}
