@@ -445,7 +445,7 @@ async fn tags_ps_show_and_version_describe_the_served_model() {
 async fn a_streamed_pull_reports_the_download_as_it_goes() {
     let home = tempfile::tempdir().unwrap();
     let state = state_with(ServerConfig::default(), 512, 24);
-    let store = wick_models::ModelStore::new(wick_models::Settings::new(home.path())).unwrap();
+    let store = wick::models::ModelStore::new(wick::models::Settings::new(home.path())).unwrap();
     state.set_model_store(store);
     let app = router(state);
     // A download server on 127.0.0.1, sending the file in pieces.

@@ -29,11 +29,10 @@ fn a_tool_schema_that_is_not_an_object_is_refused_on_every_chat_path() {
     let refused = |e: Error| matches!(e, Error::Invalid { field: "tools", .. });
     assert!(refused(llm.chat_tokens(&bad, &options).unwrap_err()));
     assert!(refused(llm.chat_text(&bad, &options).unwrap_err()));
-    assert!(refused(
-        llm.stream_chat_with(&bad, &options)
-            .err()
-            .expect("an error")
-    ));
+    let Err(e) = llm.stream_chat_with(&bad, &options) else {
+        panic!("an error")
+    };
+    assert!(refused(e));
     let good = request(serde_json::json!({"type": "object"}));
     assert!(llm.chat_tokens(&good, &options).is_ok());
 }
