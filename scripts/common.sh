@@ -146,3 +146,57 @@ sys.exit(m.version("llama-index-llms-openai-like") != "0.8.1")' >/dev/null 2>&1;
     "$WICK_LLAMAINDEX_PYTHON" -m pip install --quiet "$LLAMAINDEX_PACKAGE" ||
         die "pip install $LLAMAINDEX_PACKAGE failed"
 }
+
+# llama.cpp's server test suite (tools/server/tests in the llama.cpp tree `wick bench` unpacks) in
+# a virtual environment of its own under $WICK_HOME: its requirements pin openai~=2.14, which the
+# SDK tests' environment does not have. scripts/llama-server-tests/run uses it.
+LLAMA_CPP_PYTHON_VERSION="0.3.36"
+export WICK_LLAMA_SERVER_TESTS_VENV="${WICK_LLAMA_SERVER_TESTS_VENV:-$WICK_HOME/venv-llama-server-tests}"
+export WICK_LLAMA_SERVER_TESTS_PYTHON="$WICK_LLAMA_SERVER_TESTS_VENV/bin/python"
+# The suite's requirements.txt, as pinned by llama.cpp.
+LLAMA_SERVER_TESTS_PACKAGES=("aiohttp~=3.9.3" "pytest~=8.3.3" "pytest-xdist~=3.6" "filelock~=3.16"
+    "numpy~=2.2.6" "openai~=2.14.0" "prometheus-client~=0.20.0" "requests~=2.32.3" "wget~=3.2")
+ensure_llama_server_tests_venv() {
+    if "$WICK_LLAMA_SERVER_TESTS_PYTHON" -c 'import sys, importlib.metadata as m
+sys.exit(not m.version("openai").startswith("2.14.") or not m.version("pytest").startswith("8.3."))
+import aiohttp, filelock, numpy, prometheus_client, requests, wget' >/dev/null 2>&1; then
+        return 0
+    fi
+    command -v python3 >/dev/null 2>&1 || die "python3 is needed for llama.cpp's server tests"
+    if [ ! -x "$WICK_LLAMA_SERVER_TESTS_PYTHON" ]; then
+        say "creating $WICK_LLAMA_SERVER_TESTS_VENV"
+        python3 -m venv "$WICK_LLAMA_SERVER_TESTS_VENV" ||
+            die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
+    fi
+    say "installing llama.cpp's server test requirements in $WICK_LLAMA_SERVER_TESTS_VENV"
+    "$WICK_LLAMA_SERVER_TESTS_PYTHON" -m pip install --quiet "${LLAMA_SERVER_TESTS_PACKAGES[@]}" ||
+        die "pip install of llama.cpp's server test requirements failed"
+}
+
+# The directory of llama.cpp's server tests: the one in `wick bench`'s tree when it is unpacked,
+# else that directory and the chat templates its tests read (models/templates), taken from
+# llama-cpp-python's source distribution (pip download).
+ensure_llama_server_tests() {
+    local bench_tree="$WICK_HOME/llama.cpp/llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION/src"
+    local own="$WICK_HOME/llama.cpp/server-tests-$LLAMA_CPP_PYTHON_VERSION"
+    if [ -f "$bench_tree/tools/server/tests/utils.py" ]; then
+        LLAMA_SERVER_TESTS_DIR="$bench_tree/tools/server/tests"
+        return 0
+    fi
+    LLAMA_SERVER_TESTS_DIR="$own/tools/server/tests"
+    [ -f "$LLAMA_SERVER_TESTS_DIR/utils.py" ] && [ -d "$own/models/templates" ] && return 0
+    mkdir -p "$WICK_HOME/tmp"
+    local tmp
+    tmp="$(mktemp -d "$WICK_HOME/tmp/server-tests.XXXXXX")"
+    trap 'rm -rf "$tmp"' RETURN
+    say "fetching llama-cpp-python $LLAMA_CPP_PYTHON_VERSION's source for llama.cpp's server tests"
+    python3 -m pip download --quiet --no-deps --no-binary :all: -d "$tmp" \
+        "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" || die "pip download of llama-cpp-python failed"
+    tar xzf "$tmp"/*.tar.gz -C "$tmp" --wildcards '*/vendor/llama.cpp/tools/server/tests/*' \
+        '*/vendor/llama.cpp/models/templates/*' || die "unpacking llama.cpp's server tests failed"
+    local vendored="$tmp/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
+    rm -rf "$own"
+    mkdir -p "$own/tools/server" "$own/models"
+    mv "$vendored/tools/server/tests" "$own/tools/server/tests"
+    mv "$vendored/models/templates" "$own/models/templates"
+}

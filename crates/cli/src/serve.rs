@@ -30,9 +30,15 @@ pub(crate) struct ServeArgs {
     /// send names such as gpt-4o-mini].
     #[arg(long)]
     strict_model_names: bool,
-    /// The address to listen on.
-    #[arg(long, default_value = "127.0.0.1", value_name = "HOST")]
-    host: String,
+    /// The addresses to listen on: repeat the flag or separate them with commas
+    /// (`127.0.0.1,::1`), all on the one `--port`.
+    #[arg(
+        long = "host",
+        default_value = "127.0.0.1",
+        value_delimiter = ',',
+        value_name = "HOST"
+    )]
+    hosts: Vec<String>,
 
     /// The port to listen on (0: any free port; the address is printed).
     #[arg(long, default_value_t = 8080, value_name = "PORT")]
@@ -62,8 +68,10 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
     body_timeout: u64,
 
-    /// Allow browsers on this origin to call the API (CORS; `*`: any origin) [default: off].
-    #[arg(long, value_name = "ORIGIN")]
+    /// Allow browsers on these origins to call the API (CORS, answered as llama-server
+    /// answers it): origins separated by commas, `localhost` (pages on a loopback host, any
+    /// port) or `*` (any origin) [default: off].
+    #[arg(long, visible_alias = "cors-origins", value_name = "ORIGINS")]
     cors_origin: Option<String>,
 
     /// Requests that generate at once per model; more wait in a queue.
@@ -213,41 +221,51 @@ async fn serve(args: ServeArgs) -> (Result<()>, Vec<wick::EngineThread>) {
 
 /// [`serve`], leaving the server's state in `state` once it exists.
 async fn serve_on(args: &ServeArgs, state_out: &mut Option<AppState>) -> Result<()> {
-    let addr = format!("{}:{}", args.host, args.port);
-    let listener = tokio::net::TcpListener::bind(&addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
-    let local = listener.local_addr()?;
+    let listeners = bind_all(&args.hosts, args.port).await?;
+    let locals: Vec<SocketAddr> = listeners
+        .iter()
+        .map(tokio::net::TcpListener::local_addr)
+        .collect::<std::io::Result<_>>()?;
     let api_key = args.api_key.clone().filter(|k| !k.is_empty());
-    if !local.ip().is_loopback() && api_key.is_none() {
-        eprintln!(
-            "wick serve: warning: listening on {local} without --api-key: anyone who can reach \
-             this address can use the models; set --api-key (or WICK_API_KEY)"
-        );
+    for local in locals.iter().filter(|l| !l.ip().is_loopback()) {
+        if api_key.is_none() {
+            eprintln!(
+                "wick serve: warning: listening on {local} without --api-key: anyone who can \
+                 reach this address can use the models; set --api-key (or WICK_API_KEY)"
+            );
+        }
     }
     let config = ServerConfig {
         api_key,
         cors_origin: args.cors_origin.clone(),
         max_body_bytes: args.max_body_size,
         parallel: args.parallel as usize,
-        allowed_hosts: allowed_hosts(local, &args.host, &args.allow_hosts),
+        allowed_hosts: allowed_hosts(&locals, &args.hosts, &args.allow_hosts),
         body_timeout: Duration::from_secs(args.body_timeout),
         strict_model_names: args.strict_model_names,
     };
     let state = AppState::new(config);
     *state_out = Some(state.clone());
-    println!("wick serve: listening on http://{local} (loading models…)");
+    for local in &locals {
+        println!("wick serve: listening on http://{local} (loading models…)");
+    }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let listen = ListenConfig {
         max_connections: args.max_connections,
         header_timeout: Duration::from_secs(args.header_timeout.max(1)),
     };
-    let mut server = tokio::spawn(wick_server::serve(
-        listener,
-        router(state.clone()),
-        listen,
-        wait_for(stop_rx.clone()),
-    ));
+    let app = router(state.clone());
+    // One server per address; aborting `server` drops the set, which aborts them all.
+    let mut servers = tokio::task::JoinSet::new();
+    for listener in listeners {
+        servers.spawn(wick_server::serve(
+            listener,
+            app.clone(),
+            listen.clone(),
+            wait_for(stop_rx.clone()),
+        ));
+    }
+    let mut server = tokio::spawn(async move { while servers.join_next().await.is_some() {} });
     tokio::spawn(signals(stop_tx));
 
     let loading = load_all(args, &state);
@@ -256,7 +274,7 @@ async fn serve_on(args: &ServeArgs, state_out: &mut Option<AppState>) -> Result<
         () = wait_for(stop_rx.clone()) => return Ok(()),
     }
     state.set_ready();
-    print_ready(local, &state, args.api_key.is_some());
+    print_ready(locals[0], &state, args.api_key.is_some());
 
     wait_for(stop_rx).await;
     eprintln!(
@@ -281,20 +299,48 @@ async fn serve_on(args: &ServeArgs, state_out: &mut Option<AppState>) -> Result<
 /// How long cancelled answers get to send their closing events.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
-/// The `Host` names served: on a loopback address the loopback names, the name it was bound
-/// by and `extra`; elsewhere any name, unless `extra` names some.
-fn allowed_hosts(local: SocketAddr, bound: &str, extra: &[String]) -> Option<Vec<String>> {
+/// Binds every address of `hosts` on `port`; with port 0, the others take the port the first
+/// got.
+async fn bind_all(hosts: &[String], port: u16) -> Result<Vec<tokio::net::TcpListener>> {
+    let mut listeners = Vec::new();
+    let mut port = port;
+    for host in hosts.iter().map(|h| h.trim()).filter(|h| !h.is_empty()) {
+        let addr = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        port = listener.local_addr()?.port();
+        listeners.push(listener);
+    }
+    if listeners.is_empty() {
+        bail!("--host names no address");
+    }
+    Ok(listeners)
+}
+
+/// The `Host` names served: when every address is a loopback one, the loopback names, the
+/// names they were bound by and `extra`; else any name, unless `extra` names some.
+fn allowed_hosts(locals: &[SocketAddr], bound: &[String], extra: &[String]) -> Option<Vec<String>> {
     if extra.iter().any(|h| h == "*") {
         return None;
     }
-    if !local.ip().is_loopback() && extra.is_empty() {
+    let loopback = locals.iter().all(|l| l.ip().is_loopback());
+    if !loopback && extra.is_empty() {
         return None;
     }
     let mut hosts: Vec<String> = extra.to_vec();
-    if local.ip().is_loopback() {
+    if loopback {
         hosts.extend(ServerConfig::LOOPBACK_HOSTS.map(str::to_owned));
-        hosts.push(local.ip().to_string());
-        hosts.push(bound.trim_matches(['[', ']']).to_owned());
+        hosts.extend(locals.iter().map(|l| l.ip().to_string()));
+        hosts.extend(
+            bound
+                .iter()
+                .map(|b| b.trim().trim_matches(['[', ']']).to_owned()),
+        );
     }
     Some(hosts)
 }

@@ -674,3 +674,28 @@ fn aliases_name_the_model_and_one_model_answers_any_name_unless_strict() {
     assert_eq!(status, 404, "{body}");
     assert_eq!(body["error"]["code"], "model_not_found", "{body}");
 }
+
+#[test]
+fn several_host_addresses_serve_on_one_port() {
+    // llama-server's `--host 127.0.0.1,::1`, also as repeated flags.
+    for hosts in [
+        &["--host", "127.0.0.1,::1"][..],
+        &["--host", "127.0.0.1", "--host", "::1"],
+    ] {
+        let server = Server::start(hosts);
+        let port = server.base.rsplit(':').next().unwrap().to_owned();
+        for host in ["127.0.0.1", "[::1]"] {
+            let r = client()
+                .get(format!("http://{host}:{port}/health"))
+                .send()
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 200, "{host}");
+            let r = client()
+                .post(format!("http://{host}:{port}/v1/completions"))
+                .json(&json!({"prompt": "Hi", "max_tokens": 2}))
+                .send()
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 200, "{host}");
+        }
+    }
+}

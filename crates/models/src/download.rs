@@ -18,6 +18,7 @@ use reqwest::StatusCode;
 use sha2::{Digest, Sha256};
 
 use crate::error::ModelError;
+use crate::pull::{ProgressFn, PullProgress};
 
 /// The least size a model may have, as the seed checks (1 MB).
 pub const MIN_MODEL_BYTES: u64 = 1_000_000;
@@ -34,6 +35,8 @@ pub(crate) struct Fetch<'a> {
     pub(crate) label: &'a str,
     /// A Hugging Face download (its errors may suggest `HF_TOKEN`), not a plain URL.
     pub(crate) hugging_face: bool,
+    /// Told how the download goes.
+    pub(crate) progress: Option<&'a ProgressFn>,
 }
 
 /// A finished, verified download (still at its partial path).
@@ -155,7 +158,11 @@ impl Downloader {
             hash_prefix(part, plan.offset, &mut hasher)?;
         }
         let bar = self.bar(fetch.label, plan.total, plan.offset);
-        let received = copy(&mut response, &mut file, &mut hasher, &bar, fetch.url, part);
+        let mut meter = Meter::start(fetch, &bar, plan.total, plan.offset);
+        let received = copy(&mut response, &mut file, &mut hasher, &mut meter, part);
+        if received.is_ok() {
+            meter.finish();
+        }
         bar.abandon();
         if !bar.is_hidden() {
             // The bar stays on screen; what is printed next starts on a line of its own.
@@ -319,14 +326,80 @@ fn check_size(url: &str, total: Option<u64>, size: u64) -> Result<(), ModelError
     }
 }
 
+/// The progress bar and the caller's [`ProgressFn`], told as bytes arrive.
+struct Meter<'a> {
+    bar: &'a ProgressBar,
+    report: Option<&'a ProgressFn>,
+    url: &'a str,
+    file: &'a str,
+    total: Option<u64>,
+    done: u64,
+    /// The hundredth of `total` (or the MiB) last reported, and the bytes then.
+    step: u64,
+    told: u64,
+}
+
+impl<'a> Meter<'a> {
+    fn start(fetch: &Fetch<'a>, bar: &'a ProgressBar, total: Option<u64>, done: u64) -> Self {
+        let mut meter = Meter {
+            bar,
+            report: fetch.progress,
+            url: fetch.url,
+            file: fetch.label,
+            total,
+            done,
+            step: 0,
+            told: 0,
+        };
+        meter.step = meter.step_of(done);
+        meter.tell();
+        meter
+    }
+
+    fn step_of(&self, done: u64) -> u64 {
+        match self.total {
+            Some(total) if total > 0 => done.saturating_mul(100) / total,
+            _ => done >> 20,
+        }
+    }
+
+    fn inc(&mut self, n: u64) {
+        self.bar.inc(n);
+        self.done += n;
+        let step = self.step_of(self.done);
+        if step != self.step {
+            self.step = step;
+            self.tell();
+        }
+    }
+
+    /// The last report: all of it arrived.
+    fn finish(&mut self) {
+        if self.told != self.done {
+            self.tell();
+        }
+    }
+
+    fn tell(&mut self) {
+        self.told = self.done;
+        if let Some(report) = self.report {
+            report.tell(&PullProgress {
+                file: self.file.to_owned(),
+                completed: self.done,
+                total: self.total,
+            });
+        }
+    }
+}
+
 fn copy(
     response: &mut Response,
     file: &mut File,
     hasher: &mut Sha256,
-    bar: &ProgressBar,
-    url: &str,
+    meter: &mut Meter<'_>,
     part: &Path,
 ) -> Result<u64, ModelError> {
+    let url = meter.url;
     let mut buf = vec![0u8; 1 << 16];
     let mut received = 0u64;
     loop {
@@ -344,7 +417,7 @@ fn copy(
             .map_err(|e| ModelError::io(part, e))?;
         hasher.update(&buf[..n]);
         received += n as u64;
-        bar.inc(n as u64);
+        meter.inc(n as u64);
     }
 }
 

@@ -80,6 +80,7 @@ pub(crate) fn list_files(
             sha256: None,
             label: "",
             hugging_face: true,
+            progress: None,
         };
         return Err(status_error(&fetch, response.status()));
     }

@@ -59,7 +59,7 @@ pub use error::{GgufError, ModelError};
 pub use gguf::{GgufHeader, GgufValue, SpecialToken};
 pub use identity::model_sha256;
 pub use index::{Entry, Shard};
-pub use pull::{PullOptions, Pulled};
+pub use pull::{ProgressFn, PullOptions, PullProgress, Pulled};
 pub use reference::{HfRepo, ModelRef, ACCEPTED_FORMS, DEFAULT_QUANT};
 pub use settings::{
     wick_home, Settings, DEFAULT_HF_ENDPOINT, DEFAULT_MODEL_FILE, DEFAULT_MODEL_SHA256,

@@ -6,6 +6,7 @@
 //! cache already holds is recorded where it is, without a request.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
@@ -27,6 +28,45 @@ pub struct PullOptions {
     /// The SHA-256 the content must have (`--sha256`); Hugging Face's LFS hash is used when
     /// this is not set.
     pub sha256: Option<String>,
+    /// Told how each download goes (see [`PullProgress`]); nothing is told for a model the
+    /// store already has or a local file.
+    pub progress: Option<ProgressFn>,
+}
+
+/// How far one file's download is, as [`PullOptions::progress`] is told it: when the download
+/// starts (`completed` is what a resumed download already had), each time another hundredth of
+/// the file has arrived (another MiB when the size is unknown), and when it has all arrived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PullProgress {
+    /// The file's name without `.gguf`.
+    pub file: String,
+    /// Bytes received so far.
+    pub completed: u64,
+    /// The file's size, when the server says.
+    pub total: Option<u64>,
+}
+
+/// A callback for [`PullProgress`] reports; it runs on the downloading thread, so it should
+/// only hand the report on (to a channel, a progress display).
+#[derive(Clone)]
+pub struct ProgressFn(Arc<dyn Fn(&PullProgress) + Send + Sync>);
+
+impl ProgressFn {
+    /// Wraps `f`.
+    pub fn new(f: impl Fn(&PullProgress) + Send + Sync + 'static) -> Self {
+        ProgressFn(Arc::new(f))
+    }
+
+    pub(crate) fn tell(&self, progress: &PullProgress) {
+        (self.0)(progress);
+    }
+}
+
+impl std::fmt::Debug for ProgressFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressFn")
+    }
 }
 
 impl PullOptions {
@@ -44,6 +84,13 @@ impl PullOptions {
         self
     }
 
+    /// Reports each download's progress to `progress`.
+    #[must_use]
+    pub fn with_progress(mut self, progress: ProgressFn) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
     fn validated(&self) -> Result<Self, ModelError> {
         if let Some(name) = self.name.as_deref().filter(|n| !is_name(n)) {
             return Err(ModelError::BadName {
@@ -58,6 +105,7 @@ impl PullOptions {
         Ok(Self {
             name: self.name.clone(),
             sha256: self.sha256.as_deref().map(str::to_ascii_lowercase),
+            progress: self.progress.clone(),
         })
     }
 }
@@ -325,6 +373,7 @@ impl ModelStore {
             sha256: remote.sha256.as_deref(),
             label: stem(remote.file_name),
             hugging_face: remote.hugging_face,
+            progress: opts.progress.as_ref(),
         };
         let done = self.downloader.download(&fetch, &part)?;
         if let Err(cause) = crate::GgufHeader::read(&part) {
@@ -387,6 +436,7 @@ impl ModelStore {
                 sha256: pin.as_deref(),
                 label: stem(&name),
                 hugging_face: remote.hugging_face,
+                progress: opts.progress.as_ref(),
             };
             let done = self.downloader.download(&fetch, &part)?;
             if let Err(cause) = crate::GgufHeader::read(&part) {

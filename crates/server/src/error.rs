@@ -211,9 +211,10 @@ impl ApiError {
                 None,
                 Some("payload_too_large"),
             ),
+            // llama-server's type (OpenAI clients go by the status and the code).
             ApiError::ContextLength { param, .. } => (
                 StatusCode::BAD_REQUEST,
-                "invalid_request_error",
+                "exceed_context_size_error",
                 Some((*param).to_owned()),
                 Some("context_length_exceeded"),
             ),
@@ -280,10 +281,22 @@ impl ApiError {
         self.parts().0
     }
 
-    /// The OpenAI error object (`{"error": {...}}`).
+    /// The OpenAI error object (`{"error": {...}}`); a prompt too long for the context also
+    /// gives both numbers as llama-server does (`n_prompt_tokens`, `n_ctx`).
     pub fn body(&self) -> serde_json::Value {
         let (_, kind, param, code) = self.parts();
-        json!({"error": {"message": self.to_string(), "type": kind, "param": param, "code": code}})
+        let mut body = json!({"error": {"message": self.to_string(), "type": kind, "param": param,
+                                        "code": code}});
+        if let ApiError::ContextLength {
+            prompt_tokens,
+            n_ctx,
+            ..
+        } = self
+        {
+            body["error"]["n_prompt_tokens"] = json!(prompt_tokens);
+            body["error"]["n_ctx"] = json!(n_ctx);
+        }
+        body
     }
 
     /// The Responses API's streamed `error` event, numbered `sequence`.
@@ -487,6 +500,9 @@ mod tests {
         assert_eq!(e.status(), StatusCode::BAD_REQUEST);
         let body = e.body();
         assert_eq!(body["error"]["code"], "context_length_exceeded");
+        assert_eq!(body["error"]["type"], "exceed_context_size_error");
+        assert_eq!(body["error"]["n_prompt_tokens"], 5000);
+        assert_eq!(body["error"]["n_ctx"], 4096);
         let message = body["error"]["message"].as_str().unwrap();
         assert!(
             message.contains("5000") && message.contains("4096"),

@@ -29,6 +29,7 @@
 mod anthropic;
 mod chat;
 mod completions;
+mod cors;
 mod embeddings;
 mod error;
 mod extract;

@@ -54,8 +54,11 @@ pub async fn serve(
     ));
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
+    // Header names go out title-cased (`Access-Control-Allow-Origin`), as llama-server sends
+    // them: names are case-insensitive, but some clients of llama-server compare them as written.
     http.timer(TokioTimer::new())
         .header_read_timeout(config.header_timeout)
+        .title_case_headers(true)
         .keep_alive(true);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {

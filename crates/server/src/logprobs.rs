@@ -129,6 +129,24 @@ impl Serialize for TopMap<'_> {
     }
 }
 
+/// llama-server's `completion_probabilities` for `tokens`: per token `{id, token, logprob,
+/// bytes, top_logprobs: [{id, token, logprob, bytes}]}`.
+pub(crate) fn native(tokens: &[ScoredToken]) -> serde_json::Value {
+    let entry = |id: u32, bytes: &[u8], lp: f32| serde_json::json!({"id": id, "token": text(bytes), "logprob": logprob(lp), "bytes": bytes});
+    tokens
+        .iter()
+        .map(|t| {
+            let mut e = entry(t.token.0, &t.bytes, t.logprob);
+            e["top_logprobs"] = t
+                .top
+                .iter()
+                .map(|a| entry(a.token.0, &a.bytes, a.logprob))
+                .collect();
+            e
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,6 +40,9 @@ pub(crate) struct NativeRequest {
     stream: Option<bool>,
     /// Whether the answer lists its token ids (`tokens`).
     return_tokens: Option<bool>,
+    /// The most likely tokens to list at each generated position (0–20), with the sampled
+    /// one: `completion_probabilities`.
+    n_probs: Option<i64>,
     /// Accepted: wick always reuses cached prompt prefixes (they give the cold answer).
     cache_prompt: Option<bool>,
 }
@@ -107,14 +110,24 @@ pub(crate) async fn handler(
     ApiJson(req): ApiJson<NativeRequest>,
 ) -> Result<Response, ApiError> {
     let return_tokens = req.return_tokens.unwrap_or(false);
+    let n_probs = match req.n_probs {
+        Some(n) if !(0..=20).contains(&n) => {
+            return Err(ApiError::bad(
+                "n_probs",
+                format!("n_probs = {n} is out of range (allowed: 0 to 20)"),
+            ))
+        }
+        Some(n) if n > 0 => u8::try_from(n).ok(),
+        _ => None,
+    };
     let (request, settings) = req.completion();
     let valid = crate::completions::valid(request)?;
     let served = state.model(valid.model())?;
     let mut options = valid.options().clone();
     // Token ids come with the engine's per-token reports (top 0: no alternatives).
     let streamed = settings.stream;
-    if streamed || return_tokens {
-        options.logprobs = Some(0);
+    if streamed || return_tokens || n_probs.is_some() {
+        options.logprobs = Some(n_probs.unwrap_or(0));
     }
     let n_predict = i64::from(
         options
@@ -141,6 +154,7 @@ pub(crate) async fn handler(
         },
         started,
         first_at,
+        n_probs: n_probs.is_some(),
     };
     if streamed {
         let shutdown = state.shutdown_token();
@@ -175,7 +189,11 @@ pub(crate) async fn handler(
     } else {
         Vec::new()
     };
-    Ok(axum::Json(answer.last(&text, &ids, &last)).into_response())
+    let mut body = answer.last(&text, &ids, &last);
+    if answer.n_probs {
+        body["completion_probabilities"] = crate::logprobs::native(&tokens);
+    }
+    Ok(axum::Json(body).into_response())
 }
 
 /// What every part of one answer shares.
@@ -184,6 +202,8 @@ struct Answer {
     settings: Settings,
     started: Instant,
     first_at: Instant,
+    /// Whether each part lists `completion_probabilities` (`n_probs` > 0).
+    n_probs: bool,
 }
 
 impl Answer {
@@ -298,13 +318,16 @@ impl StreamRun {
                 let ids: Vec<u32> = item.logprobs.iter().map(|t| t.token.0).collect();
                 if !item.delta.is_empty() || !ids.is_empty() {
                     self.content.push_str(&item.delta);
-                    let chunk = json!({
+                    let mut chunk = json!({
                         "index": 0,
                         "content": item.delta,
                         "tokens": ids,
                         "stop": false,
                         "id_slot": 0,
                     });
+                    if self.answer.n_probs {
+                        chunk["completion_probabilities"] = crate::logprobs::native(&item.logprobs);
+                    }
                     frames.push(sse::event(&chunk));
                 }
                 if item.finish_reason.is_some() {

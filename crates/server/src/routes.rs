@@ -3,18 +3,17 @@
 //! `/v1/messages`, Ollama-shaped under `/api/`, OpenAI-shaped elsewhere).
 
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method};
+use axum::http::{header, HeaderMap, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
-use tower_http::cors::{AllowHeaders, AllowOrigin, Any, CorsLayer};
 
 use crate::error::Dialect;
 use crate::{
-    anthropic, chat, completions, embeddings, native, ollama, responses, tokens, ApiError,
+    anthropic, chat, completions, cors, embeddings, native, ollama, responses, tokens, ApiError,
     AppState, ServedModel,
 };
 
@@ -31,6 +30,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/responses/{id}",
             get(responses::retrieve).delete(responses::delete),
+        )
+        .route(
+            "/v1/responses/{id}/input_items",
+            get(responses::input_items),
         )
         .route("/v1/embeddings", post(embeddings::handler))
         .route("/v1/models", get(list_models))
@@ -69,27 +72,10 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(limit));
     if let Some(origin) = cors {
-        router = router.layer(cors_layer(&origin));
+        let cors = std::sync::Arc::new(cors::Cors::parse(&origin));
+        router = router.layer(middleware::from_fn_with_state(cors, cors::layer));
     }
     router.with_state(state)
-}
-
-fn cors_layer(origin: &str) -> CorsLayer {
-    // Headers are mirrored, not `*`: a `*` does not cover `Authorization` (the Fetch
-    // standard), so a browser page could never send the API key; SDKs add headers of their
-    // own (`x-stainless-*`), which a fixed list would refuse.
-    let layer = CorsLayer::new()
-        .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
-        .allow_headers(AllowHeaders::mirror_request())
-        .expose_headers([header::RETRY_AFTER]);
-    if origin == "*" {
-        layer.allow_origin(Any)
-    } else {
-        match HeaderValue::from_str(origin) {
-            Ok(v) => layer.allow_origin(AllowOrigin::exact(v)),
-            Err(_) => layer,
-        }
-    }
 }
 
 /// Counts requests and errors, checks the `Host` and the API key, and answers a 503 in place

@@ -15,7 +15,9 @@ use crate::{ApiError, Metrics};
 pub struct ServerConfig {
     /// When set, every route but `/health` needs `Authorization: Bearer <key>`.
     pub api_key: Option<String>,
-    /// When set, CORS is on for this origin (`*`: any origin); off by default.
+    /// When set, CORS is on, answered as llama-server answers it, for these origins: `*` any
+    /// origin, `localhost` pages on a loopback host, else origins separated by commas; the
+    /// allowed origin is reflected, with credentials. Off by default.
     pub cors_origin: Option<String>,
     /// The largest request body accepted, in bytes. Default 8 MiB.
     pub max_body_bytes: usize,

@@ -442,6 +442,53 @@ async fn tags_ps_show_and_version_describe_the_served_model() {
 }
 
 #[tokio::test]
+async fn a_streamed_pull_reports_the_download_as_it_goes() {
+    let home = tempfile::tempdir().unwrap();
+    let state = state_with(ServerConfig::default(), 512, 24);
+    let store = wick::models::ModelStore::new(wick::models::Settings::new(home.path())).unwrap();
+    state.set_model_store(store);
+    let app = router(state);
+    // A download server on 127.0.0.1, sending the file in pieces.
+    let hub = wick_testutil::FakeHub::start();
+    let bytes = wick_testutil::synthetic_gguf(4 << 20, "llama", 15, 0);
+    let size = bytes.len() as u64;
+    hub.add_file("org/tiny", "tiny.gguf", bytes);
+    let url = hub.file_url("org/tiny", "tiny.gguf");
+
+    let (status, _, text) = send(
+        app.clone(),
+        request(Method::POST, "/api/pull", &json!({"model": url})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let digest_at = lines
+        .iter()
+        .position(|l| l.get("digest").is_some())
+        .expect("a digest line");
+    let progress: Vec<&Value> = lines[..digest_at]
+        .iter()
+        .filter(|l| l.get("completed").is_some())
+        .collect();
+    // At the start, each hundredth, the end: the bytes so far out of the file's size.
+    assert!(progress.len() > 10, "{text}");
+    assert_eq!(progress[0]["completed"], 0, "{text}");
+    assert_eq!(progress[0]["status"], "pulling tiny");
+    let completed: Vec<u64> = progress
+        .iter()
+        .map(|l| l["completed"].as_u64().unwrap())
+        .collect();
+    assert!(completed.windows(2).all(|w| w[0] < w[1]), "{completed:?}");
+    assert!(progress.iter().all(|l| l["total"] == size), "{text}");
+    assert_eq!(*completed.last().unwrap(), size);
+    assert_eq!(lines[digest_at]["total"], size);
+    assert_eq!(lines.last().unwrap()["status"], "success", "{text}");
+}
+
+#[tokio::test]
 async fn pull_and_delete_go_through_the_model_store() {
     let home = tempfile::tempdir().unwrap();
     let state = state_with(ServerConfig::default(), 512, 24);

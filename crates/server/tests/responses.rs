@@ -371,6 +371,59 @@ async fn store_get_delete_and_previous_response_id_continue_the_conversation() {
 }
 
 #[tokio::test]
+async fn input_items_lists_what_a_response_was_given_newest_first_in_pages() {
+    let app = app();
+    let (_, first) = create(app.clone(), &body(&json!({}))).await;
+    let first_id = first["id"].as_str().unwrap();
+    let next = body(
+        &json!({"input": [{"role": "user", "content": "And the mountains?"}],
+                            "previous_response_id": first_id}),
+    );
+    let (status, second) = create(app.clone(), &next).await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    let id = second["id"].as_str().unwrap();
+    let path = format!("/v1/responses/{id}/input_items");
+    // The first's input, its output message, then the new input: newest first.
+    let (status, list) = call(app.clone(), "GET", &path).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert_eq!(list["object"], "list");
+    let data = list["data"].as_array().unwrap();
+    assert_eq!(data.len(), 3, "{list}");
+    assert_eq!(
+        data[0]["content"][0],
+        json!({"type": "input_text", "text": "And the mountains?"})
+    );
+    assert_eq!(data[1]["id"], first["output"][0]["id"]);
+    assert_eq!(data[2]["type"], "message");
+    assert_eq!(data[2]["content"][0]["text"], "Tell me about the sea.");
+    assert_eq!(list["first_id"], data[0]["id"]);
+    assert_eq!(list["last_id"], data[2]["id"]);
+    assert_eq!(list["has_more"], false);
+    // The same ids on every call, so `after` pages.
+    let (_, page) = call(app.clone(), "GET", &format!("{path}?order=asc&limit=2")).await;
+    assert_eq!(page["has_more"], true, "{page}");
+    assert_eq!(page["data"][0]["id"], data[2]["id"]);
+    let after = page["last_id"].as_str().unwrap();
+    let (_, rest) = call(
+        app.clone(),
+        "GET",
+        &format!("{path}?order=asc&after={after}"),
+    )
+    .await;
+    assert_eq!(rest["data"].as_array().unwrap().len(), 1, "{rest}");
+    assert_eq!(rest["data"][0]["id"], data[0]["id"]);
+    // Bad queries name the parameter; an unknown response is a 404.
+    let (status, bad) = call(app.clone(), "GET", &format!("{path}?limit=0")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    assert_error(&bad, Some("limit"));
+    let (status, bad) = call(app.clone(), "GET", &format!("{path}?limit=many")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+    let (status, missing) = call(app, "GET", "/v1/responses/resp_nope/input_items").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
+    assert_eq!(missing["error"]["code"], "not_found");
+}
+
+#[tokio::test]
 async fn store_false_keeps_nothing_and_streams_are_stored_too() {
     let app = app();
     let (_, unstored) = create(app.clone(), &body(&json!({"store": false}))).await;

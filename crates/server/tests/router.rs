@@ -491,6 +491,79 @@ async fn cors_is_off_unless_an_origin_is_given() {
     );
 }
 
+/// A preflight for `origin` to `/completions` asking for `Authorization`.
+fn preflight(origin: &str) -> Request<Body> {
+    Request::builder()
+        .method("OPTIONS")
+        .uri("/completions")
+        .header(header::ORIGIN, origin)
+        .header(header::ACCESS_CONTROL_REQUEST_METHOD, "POST")
+        .header(header::ACCESS_CONTROL_REQUEST_HEADERS, "Authorization")
+        .body(Body::empty())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn cors_answers_as_llama_server_reflecting_allowed_origins_with_credentials() {
+    let app = |origins: &str| {
+        let config = ServerConfig {
+            cors_origin: Some(origins.into()),
+            api_key: Some("k".into()),
+            ..ServerConfig::default()
+        };
+        router(state(config, 512))
+    };
+    // `*`: any origin, reflected; the preflight needs no key.
+    let (status, headers, _) = send(app("*"), preflight("http://web.mydomain.fr")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        headers[header::ACCESS_CONTROL_ALLOW_ORIGIN],
+        "http://web.mydomain.fr"
+    );
+    assert_eq!(headers[header::ACCESS_CONTROL_ALLOW_CREDENTIALS], "true");
+    assert_eq!(
+        headers[header::ACCESS_CONTROL_ALLOW_METHODS],
+        "GET, POST, DELETE, OPTIONS"
+    );
+    assert_eq!(
+        headers[header::ACCESS_CONTROL_ALLOW_HEADERS],
+        "Authorization"
+    );
+    // `localhost`: loopback pages only; others get a 200 without an allowed origin.
+    for origin in [
+        "http://localhost:8080",
+        "http://127.0.0.1",
+        "http://[::1]:3000",
+    ] {
+        let (status, headers, _) = send(app("localhost"), preflight(origin)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], origin);
+    }
+    for origin in ["http://evil.com", "http://localhost.evil.com"] {
+        let (status, headers, _) = send(app("localhost"), preflight(origin)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            !headers.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN),
+            "{origin}"
+        );
+    }
+    // A list; a real request (here a 401) carries the headers too.
+    let list = "https://a.example,https://b.example";
+    let req = Request::get("/v1/models")
+        .header(header::ORIGIN, "https://b.example")
+        .body(Body::empty())
+        .unwrap();
+    let (status, headers, _) = send(app(list), req).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        headers[header::ACCESS_CONTROL_ALLOW_ORIGIN],
+        "https://b.example"
+    );
+    assert_eq!(headers[header::ACCESS_CONTROL_ALLOW_CREDENTIALS], "true");
+    let (_, headers, _) = send(app(list), preflight("https://c.example")).await;
+    assert!(!headers.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN));
+}
+
 #[tokio::test]
 async fn completions_whole_and_streamed_agree() {
     let app = app();
@@ -887,6 +960,53 @@ async fn native_completion_answers_in_llama_servers_shape_whole_and_streamed() {
 
     let (status, err) = post_json(app, "/completion", &json!({"n_predict": 4})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+}
+
+#[tokio::test]
+async fn native_completion_lists_n_probs_per_token_whole_and_streamed() {
+    let app = app();
+    let body = json!({"prompt": "Once upon a time", "n_predict": 4, "temperature": 0,
+                      "n_probs": 3});
+    let (status, whole) = post_json(app.clone(), "/completion", &body).await;
+    assert_eq!(status, StatusCode::OK, "{whole}");
+    let probs = whole["completion_probabilities"].as_array().unwrap();
+    assert_eq!(probs.len(), 4, "{whole}");
+    for tok in probs {
+        assert!(tok["id"].is_u64() && tok["token"].is_string(), "{tok}");
+        assert!(tok["logprob"].as_f64().unwrap() <= 0.0, "{tok}");
+        assert!(tok["bytes"].is_array(), "{tok}");
+        let top = tok["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 3, "{tok}");
+        assert!(top
+            .iter()
+            .all(|t| t["id"].is_u64() && t["bytes"].is_array()));
+    }
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let (_, _, text) = send(app.clone(), post("/completion", streamed.to_string())).await;
+    let parts: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str::<Value>(d).unwrap())
+        .filter(|c| c["stop"] == false)
+        .collect();
+    let listed: Vec<Value> = parts
+        .iter()
+        .flat_map(|p| p["completion_probabilities"].as_array().unwrap().clone())
+        .collect();
+    assert_eq!(&listed, probs, "streamed = whole");
+    // Without n_probs none are listed; out of range is a 400 naming it.
+    let (_, plain) = post_json(
+        app.clone(),
+        "/completion",
+        &json!({"prompt": "Hi", "n_predict": 2}),
+    )
+    .await;
+    assert!(plain.get("completion_probabilities").is_none(), "{plain}");
+    let (status, err) =
+        post_json(app, "/completion", &json!({"prompt": "Hi", "n_probs": 21})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    assert_eq!(err["error"]["param"], "n_probs");
 }
 
 #[tokio::test]

@@ -177,7 +177,7 @@ impl Tool {
 }
 
 /// A conversation to format into a prompt (seed 001's `chat_request`).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatRequest {
     /// The messages, oldest first.
     pub messages: Vec<Message>,
@@ -197,6 +197,15 @@ pub struct ChatRequest {
 
 fn default_true() -> bool {
     true
+}
+
+/// No messages, the assistant's turn opened (as `serde` and [`ChatRequest::new`] default it: a
+/// derived `Default` would close it, and `..ChatRequest::default()` would drop the generation
+/// prompt).
+impl Default for ChatRequest {
+    fn default() -> Self {
+        ChatRequest::new(Vec::new())
+    }
 }
 
 impl ChatRequest {

@@ -49,7 +49,12 @@ impl Server {
         let mut base = None;
         for line in lines.by_ref() {
             let line = line.unwrap();
-            if let Some(rest) = line.split("listening on ").nth(1) {
+            // With several `--host`s, the first address printed.
+            if let Some(rest) = line
+                .split("listening on ")
+                .nth(1)
+                .filter(|_| base.is_none())
+            {
                 base = Some(rest.split_whitespace().next().unwrap().to_owned());
             }
             if line.contains("ready") {

@@ -10,7 +10,9 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
-use wick::models::{GgufHeader, GgufValue, ModelError, ModelRef, ModelStore, PullOptions};
+use wick::models::{
+    GgufHeader, GgufValue, ModelError, ModelRef, ModelStore, ProgressFn, PullOptions, PullProgress,
+};
 
 use super::wire::ModelRequest;
 use crate::error::Dialect;
@@ -269,9 +271,10 @@ pub(crate) async fn remove(
 }
 
 /// `POST /api/pull`: fetches a model into the store (any reference `wick pull` takes),
-/// verified. Streamed (the default): a status line at once, then the digest and size, then
-/// `{"status": "success"}`, or an `{"error"}` line. Pulling does not add the model to the
-/// ones this server serves.
+/// verified. Streamed (the default): a status line at once, then while a file downloads
+/// `{"status": "pulling FILE", "total", "completed"}` lines (at its start, each hundredth, its
+/// end), then the digest and size, then `{"status": "success"}`, or an `{"error"}` line.
+/// Pulling does not add the model to the ones this server serves.
 pub(crate) async fn pull(
     State(state): State<AppState>,
     body: Result<ApiJson<ModelRequest>, ApiError>,
@@ -293,23 +296,31 @@ pub(crate) async fn pull(
         Ok(started) => started,
         Err(e) => return e.response_in(Dialect::Ollama),
     };
-    let fetch = async move {
-        let pulled =
-            tokio::task::spawn_blocking(move || store.pull(&reference, &PullOptions::default()))
-                .await
-                .map_err(|_| ApiError::Internal)?;
-        pulled.map_err(store_error)
-    };
     if !stream {
+        let fetch =
+            tokio::task::spawn_blocking(move || store.pull(&reference, &PullOptions::default()));
         return match fetch.await {
-            Ok(_) => axum::Json(json!({"status": "success"})).into_response(),
-            Err(e) => e.response_in(Dialect::Ollama),
+            Ok(Ok(_)) => axum::Json(json!({"status": "success"})).into_response(),
+            Ok(Err(e)) => store_error(e).response_in(Dialect::Ollama),
+            Err(_) => ApiError::Internal.response_in(Dialect::Ollama),
         };
     }
+    // The download reports its progress into a channel that closes when it ends.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<PullProgress>();
+    let options = PullOptions::default().with_progress(ProgressFn::new(move |p| {
+        let _ = tx.send(p.clone());
+    }));
+    let fetch = tokio::task::spawn_blocking(move || store.pull(&reference, &options));
     let first = sse::line(&json!({ "status": format!("pulling {name}") }));
+    let progress = futures_util::stream::unfold(rx, |mut rx| async move {
+        let p = rx.recv().await?;
+        let line = sse::line(&json!({"status": format!("pulling {}", p.file),
+                                     "total": p.total, "completed": p.completed}));
+        Some((line, rx))
+    });
     let rest = futures_util::stream::once(async move {
         let lines: Vec<Bytes> = match fetch.await {
-            Ok(pulled) => {
+            Ok(Ok(pulled)) => {
                 let digest = format!("sha256:{}", pulled.entry.sha256);
                 let size = pulled.entry.size;
                 vec![
@@ -320,14 +331,13 @@ pub(crate) async fn pull(
                     sse::line(&json!({"status": "success"})),
                 ]
             }
-            Err(e) => sse::error_tail(&e, Dialect::Ollama, 0),
+            Ok(Err(e)) => sse::error_tail(&store_error(e), Dialect::Ollama, 0),
+            Err(_) => sse::error_tail(&ApiError::Internal, Dialect::Ollama, 0),
         };
         futures_util::stream::iter(lines)
     });
-    let lines = futures_util::StreamExt::chain(
-        futures_util::stream::iter([first]),
-        futures_util::StreamExt::flatten(rest),
-    );
+    let rest = futures_util::StreamExt::chain(progress, futures_util::StreamExt::flatten(rest));
+    let lines = futures_util::StreamExt::chain(futures_util::stream::iter([first]), rest);
     let body = Body::from_stream(futures_util::StreamExt::map(
         lines,
         Ok::<_, std::convert::Infallible>,

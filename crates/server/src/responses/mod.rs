@@ -1,5 +1,5 @@
 //! OpenAI's Responses API: `POST /v1/responses` (whole, or as numbered server-sent events),
-//! `GET` and `DELETE /v1/responses/{id}`. A request is converted into the chat pipeline's
+//! `GET` and `DELETE /v1/responses/{id}`, `GET /v1/responses/{id}/input_items`. A request is converted into the chat pipeline's
 //! (`convert`), validated by the checks every chat API shares, and answered by the same
 //! engine, template, tool-call parser and prompt cache as `/v1/chat/completions`; only the
 //! shapes differ. Responses are stored (unless `store` is false) in a bounded in-memory store,
@@ -7,13 +7,15 @@
 
 mod convert;
 mod items;
+mod list;
 mod store;
 mod wire;
 
 use std::time::Instant;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
@@ -122,6 +124,22 @@ pub(crate) async fn retrieve(
 ) -> Result<Json<Value>, ApiError> {
     match state.responses().get(&id) {
         Some(stored) => Ok(Json(stored.response.clone())),
+        None => Err(ApiError::ResponseNotFound {
+            id,
+            previous: false,
+        }),
+    }
+}
+
+/// `GET /v1/responses/{id}/input_items`: the stored response's input items, as a list.
+pub(crate) async fn input_items(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    query: Result<Query<list::ListQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad("query", e.body_text()))?;
+    match state.responses().get(&id) {
+        Some(stored) => Ok(Json(list::input_items(&id, &stored.items, &query)?)),
         None => Err(ApiError::ResponseNotFound {
             id,
             previous: false,
