@@ -314,4 +314,12 @@ mod tests {
         assert_eq!(back["thinking"], "x");
         assert!(back.get("tool_call_id").is_none());
     }
+
+    #[test]
+    fn every_way_to_make_a_request_opens_the_assistant_turn() {
+        assert!(ChatRequest::default().add_generation_prompt);
+        assert!(ChatRequest::new(Vec::new()).add_generation_prompt);
+        let parsed: ChatRequest = serde_json::from_str(r#"{"messages": []}"#).unwrap();
+        assert!(parsed.add_generation_prompt);
+    }
 }
