@@ -386,12 +386,13 @@ pub(crate) async fn slots(State(state): State<AppState>) -> Result<Response, Api
     Ok(axum::Json(slots).into_response())
 }
 
-/// The sampling a request gets when it sets nothing.
+/// The sampling a request gets when it sets nothing: validation's defaults, the seed fresh
+/// for each request (llama-server's "random" seed, `u32::MAX`).
 fn default_params(llm: &wick::Llm) -> Value {
-    let s = llm.default_sampler();
+    let s = crate::validate::request_defaults();
     json!({
         "n_predict": llm.metadata().num_output,
-        "seed": s.seed,
+        "seed": u32::MAX,
         "temperature": s.temperature,
         "top_k": s.top_k,
         "top_p": s.top_p,

@@ -120,12 +120,14 @@ pub(crate) fn options(
     };
     // The limits are `SamplerOpts::validate`'s, checked below; here only what the wire adds
     // (values beyond f32 or u32 are out of range too).
+    let d = request_defaults();
     let sampling = SamplerOpts {
-        temperature: float(s.temperature, "temperature")?.unwrap_or(0.8),
-        top_p: float(s.top_p, "top_p")?.unwrap_or(0.95),
-        min_p: float(s.min_p, "min_p")?.unwrap_or(0.05),
-        top_k: count(s.top_k, "top_k")?.unwrap_or(40),
-        repetition_penalty: float(s.repetition_penalty, "repetition_penalty")?.unwrap_or(1.0),
+        temperature: float(s.temperature, "temperature")?.unwrap_or(d.temperature),
+        top_p: float(s.top_p, "top_p")?.unwrap_or(d.top_p),
+        min_p: float(s.min_p, "min_p")?.unwrap_or(d.min_p),
+        top_k: count(s.top_k, "top_k")?.unwrap_or(d.top_k),
+        repetition_penalty: float(s.repetition_penalty, "repetition_penalty")?
+            .unwrap_or(d.repetition_penalty),
         frequency_penalty: float(s.frequency_penalty, "frequency_penalty")?.unwrap_or(0.0),
         presence_penalty: float(s.presence_penalty, "presence_penalty")?.unwrap_or(0.0),
         seed: seed(s.seed),
@@ -178,6 +180,19 @@ fn spec_max(s: &WireSampling) -> Result<Option<usize>, ApiError> {
             field,
             format!("{field} = {value} is out of range (allowed: 0 to {MAX_SPEC})"),
         )),
+    }
+}
+
+/// The sampling a request gets for every field it leaves out (the seed: a fresh one each
+/// time), the one set of defaults every API validates with and `/props` reports.
+pub(crate) fn request_defaults() -> SamplerOpts {
+    SamplerOpts {
+        temperature: 0.8,
+        top_p: 0.95,
+        min_p: 0.05,
+        top_k: 40,
+        repetition_penalty: 1.0,
+        ..SamplerOpts::default()
     }
 }
 

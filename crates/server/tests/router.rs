@@ -1021,7 +1021,15 @@ async fn llama_server_props_slots_apply_template_and_input_tokens() {
     assert!(slots >= 1, "{props}");
     let n_ctx = &props["default_generation_settings"]["n_ctx"];
     assert_eq!(*n_ctx, 512, "{props}");
-    assert!(props["default_generation_settings"]["params"]["seed"].is_number());
+    // The defaults a request without sampling fields really gets (validation's, not the
+    // library builder's), the seed fresh for each request as llama-server's "random" seed.
+    let params = &props["default_generation_settings"]["params"];
+    assert_eq!(params["seed"], u32::MAX, "{props}");
+    assert!(
+        (params["temperature"].as_f64().unwrap() - 0.8).abs() < 1e-6,
+        "{props}"
+    );
+    assert_eq!(params["top_k"], 40, "{props}");
 
     let req = Request::get("/slots").body(Body::empty()).unwrap();
     let (status, _, text) = send(app.clone(), req).await;
