@@ -37,6 +37,7 @@ pub(crate) struct NativeRequest {
     presence_penalty: Option<f64>,
     frequency_penalty: Option<f64>,
     grammar: Option<String>,
+    json_schema: Option<serde_json::Value>,
     stream: Option<bool>,
     /// Whether the answer lists its token ids (`tokens`).
     return_tokens: Option<bool>,
@@ -66,6 +67,7 @@ impl NativeRequest {
             presence_penalty: self.presence_penalty,
             seed: self.seed,
             grammar: self.grammar.clone(),
+            json_schema: self.json_schema.clone(),
             ..WireSampling::default()
         };
         let request = CompletionRequest {

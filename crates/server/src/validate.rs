@@ -49,10 +49,10 @@ pub(crate) fn chat(req: ChatCompletionRequest) -> Result<ValidChat, ApiError> {
     options.tool_choice = tool_choice;
     options.logprobs = logprobs;
     if let Some(format) = response_format(req.response_format.as_ref())? {
-        if req.sampling.grammar.is_some() {
+        if req.sampling.grammar.is_some() || req.sampling.json_schema.is_some() {
             return Err(ApiError::bad(
-                "grammar",
-                "give either `grammar` or a JSON `response_format`, not both",
+                "response_format",
+                "give either `grammar` / `json_schema` or a JSON `response_format`, not both",
             ));
         }
         if let Some(sampling) = options.sampling.as_mut() {
@@ -132,16 +132,23 @@ pub(crate) fn options(
         presence_penalty: float(s.presence_penalty, "presence_penalty")?.unwrap_or(0.0),
         seed: seed(s.seed),
         logit_bias: logit_bias(s.logit_bias.as_ref())?,
-        grammar: match &s.grammar {
-            Some(g) if g.trim().is_empty() => {
+        grammar: match (&s.grammar, &s.json_schema) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::bad(
+                    "json_schema",
+                    "give either `grammar` or `json_schema`, not both",
+                ))
+            }
+            (Some(g), None) if g.trim().is_empty() => {
                 return Err(ApiError::bad("grammar", "`grammar` must not be empty"))
             }
-            Some(g) => {
+            (Some(g), None) => {
                 wick::check_gbnf(g)
                     .map_err(|e| ApiError::bad("grammar", format!("invalid GBNF grammar: {e}")))?;
                 Some(Grammar::Gbnf(g.clone()))
             }
-            None => None,
+            (None, Some(schema)) => Some(schema_grammar(schema, "json_schema")?),
+            (None, None) => None,
         },
         ..SamplerOpts::default()
     };
@@ -381,9 +388,13 @@ pub(crate) fn response_format(format: Option<&Value>) -> Result<Option<Grammar>,
     let bad = |m: &str| Err(ApiError::bad("response_format", m));
     match format.get("type").and_then(Value::as_str) {
         None | Some("text") => Ok(None),
-        Some("json_object") => Ok(Some(Grammar::JsonSchema(
-            json!({"type": "object"}).to_string(),
-        ))),
+        // llama-server's extension: a json_object answer held to a `schema` given beside it.
+        Some("json_object") => match format.get("schema") {
+            None | Some(Value::Null) => Ok(Some(Grammar::JsonSchema(
+                json!({"type": "object"}).to_string(),
+            ))),
+            Some(schema) => schema_grammar(schema, "response_format").map(Some),
+        },
         Some("json_schema") => match format.pointer("/json_schema/schema") {
             Some(schema) if schema.is_object() => Ok(Some(Grammar::JsonSchema(schema.to_string()))),
             Some(_) => bad("response_format.json_schema.schema must be a JSON schema object"),
@@ -391,6 +402,27 @@ pub(crate) fn response_format(format: Option<&Value>) -> Result<Option<Grammar>,
         },
         Some(_) => bad("invalid response_format type (allowed: text, json_object, json_schema)"),
     }
+}
+
+/// A JSON schema given in `field` as the grammar of the answer: an object whose `type`, when
+/// given, is a JSON type (or a list of them).
+fn schema_grammar(schema: &Value, field: &'static str) -> Result<Grammar, ApiError> {
+    const TYPES: [&str; 7] = [
+        "object", "array", "string", "number", "integer", "boolean", "null",
+    ];
+    let known = |t: &Value| t.as_str().is_some_and(|t| TYPES.contains(&t));
+    let type_ok = match schema.get("type") {
+        None => true,
+        Some(Value::Array(types)) => types.iter().all(known),
+        Some(t) => known(t),
+    };
+    if !schema.is_object() || !type_ok {
+        return Err(ApiError::bad(
+            field,
+            format!("{field}: the schema must be a JSON schema object (with a JSON `type`)"),
+        ));
+    }
+    Ok(Grammar::JsonSchema(schema.to_string()))
 }
 
 /// One message, typed: text content (parts joined), tool-call arguments as JSON values (a

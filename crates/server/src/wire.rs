@@ -45,6 +45,8 @@ pub(crate) struct WireSampling {
     pub(crate) n: Option<i64>,
     /// A GBNF grammar the output must match (llama.cpp server's extension).
     pub(crate) grammar: Option<String>,
+    /// A JSON schema the output must match (llama.cpp server's extension).
+    pub(crate) json_schema: Option<Value>,
     /// The most tokens to draft per step by prompt lookup (wick's extension; 0: off).
     pub(crate) spec_max: Option<i64>,
     /// llama-server's spelling of the same (a dotted top-level key).

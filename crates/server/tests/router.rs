@@ -296,6 +296,44 @@ async fn issue_15_a_bad_grammar_says_what_and_where_under_grammar() {
 }
 
 #[tokio::test]
+async fn llama_server_schemas_top_level_and_beside_json_object_are_checked_and_held() {
+    for (extra, param) in [
+        (json!({"json_schema": 123}), "json_schema"),
+        (json!({"json_schema": {"type": "hiccup"}}), "json_schema"),
+        (
+            json!({"json_schema": {"const": "42"}, "grammar": "root ::= \"a\""}),
+            "json_schema",
+        ),
+        (
+            json!({"response_format": {"type": "json_object", "schema": 123}}),
+            "response_format",
+        ),
+        (
+            json!({"response_format": {"type": "json_object", "schema": {"type": 123}}}),
+            "response_format",
+        ),
+        (
+            json!({"response_format": {"type": "json_object"}, "json_schema": {"const": "1"}}),
+            "response_format",
+        ),
+    ] {
+        let (status, body) = post_json(app(), "/v1/chat/completions", &chat_body(&extra)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{extra}: {body}");
+        assert_eq!(body["error"]["param"], param, "{extra}: {body}");
+    }
+    // The stub holds answers to enum schemas only.
+    for extra in [
+        json!({"json_schema": {"enum": ["a", "b"]}}),
+        json!({"response_format": {"type": "json_object", "schema": {"enum": ["a", "b"]}}}),
+    ] {
+        let (status, body) = post_json(app(), "/v1/chat/completions", &chat_body(&extra)).await;
+        assert_eq!(status, StatusCode::OK, "{extra}: {body}");
+        let content = body["choices"][0]["message"]["content"].as_str().unwrap();
+        assert!(["\"a\"", "\"b\""].contains(&content), "{extra}: {body}");
+    }
+}
+
+#[tokio::test]
 async fn issue_15_a_wrong_type_names_its_field() {
     let body = chat_body(&json!({"max_tokens": "ten"}));
     let (status, body) = post_json(app(), "/v1/chat/completions", &body).await;
