@@ -74,6 +74,11 @@ fn accumulate(events: &[(String, Value)]) -> Value {
     assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"]);
     let mut message = events[0].1["message"].clone();
     assert_eq!(message["content"], json!([]));
+    // The prompt's size is known when the answer starts (the cache split comes at the end).
+    assert!(
+        message["usage"]["input_tokens"].as_u64().unwrap() > 0,
+        "{message}"
+    );
     let mut open: Option<usize> = None;
     for (name, data) in &events[2..events.len() - 2] {
         let content = message["content"].as_array_mut().unwrap();

@@ -175,6 +175,11 @@ impl AsyncChatStream {
         }
     }
 
+    /// The prompt's length in tokens, known before the first item.
+    pub fn prompt_tokens(&self) -> u32 {
+        self.inner.prompt_tokens()
+    }
+
     /// The next response, or `None` after the last.
     pub async fn next(&mut self) -> Option<Result<ChatResponse>> {
         std::future::poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut *self), cx)).await

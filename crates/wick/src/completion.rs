@@ -16,15 +16,23 @@ pub struct CompletionStream {
     /// The text so far, moved into the last item (`None`: nobody reads it, keep nothing).
     text: Option<String>,
     done: bool,
+    prompt_tokens: u32,
 }
 
 impl CompletionStream {
-    pub(crate) fn new(generation: Generation) -> Self {
+    pub(crate) fn new(generation: Generation, prompt_tokens: u32) -> Self {
         CompletionStream {
             generation,
             text: Some(String::new()),
             done: false,
+            prompt_tokens,
         }
+    }
+
+    /// The prompt's length in tokens, known before the first item (the last item's usage
+    /// also says how many of them came from the prompt cache).
+    pub fn prompt_tokens(&self) -> u32 {
+        self.prompt_tokens
     }
 
     /// Stops keeping the text so far: the last item's `text` stays empty (a chat stream
@@ -123,6 +131,11 @@ impl Whole {
 pub struct AsyncCompletionStream(pub(crate) CompletionStream);
 
 impl AsyncCompletionStream {
+    /// [`CompletionStream::prompt_tokens`].
+    pub fn prompt_tokens(&self) -> u32 {
+        self.0.prompt_tokens()
+    }
+
     /// The next response, or `None` after the last.
     pub async fn next(&mut self) -> Option<Result<CompletionResponse>> {
         std::future::poll_fn(|cx| futures_core::Stream::poll_next(Pin::new(&mut *self), cx)).await

@@ -536,8 +536,9 @@ impl Llm {
             logprobs: options.logprobs,
             spec_max: options.spec_max,
         };
+        let prompt_tokens = u32::try_from(request.prompt.len()).unwrap_or(u32::MAX);
         let generation = self.loaded.engine.submit(request)?;
-        Ok(CompletionStream::new(generation))
+        Ok(CompletionStream::new(generation, prompt_tokens))
     }
 }
 

@@ -265,6 +265,17 @@ pub(crate) struct AnthropicUsage {
     output_tokens: u32,
 }
 
+impl AnthropicUsage {
+    /// `message_start`'s usage: the prompt's tokens, before the answer says how many the cache
+    /// served (`message_delta` has the final split).
+    pub(crate) fn prompt(input_tokens: u32) -> Self {
+        AnthropicUsage {
+            input_tokens,
+            ..AnthropicUsage::default()
+        }
+    }
+}
+
 impl From<Usage> for AnthropicUsage {
     fn from(u: Usage) -> Self {
         AnthropicUsage {

@@ -207,7 +207,7 @@ impl StreamRun {
                     content: &[],
                     stop_reason: None,
                     stop_sequence: None,
-                    usage: AnthropicUsage::default(),
+                    usage: AnthropicUsage::prompt(self.stream.prompt_tokens()),
                 },
             };
             frames.push(sse::named("message_start", &start));
