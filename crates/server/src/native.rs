@@ -38,6 +38,11 @@ pub(crate) struct NativeRequest {
     frequency_penalty: Option<f64>,
     grammar: Option<String>,
     json_schema: Option<serde_json::Value>,
+    /// llama-server's logit bias: `[[token id or text, bias], …]` or `{"id or text": bias}`;
+    /// a bias of `false` bans the token, text stands for each of its tokens.
+    logit_bias: Option<Value>,
+    /// Bans every end-of-generation token: the answer runs to `n_predict`.
+    ignore_eos: Option<bool>,
     stream: Option<bool>,
     /// Whether the answer lists its token ids (`tokens`).
     return_tokens: Option<bool>,
@@ -93,6 +98,76 @@ impl NativeRequest {
     }
 }
 
+/// llama-server's `logit_bias` as token biases: pairs `[token id or text, bias]` in a list, or
+/// an object from token id (or text) to bias; `false` bans (-inf); text is tokenized and each
+/// of its tokens gets the bias.
+async fn native_bias(
+    llm: &wick::Llm,
+    value: &Value,
+) -> Result<Vec<(wick::TokenId, f32)>, ApiError> {
+    let bad = |m: String| ApiError::bad("logit_bias", m);
+    let pairs: Vec<(Value, Value)> = match value {
+        Value::Array(items) => items
+            .iter()
+            .map(|item| match item.as_array().map(Vec::as_slice) {
+                Some([key, bias]) => Ok((key.clone(), bias.clone())),
+                _ => Err(bad(format!("logit_bias entry {item} is not [token, bias]"))),
+            })
+            .collect::<Result<_, _>>()?,
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| (Value::String(k.clone()), v.clone()))
+            .collect(),
+        Value::Null => Vec::new(),
+        other => {
+            return Err(bad(format!(
+                "logit_bias {other} is not a list or an object"
+            )))
+        }
+    };
+    let n_vocab = llm.model_info().n_vocab;
+    let mut out = Vec::new();
+    for (key, bias) in pairs {
+        #[allow(clippy::cast_possible_truncation)]
+        let bias = match &bias {
+            Value::Bool(false) => f32::NEG_INFINITY,
+            Value::Number(n) if n.as_f64().is_some_and(f64::is_finite) => {
+                n.as_f64().unwrap_or(0.0) as f32
+            }
+            other => {
+                return Err(bad(format!(
+                    "logit_bias bias {other} is not a number or false"
+                )))
+            }
+        };
+        let tokens = match &key {
+            Value::Number(n) => vec![n
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| bad(format!("logit_bias token {n} is not a token id")))?],
+            Value::String(s) => match s.parse::<u32>() {
+                Ok(id) => vec![id],
+                Err(_) => llm.atokenize(s, false).await?.iter().map(|t| t.0).collect(),
+            },
+            other => {
+                return Err(bad(format!(
+                    "logit_bias token {other} is not an id or text"
+                )))
+            }
+        };
+        for id in tokens {
+            if id >= n_vocab {
+                return Err(bad(format!(
+                    "logit_bias token {id} is out of the vocabulary (0 to {})",
+                    n_vocab - 1
+                )));
+            }
+            out.push((wick::TokenId(id), bias));
+        }
+    }
+    Ok(out)
+}
+
 /// What the answer echoes back as `generation_settings`.
 #[derive(Debug, Clone, Copy)]
 struct Settings {
@@ -126,6 +201,17 @@ pub(crate) async fn handler(
     let valid = crate::completions::valid(request)?;
     let served = state.model(valid.model())?;
     let mut options = valid.options().clone();
+    let mut bias = match &req.logit_bias {
+        Some(value) => native_bias(&served.llm, value).await?,
+        None => Vec::new(),
+    };
+    if req.ignore_eos == Some(true) {
+        let eog = &served.llm.model_info().special.eog;
+        bias.extend(eog.iter().map(|&t| (t, f32::NEG_INFINITY)));
+    }
+    if let Some(sampling) = options.sampling.as_mut() {
+        sampling.logit_bias.extend(bias.iter().copied());
+    }
     // Token ids come with the engine's per-token reports (top 0: no alternatives).
     let streamed = settings.stream;
     if streamed || return_tokens || n_probs.is_some() {
@@ -157,6 +243,7 @@ pub(crate) async fn handler(
         started,
         first_at,
         n_probs: n_probs.is_some(),
+        logit_bias: bias,
     };
     if streamed {
         let shutdown = state.shutdown_token();
@@ -206,6 +293,8 @@ struct Answer {
     first_at: Instant,
     /// Whether each part lists `completion_probabilities` (`n_probs` > 0).
     n_probs: bool,
+    /// The biases `logit_bias` and `ignore_eos` added, echoed in `generation_settings`.
+    logit_bias: Vec<(wick::TokenId, f32)>,
 }
 
 impl Answer {
@@ -244,6 +333,11 @@ impl Answer {
             "min_p": s.min_p,
             "stream": s.stream,
             "cache_prompt": s.cache_prompt,
+            // A ban (-inf) is `null`, as llama-server writes it.
+            "logit_bias": self.logit_bias.iter().map(|(t, b)| json!({
+                "token": t.0,
+                "bias": b.is_finite().then_some(*b),
+            })).collect::<Vec<_>>(),
         })
     }
 

@@ -1001,6 +1001,63 @@ async fn native_completion_answers_in_llama_servers_shape_whole_and_streamed() {
 }
 
 #[tokio::test]
+async fn native_completion_takes_llama_servers_logit_bias_and_ignore_eos() {
+    let app = app();
+    let body = json!({"prompt": "Hello", "n_predict": 4, "temperature": 0});
+    let (status, plain) = post_json(app.clone(), "/completion", &body).await;
+    assert_eq!(status, StatusCode::OK, "{plain}");
+    assert_eq!(plain["generation_settings"]["logit_bias"], json!([]));
+    // ignore_eos bans every end-of-generation token, echoed as null (-inf) biases.
+    let mut eos = body.clone();
+    eos["ignore_eos"] = json!(true);
+    let (status, answer) = post_json(app.clone(), "/completion", &eos).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    let biases = answer["generation_settings"]["logit_bias"]
+        .as_array()
+        .unwrap();
+    assert!(!biases.is_empty(), "{answer}");
+    assert!(biases.iter().all(|b| b["bias"].is_null()), "{answer}");
+    // Banning the tokens the plain answer began with changes it; the three spellings agree.
+    let first = &plain["content"];
+    let (_, tokens) = post_json(app.clone(), "/tokenize", &json!({"content": first})).await;
+    let ids: Vec<u64> = tokens["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap())
+        .collect();
+    let mut answers = Vec::new();
+    for bias in [
+        json!(ids.iter().map(|id| json!([id, false])).collect::<Vec<_>>()),
+        json!(ids
+            .iter()
+            .map(|id| (id.to_string(), json!(-100)))
+            .collect::<serde_json::Map<_, _>>()),
+        json!([[first, false]]),
+    ] {
+        let mut banned = body.clone();
+        banned["logit_bias"] = bias.clone();
+        let (status, answer) = post_json(app.clone(), "/completion", &banned).await;
+        assert_eq!(status, StatusCode::OK, "{bias}: {answer}");
+        assert_ne!(answer["content"], *first, "{bias}: {answer}");
+        answers.push(answer["content"].clone());
+    }
+    assert!(answers.windows(2).all(|w| w[0] == w[1]), "{answers:?}");
+    for bad in [
+        json!([[1]]),
+        json!([["x", "y"]]),
+        json!("x"),
+        json!([[u32::MAX, 1]]),
+    ] {
+        let mut request = body.clone();
+        request["logit_bias"] = bad.clone();
+        let (status, err) = post_json(app.clone(), "/completion", &request).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {err}");
+        assert_eq!(err["error"]["param"], "logit_bias", "{bad}: {err}");
+    }
+}
+
+#[tokio::test]
 async fn native_completion_lists_n_probs_per_token_whole_and_streamed() {
     let app = app();
     let body = json!({"prompt": "Once upon a time", "n_predict": 4, "temperature": 0,
