@@ -23,6 +23,18 @@ pub(crate) struct ValidChat {
     pub(crate) single_call: bool,
 }
 
+#[cfg(test)]
+impl ValidChat {
+    /// The messages as the chat template will see them (for tests of the API adapters).
+    pub(crate) fn template_messages(&self) -> Vec<Value> {
+        self.chat
+            .messages
+            .iter()
+            .map(Message::template_json)
+            .collect()
+    }
+}
+
 /// Checks a chat request.
 pub(crate) fn chat(req: ChatCompletionRequest) -> Result<ValidChat, ApiError> {
     let logprobs = chat_logprobs(req.logprobs, req.top_logprobs)?;

@@ -415,12 +415,7 @@ mod tests {
             "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
         });
         let valid = check(&body).unwrap();
-        let m: Vec<serde_json::Value> = valid
-            .chat
-            .messages
-            .iter()
-            .map(wick::Message::template_json)
-            .collect();
+        let m = valid.template_messages();
         let roles: Vec<&str> = m.iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(
             roles,

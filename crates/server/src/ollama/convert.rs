@@ -398,12 +398,7 @@ mod tests {
                 {"role": "tool", "content": "sunny", "tool_name": "get_weather"},
             ],
         }));
-        let m: Vec<serde_json::Value> = valid
-            .chat
-            .messages
-            .iter()
-            .map(wick::Message::template_json)
-            .collect();
+        let m = valid.template_messages();
         assert_eq!(
             m[1]["tool_calls"][0]["function"]["arguments"],
             json!({"city": "Paris"})

@@ -460,13 +460,7 @@ mod tests {
             ],
         });
         let converted = convert_json(&body, &[]).unwrap();
-        let m: Vec<serde_json::Value> = converted
-            .valid
-            .chat
-            .messages
-            .iter()
-            .map(wick::Message::template_json)
-            .collect();
+        let m = converted.valid.template_messages();
         let roles: Vec<&str> = m.iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
         assert_eq!(m[0]["content"], "Be brief.");
@@ -492,13 +486,7 @@ mod tests {
         ];
         let body = json!({"input": "Again", "previous_response_id": "resp_1"});
         let converted = convert_json(&body, &history).unwrap();
-        let m: Vec<serde_json::Value> = converted
-            .valid
-            .chat
-            .messages
-            .iter()
-            .map(wick::Message::template_json)
-            .collect();
+        let m = converted.valid.template_messages();
         let roles: Vec<&str> = m.iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["user", "assistant", "user"]);
         assert_eq!(m[1]["reasoning_content"], "Greet.");
