@@ -97,6 +97,21 @@ PY
     say "model ready: $dest"
 }
 
+# Creates the virtual environment $1 (its python $2) when it is missing and installs the
+# packages after $3 (what they are for, for the messages) in it.
+install_in_venv() {
+    local venv="$1" python="$2" what="$3"
+    shift 3
+    command -v python3 >/dev/null 2>&1 || die "python3 is needed for $what"
+    if [ ! -x "$python" ]; then
+        say "creating $venv"
+        python3 -m venv "$venv" ||
+            die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
+    fi
+    say "installing $* in $venv"
+    "$python" -m pip install --quiet "$@" || die "pip install $* failed"
+}
+
 # The official `openai`, `anthropic` and `ollama` Python packages in one virtual environment
 # under $WICK_HOME, for the server's client tests (crates/cli/tests/openai_sdk.rs,
 # anthropic_sdk.rs, ollama_sdk.rs); its python is $WICK_OPENAI_PYTHON.
@@ -114,16 +129,8 @@ sys.exit(openai.__version__ != "3.54.0" or anthropic.__version__ != "2.10.0"
         >/dev/null 2>&1; then
         return 0
     fi
-    command -v python3 >/dev/null 2>&1 || die "python3 is needed for the SDK client tests"
-    if [ ! -x "$WICK_OPENAI_PYTHON" ]; then
-        say "creating $WICK_OPENAI_VENV"
-        python3 -m venv "$WICK_OPENAI_VENV" ||
-            die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
-    fi
-    say "installing $OPENAI_PACKAGE, $ANTHROPIC_PACKAGE, $OLLAMA_PACKAGE and $LANGCHAIN_PACKAGE in $WICK_OPENAI_VENV"
-    "$WICK_OPENAI_PYTHON" -m pip install --quiet "$OPENAI_PACKAGE" "$ANTHROPIC_PACKAGE" \
-        "$OLLAMA_PACKAGE" "$LANGCHAIN_PACKAGE" ||
-        die "pip install $OPENAI_PACKAGE $ANTHROPIC_PACKAGE $OLLAMA_PACKAGE $LANGCHAIN_PACKAGE failed"
+    install_in_venv "$WICK_OPENAI_VENV" "$WICK_OPENAI_PYTHON" "the SDK client tests" \
+        "$OPENAI_PACKAGE" "$ANTHROPIC_PACKAGE" "$OLLAMA_PACKAGE" "$LANGCHAIN_PACKAGE"
 }
 
 # LlamaIndex's OpenAI-compatible client (`OpenAILike`) in a virtual environment of its own: it
@@ -136,15 +143,8 @@ ensure_llamaindex_venv() {
 sys.exit(m.version("llama-index-llms-openai-like") != "0.8.1")' >/dev/null 2>&1; then
         return 0
     fi
-    command -v python3 >/dev/null 2>&1 || die "python3 is needed for the LlamaIndex client test"
-    if [ ! -x "$WICK_LLAMAINDEX_PYTHON" ]; then
-        say "creating $WICK_LLAMAINDEX_VENV"
-        python3 -m venv "$WICK_LLAMAINDEX_VENV" ||
-            die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
-    fi
-    say "installing $LLAMAINDEX_PACKAGE in $WICK_LLAMAINDEX_VENV"
-    "$WICK_LLAMAINDEX_PYTHON" -m pip install --quiet "$LLAMAINDEX_PACKAGE" ||
-        die "pip install $LLAMAINDEX_PACKAGE failed"
+    install_in_venv "$WICK_LLAMAINDEX_VENV" "$WICK_LLAMAINDEX_PYTHON" "the LlamaIndex client test" \
+        "$LLAMAINDEX_PACKAGE"
 }
 
 # llama.cpp's server test suite (tools/server/tests in the llama.cpp tree `wick bench` unpacks) in
@@ -162,15 +162,8 @@ sys.exit(not m.version("openai").startswith("2.14.") or not m.version("pytest").
 import aiohttp, filelock, numpy, prometheus_client, requests, wget' >/dev/null 2>&1; then
         return 0
     fi
-    command -v python3 >/dev/null 2>&1 || die "python3 is needed for llama.cpp's server tests"
-    if [ ! -x "$WICK_LLAMA_SERVER_TESTS_PYTHON" ]; then
-        say "creating $WICK_LLAMA_SERVER_TESTS_VENV"
-        python3 -m venv "$WICK_LLAMA_SERVER_TESTS_VENV" ||
-            die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
-    fi
-    say "installing llama.cpp's server test requirements in $WICK_LLAMA_SERVER_TESTS_VENV"
-    "$WICK_LLAMA_SERVER_TESTS_PYTHON" -m pip install --quiet "${LLAMA_SERVER_TESTS_PACKAGES[@]}" ||
-        die "pip install of llama.cpp's server test requirements failed"
+    install_in_venv "$WICK_LLAMA_SERVER_TESTS_VENV" "$WICK_LLAMA_SERVER_TESTS_PYTHON" \
+        "llama.cpp's server tests" "${LLAMA_SERVER_TESTS_PACKAGES[@]}"
 }
 
 # The directory of llama.cpp's server tests: the one in `wick bench`'s tree when it is unpacked,

@@ -33,13 +33,12 @@ pub(crate) async fn handler(
         let shutdown = state.shutdown_token();
         let run = StreamRun {
             state,
-            stream,
+            stream: sse::resume(Ok(first), stream),
             deltas: DeltaBuilder::new(),
             head,
             include_usage: valid.include_usage,
             single_call: valid.single_call,
             held: valid.options.logprobs.map(|_| Vec::new()),
-            pending: Some(first),
             last: Instant::now(),
             done: false,
             _live: live,
@@ -126,7 +125,7 @@ pub(crate) fn is_later_call(e: &Event) -> bool {
 /// A streamed answer in progress.
 struct StreamRun {
     state: AppState,
-    stream: AsyncChatStream,
+    stream: sse::Resumed<AsyncChatStream>,
     deltas: DeltaBuilder,
     head: Head,
     include_usage: bool,
@@ -134,7 +133,6 @@ struct StreamRun {
     /// With log-probabilities asked for, the tokens not yet sent: they go with the next chunk
     /// that is sent (a parser may hold text back, e.g. while it could still open a tool call).
     held: Option<Vec<ScoredToken>>,
-    pending: Option<ChatResponse>,
     last: Instant,
     done: bool,
     _live: LiveGuard,
@@ -152,10 +150,7 @@ impl StreamRun {
         if self.done {
             return None;
         }
-        let item = match self.pending.take() {
-            Some(item) => Some(Ok(item)),
-            None => self.stream.next().await,
-        };
+        let item = futures_util::StreamExt::next(&mut self.stream).await;
         let now = Instant::now();
         self.state.metrics().token(now - self.last);
         self.last = now;

@@ -45,13 +45,12 @@ pub(crate) async fn handler(
         let run = StreamRun {
             _live: state.metrics().live(),
             state,
-            stream,
+            stream: sse::resume(Ok(first), stream),
             head,
             include_usage,
             logprobs: logprobs.is_some(),
             held: Vec::new(),
             offset: 0,
-            pending: Some(first),
             done: false,
         };
         return Ok(sse::response(sse::frames(run), shutdown, Dialect::OpenAi));
@@ -168,7 +167,7 @@ const OBJECT: &str = "text_completion";
 /// A streamed completion in progress.
 struct StreamRun {
     state: AppState,
-    stream: AsyncCompletionStream,
+    stream: sse::Resumed<AsyncCompletionStream>,
     head: Head,
     include_usage: bool,
     /// Whether the request asked for log-probabilities.
@@ -177,7 +176,6 @@ struct StreamRun {
     held: Vec<ScoredToken>,
     /// Characters of text sent so far (for `text_offset`).
     offset: usize,
-    pending: Option<CompletionResponse>,
     done: bool,
     _live: LiveGuard,
 }
@@ -193,10 +191,7 @@ impl StreamRun {
         if self.done {
             return None;
         }
-        let item = match self.pending.take() {
-            Some(item) => Some(Ok(item)),
-            None => self.stream.next().await,
-        };
+        let item = futures_util::StreamExt::next(&mut self.stream).await;
         Some(match item {
             Some(Ok(item)) => self.chunks(item),
             Some(Err(e)) => {

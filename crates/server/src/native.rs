@@ -250,9 +250,8 @@ pub(crate) async fn handler(
         let run = StreamRun {
             _live: state.metrics().live(),
             state,
-            stream,
+            stream: sse::resume(Ok(first), stream),
             answer,
-            pending: Some(first),
             content: String::new(),
             done: false,
         };
@@ -385,9 +384,8 @@ fn stop_type(reason: Option<FinishReason>, word: Option<&str>) -> (&'static str,
 /// final object with `"stop": true` (llama-server sends no `[DONE]` on this route).
 struct StreamRun {
     state: AppState,
-    stream: AsyncCompletionStream,
+    stream: sse::Resumed<AsyncCompletionStream>,
     answer: Answer,
-    pending: Option<CompletionResponse>,
     content: String,
     done: bool,
     _live: LiveGuard,
@@ -404,10 +402,7 @@ impl StreamRun {
         if self.done {
             return None;
         }
-        let item = match self.pending.take() {
-            Some(item) => Some(Ok(item)),
-            None => self.stream.next().await,
-        };
+        let item = futures_util::StreamExt::next(&mut self.stream).await;
         let mut frames = Vec::new();
         match item {
             Some(Ok(item)) => {

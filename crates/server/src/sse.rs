@@ -103,6 +103,19 @@ pub(crate) trait Run: Send + 'static {
     fn next_frames(&mut self) -> impl Future<Output = Option<Vec<Bytes>>> + Send;
 }
 
+/// An answer's stream with its first item put back in front. Handlers take the first item
+/// before they answer (a failure before it is still an HTTP error, not a broken stream); the
+/// streamed answer then starts from it.
+pub(crate) type Resumed<S> = futures_util::stream::Chain<
+    futures_util::stream::Iter<std::option::IntoIter<<S as Stream>::Item>>,
+    S,
+>;
+
+/// `rest` with `first` in front of it.
+pub(crate) fn resume<S: Stream>(first: S::Item, rest: S) -> Resumed<S> {
+    futures_util::StreamExt::chain(futures_util::stream::iter(Some(first)), rest)
+}
+
 /// Every frame of `run`, step after step.
 pub(crate) fn frames(run: impl Run) -> impl Stream<Item = Bytes> + Send + 'static {
     let steps = futures_util::stream::unfold(run, |mut run| async move {

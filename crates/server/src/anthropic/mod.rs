@@ -84,12 +84,12 @@ async fn answer(
         let shutdown = state.shutdown_token();
         let run = StreamRun {
             state,
-            stream,
+            prompt_tokens: stream.prompt_tokens(),
+            stream: sse::resume(Ok(first), stream),
             blocks: Blocks::default(),
             id,
             model: served.id,
             single_call: valid.single_call,
-            pending: Some(first),
             last: Instant::now(),
             started: false,
             done: false,
@@ -170,12 +170,13 @@ struct StopDelta {
 /// A streamed answer in progress.
 struct StreamRun {
     state: AppState,
-    stream: AsyncChatStream,
+    stream: sse::Resumed<AsyncChatStream>,
+    /// The prompt's length in tokens (for `message_start`).
+    prompt_tokens: u32,
     blocks: Blocks,
     id: String,
     model: String,
     single_call: bool,
-    pending: Option<ChatResponse>,
     last: Instant,
     /// Whether `message_start` went out.
     started: bool,
@@ -207,16 +208,13 @@ impl StreamRun {
                     content: &[],
                     stop_reason: None,
                     stop_sequence: None,
-                    usage: AnthropicUsage::prompt(self.stream.prompt_tokens()),
+                    usage: AnthropicUsage::prompt(self.prompt_tokens),
                 },
             };
             frames.push(sse::named("message_start", &start));
             frames.push(sse::ping());
         }
-        let item = match self.pending.take() {
-            Some(item) => Some(Ok(item)),
-            None => self.stream.next().await,
-        };
+        let item = futures_util::StreamExt::next(&mut self.stream).await;
         let now = Instant::now();
         self.state.metrics().token(now - self.last);
         self.last = now;

@@ -78,11 +78,10 @@ pub(crate) async fn create(
         let shutdown = state.shutdown_token();
         let run = StreamRun {
             state,
-            stream,
+            stream: sse::resume(Ok(first), stream),
             output: Output::default(),
             head,
             single_call: valid.single_call,
-            pending: Some(first),
             last: Instant::now(),
             sequence: 0,
             started: false,
@@ -257,11 +256,10 @@ struct Numbered<'a, T: Serialize> {
 /// A streamed answer in progress.
 struct StreamRun {
     state: AppState,
-    stream: AsyncChatStream,
+    stream: sse::Resumed<AsyncChatStream>,
     output: Output,
     head: Head,
     single_call: bool,
-    pending: Option<ChatResponse>,
     last: Instant,
     /// The next event's `sequence_number`.
     sequence: u64,
@@ -310,10 +308,7 @@ impl StreamRun {
             frames.push(self.response_event("response.created", &response));
             frames.push(self.response_event("response.in_progress", &response));
         }
-        let item = match self.pending.take() {
-            Some(item) => Some(Ok(item)),
-            None => self.stream.next().await,
-        };
+        let item = futures_util::StreamExt::next(&mut self.stream).await;
         let now = Instant::now();
         self.state.metrics().token(now - self.last);
         self.last = now;
