@@ -9,8 +9,67 @@ use crate::{BackendError, Logprobs, ModelInfo, Result, MAX_TOP_LOGPROBS};
 pub struct SamplerId(pub u64);
 
 /// An adapter loaded with [`Backend::load_adapter`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct AdapterId(pub u64);
+
+/// The adapters a computation runs under, each with its scale: sorted by id, one entry per
+/// adapter, no zero scale (an adapter at scale 0 changes nothing, so a set with one is the set
+/// without it). The empty set is the base model.
+///
+/// Two sets are equal when they hold the same adapters at bit-identical scales: the engine
+/// never batches requests of different sets together, and never reuses a prefix computed
+/// under one set for another.
+#[derive(Debug, Clone, Default)]
+pub struct AdapterSet(Vec<(AdapterId, f32)>);
+
+impl AdapterSet {
+    /// The set of `adapters`; for an id given twice the last scale counts, and adapters at
+    /// scale 0 are left out.
+    pub fn new(adapters: impl IntoIterator<Item = (AdapterId, f32)>) -> Self {
+        let mut by_id = std::collections::BTreeMap::new();
+        for (id, scale) in adapters {
+            by_id.insert(id, scale);
+        }
+        AdapterSet(by_id.into_iter().filter(|&(_, s)| s != 0.0).collect())
+    }
+
+    /// The adapters with their scales, by id.
+    pub fn as_slice(&self) -> &[(AdapterId, f32)] {
+        &self.0
+    }
+
+    /// Whether this is the base model (no adapter).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// How many adapters are active.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl PartialEq for AdapterSet {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .zip(&other.0)
+                .all(|((a, x), (b, y))| a == b && x.to_bits() == y.to_bits())
+    }
+}
+
+impl Eq for AdapterSet {}
+
+impl std::hash::Hash for AdapterSet {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for (id, scale) in &self.0 {
+            id.hash(state);
+            scale.to_bits().hash(state);
+        }
+    }
+}
 
 /// The token a decode produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -502,10 +561,13 @@ pub trait Backend: Send {
     }
 
     /// Makes exactly these adapters active, each with its scale (an empty list removes all).
+    /// The cells computed from then on are computed under them; cells computed before keep
+    /// what they were computed under.
     ///
     /// # Errors
     ///
-    /// Unknown adapter, or [`BackendError::Unsupported`].
+    /// Unknown adapter, more than [`ModelInfo::max_active_adapters`] with a non-zero scale,
+    /// or [`BackendError::Unsupported`].
     fn apply_adapters(&mut self, adapters: &[(AdapterId, f32)]) -> Result<()> {
         let _ = adapters;
         Err(self.unsupported("apply_adapters"))

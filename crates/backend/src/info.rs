@@ -41,6 +41,9 @@ pub struct ModelInfo {
     /// Where the layers run, in layer order: one span per device (the CPU, a GPU, an RPC
     /// worker). Empty when the backend does not say.
     pub placement: Vec<LayerPlacement>,
+    /// The most LoRA adapters [`crate::Backend::apply_adapters`] makes active at once (0: the
+    /// backend has no adapters).
+    pub max_active_adapters: u32,
 }
 
 /// A run of consecutive layers computed on one device.
@@ -78,6 +81,7 @@ impl ModelInfo {
             deterministic: false,
             build: String::new(),
             placement: Vec::new(),
+            max_active_adapters: 0,
         }
     }
 }

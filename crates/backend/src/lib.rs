@@ -48,8 +48,8 @@ mod tokenizer;
 
 pub use config::{BackendConfig, KernelMode};
 pub use contract::{
-    check_distinct, classify_appended, AdapterId, Backend, Decoded, SamplerId, StepOp, StepResult,
-    Verified,
+    check_distinct, classify_appended, AdapterId, AdapterSet, Backend, Decoded, SamplerId, StepOp,
+    StepResult, Verified,
 };
 pub use error::{BackendError, Result};
 pub use gbnf::{check_gbnf, GbnfError};

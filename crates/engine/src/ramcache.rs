@@ -4,10 +4,12 @@
 //! what it holds, the old content is parked here first; a later request sharing it restores it
 //! with `kv_unpack` instead of a prefill.
 //!
-//! Entries are found by their longest common token prefix with a prompt. A linear scan is
+//! Entries are found by their longest common token prefix with a prompt computed under the
+//! same LoRA adapter set: a prefix computed under one set is never offered to another. A linear scan is
 //! enough here: the budget bounds the entries to tens or hundreds, each compared only as far as
 //! it shares a prefix.
 
+use wick_backend::AdapterSet;
 use wick_types::TokenId;
 
 use crate::diskcache::common_prefix;
@@ -16,6 +18,8 @@ use crate::diskcache::common_prefix;
 #[derive(Debug)]
 struct Entry {
     tokens: Vec<TokenId>,
+    /// The adapters its cells were computed under.
+    adapters: AdapterSet,
     snapshot: Vec<u8>,
     last_used: u64,
 }
@@ -50,22 +54,28 @@ impl RamCache {
         self.bytes
     }
 
-    /// Whether some entry already holds `tokens` (or a longer sequence starting with them).
-    pub(crate) fn covers(&self, tokens: &[TokenId]) -> bool {
-        self.entries.iter().any(|e| e.tokens.starts_with(tokens))
+    /// Whether some entry already holds `tokens` under `adapters` (or a longer sequence
+    /// starting with them).
+    pub(crate) fn covers(&self, tokens: &[TokenId], adapters: &AdapterSet) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.adapters == *adapters && e.tokens.starts_with(tokens))
     }
 
-    /// The entry sharing the longest prefix with `prompt` (at most `limit` tokens), when that
-    /// prefix is longer than `better_than`: its index and the shared length.
+    /// The entry computed under `adapters` sharing the longest prefix with `prompt` (at most
+    /// `limit` tokens), when that prefix is longer than `better_than`: its index and the
+    /// shared length.
     pub(crate) fn best(
         &self,
         prompt: &[TokenId],
+        adapters: &AdapterSet,
         limit: usize,
         better_than: usize,
     ) -> Option<(usize, usize)> {
         self.entries
             .iter()
             .enumerate()
+            .filter(|(_, e)| e.adapters == *adapters)
             .map(|(i, e)| (i, common_prefix(&e.tokens, prompt).min(limit)))
             .filter(|&(_, len)| len > better_than)
             .max_by_key(|&(i, len)| (len, self.entries[i].last_used))
@@ -85,16 +95,22 @@ impl RamCache {
         self.bytes -= entry.snapshot.len() as u64;
     }
 
-    /// Parks `snapshot` of `tokens`; entries it extends are dropped (it holds them), and the
-    /// least recently used ones go until the budget holds. Returns how many were evicted.
-    pub(crate) fn insert(&mut self, tokens: Vec<TokenId>, snapshot: Vec<u8>) -> u64 {
+    /// Parks `snapshot` of `tokens` computed under `adapters`; entries of the same set it
+    /// extends are dropped (it holds them), and the least recently used ones go until the
+    /// budget holds. Returns how many were evicted.
+    pub(crate) fn insert(
+        &mut self,
+        tokens: Vec<TokenId>,
+        adapters: AdapterSet,
+        snapshot: Vec<u8>,
+    ) -> u64 {
         let size = snapshot.len() as u64;
-        if size > self.budget || self.covers(&tokens) {
+        if size > self.budget || self.covers(&tokens, &adapters) {
             return 0;
         }
         let mut freed = 0;
         self.entries.retain(|e| {
-            let superseded = tokens.starts_with(&e.tokens);
+            let superseded = e.adapters == adapters && tokens.starts_with(&e.tokens);
             if superseded {
                 freed += e.snapshot.len() as u64;
             }
@@ -114,6 +130,7 @@ impl RamCache {
         self.bytes += size;
         self.entries.push(Entry {
             tokens,
+            adapters,
             snapshot,
             last_used: self.clock,
         });
@@ -126,6 +143,10 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn base() -> AdapterSet {
+        AdapterSet::default()
+    }
+
     fn toks(ids: &[u32]) -> Vec<TokenId> {
         ids.iter().copied().map(TokenId).collect()
     }
@@ -133,48 +154,74 @@ mod tests {
     #[test]
     fn finds_the_longest_shared_prefix_and_skips_short_ones() {
         let mut cache = RamCache::new(1000);
-        cache.insert(toks(&[1, 2, 3, 4]), vec![0; 10]);
-        cache.insert(toks(&[1, 2, 9]), vec![0; 10]);
+        cache.insert(toks(&[1, 2, 3, 4]), base(), vec![0; 10]);
+        cache.insert(toks(&[1, 2, 9]), base(), vec![0; 10]);
         let prompt = toks(&[1, 2, 3, 7]);
-        assert_eq!(cache.best(&prompt, 4, 0), Some((0, 3)));
+        assert_eq!(cache.best(&prompt, &base(), 4, 0), Some((0, 3)));
         assert_eq!(
-            cache.best(&prompt, 2, 0),
+            cache.best(&prompt, &base(), 2, 0),
             Some((1, 2)),
             "a tie goes to the most recently used"
         );
-        assert_eq!(cache.best(&prompt, 4, 3), None, "not better than 3");
+        assert_eq!(
+            cache.best(&prompt, &base(), 4, 3),
+            None,
+            "not better than 3"
+        );
     }
 
     #[test]
     fn a_longer_sequence_supersedes_its_prefixes_and_a_covered_one_is_not_stored() {
         let mut cache = RamCache::new(1000);
-        cache.insert(toks(&[1, 2]), vec![0; 10]);
-        cache.insert(toks(&[1, 2, 3]), vec![0; 20]);
+        cache.insert(toks(&[1, 2]), base(), vec![0; 10]);
+        cache.insert(toks(&[1, 2, 3]), base(), vec![0; 20]);
         assert_eq!(cache.entries.len(), 1);
         assert_eq!(cache.bytes(), 20);
-        assert_eq!(cache.insert(toks(&[1, 2]), vec![0; 10]), 0);
+        assert_eq!(cache.insert(toks(&[1, 2]), base(), vec![0; 10]), 0);
         assert_eq!(cache.entries.len(), 1, "[1, 2] is covered by [1, 2, 3]");
     }
 
     #[test]
     fn the_least_recently_used_entries_go_first() {
         let mut cache = RamCache::new(30);
-        cache.insert(toks(&[1]), vec![0; 10]);
-        cache.insert(toks(&[2]), vec![0; 10]);
-        cache.insert(toks(&[3]), vec![0; 10]);
+        cache.insert(toks(&[1]), base(), vec![0; 10]);
+        cache.insert(toks(&[2]), base(), vec![0; 10]);
+        cache.insert(toks(&[3]), base(), vec![0; 10]);
         let _ = cache.get(0); // [1] is used again
-        assert_eq!(cache.insert(toks(&[4]), vec![0; 10]), 1);
-        assert!(cache.covers(&toks(&[1])));
+        assert_eq!(cache.insert(toks(&[4]), base(), vec![0; 10]), 1);
+        assert!(cache.covers(&toks(&[1]), &base()));
         assert!(
-            !cache.covers(&toks(&[2])),
+            !cache.covers(&toks(&[2]), &base()),
             "[2] was the least recently used"
         );
         assert_eq!(
-            cache.insert(toks(&[5]), vec![0; 40]),
+            cache.insert(toks(&[5]), base(), vec![0; 40]),
             0,
             "larger than the budget"
         );
-        assert!(!cache.covers(&toks(&[5])));
+        assert!(!cache.covers(&toks(&[5]), &base()));
+    }
+
+    #[test]
+    fn a_prefix_is_only_offered_under_the_adapters_it_was_computed_under() {
+        use wick_backend::AdapterId;
+        let lora = AdapterSet::new([(AdapterId(0), 0.5)]);
+        let other = AdapterSet::new([(AdapterId(0), 0.25)]);
+        let mut cache = RamCache::new(1000);
+        cache.insert(toks(&[1, 2, 3]), lora.clone(), vec![0; 10]);
+        let prompt = toks(&[1, 2, 3, 4]);
+        assert_eq!(cache.best(&prompt, &base(), 4, 0), None);
+        assert_eq!(cache.best(&prompt, &other, 4, 0), None, "another scale");
+        assert_eq!(cache.best(&prompt, &lora, 4, 0), Some((0, 3)));
+        assert!(!cache.covers(&toks(&[1, 2]), &base()));
+        cache.insert(toks(&[1, 2, 3, 4]), base(), vec![0; 10]);
+        assert_eq!(
+            cache.entries.len(),
+            2,
+            "the base entry supersedes nothing of the adapter's"
+        );
+        let zero = AdapterSet::new([(AdapterId(0), 0.0)]);
+        assert_eq!(zero, base(), "an adapter at scale 0 is the base model");
     }
 
     proptest! {
@@ -185,7 +232,7 @@ mod tests {
         ) {
             let mut cache = RamCache::new(budget);
             for (tokens, size) in ops {
-                cache.insert(toks(&tokens), vec![0; size]);
+                cache.insert(toks(&tokens), base(), vec![0; size]);
                 prop_assert!(cache.bytes() <= budget);
                 let sum: u64 = cache.entries.iter().map(|e| e.snapshot.len() as u64).sum();
                 prop_assert_eq!(sum, cache.bytes());

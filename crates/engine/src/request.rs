@@ -1,5 +1,6 @@
 //! What a caller asks of the engine and what it hands back.
 
+use wick_backend::AdapterSet;
 use wick_types::{FinishReason, SamplerOpts, TokenId, Usage};
 
 use crate::{EngineError, ScoredToken};
@@ -24,6 +25,10 @@ pub struct GenerateRequest {
     /// requests without log-probabilities only; the answer is the same either way); `None`:
     /// the engine's [`crate::EngineConfig::spec_max`], `Some(0)`: off.
     pub spec_max: Option<usize>,
+    /// The LoRA adapters the request runs under (the empty set: the base model). Requests of
+    /// different sets never share a step, and a prefix computed under one set is never
+    /// reused under another.
+    pub adapters: AdapterSet,
 }
 
 /// How a generation ended.

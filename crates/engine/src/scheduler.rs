@@ -10,6 +10,12 @@
 //! computes, so a warm answer is the cold one bit for bit; with other kernels reuse is the same
 //! and the answers are as close as the kernels make them.
 //!
+//! LoRA adapters are context-wide in llama.cpp, so a step runs one adapter set: each step takes
+//! the live requests of one set, the set whose requests have waited longest for a step (the
+//! set already active on a tie), so sets alternate fairly. A sequence remembers the set its
+//! cells were computed under, and every tier of the cache matches prefixes within a set only
+//! (the disk tier keeps base-model prefixes alone).
+//!
 //! Everything here is synchronous and owns no thread, so it is tested directly against the
 //! stub backend; `worker.rs` drives it from the engine's thread.
 
@@ -20,7 +26,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::mpsc::UnboundedSender;
-use wick_backend::{Backend, BackendError, Decoded, SamplerId, StepOp, StepResult};
+use wick_backend::{AdapterSet, Backend, BackendError, Decoded, SamplerId, StepOp, StepResult};
 use wick_types::{FinishReason, SeqId, TokenId, Usage};
 
 use crate::diskcache::{common_prefix, CacheStats, DiskCache, Then};
@@ -46,8 +52,21 @@ pub(crate) struct Pending {
 struct Slot {
     seq: SeqId,
     tokens: Vec<TokenId>,
+    /// The adapters `tokens`' cells were computed under.
+    adapters: AdapterSet,
     job: Option<Job>,
     last_used: u64,
+}
+
+impl Slot {
+    /// How many of `prompt`'s first tokens this sequence holds computed under `adapters`.
+    fn shared(&self, prompt: &[TokenId], adapters: &AdapterSet) -> usize {
+        if self.adapters == *adapters {
+            common_prefix(&self.tokens, prompt)
+        } else {
+            0
+        }
+    }
 }
 
 /// A live request.
@@ -72,6 +91,10 @@ struct Job {
     log: TokenLog,
     /// Speculative drafting (greedy requests without log-probabilities only).
     drafter: Drafter,
+    /// The adapters it runs under.
+    adapters: AdapterSet,
+    /// The last tick it took part in a step (its admission before the first).
+    stepped: u64,
 }
 
 impl Job {
@@ -185,6 +208,8 @@ pub(crate) struct State {
     stats: Arc<CacheStats>,
     /// Every token's bytes, by id: read once at start, so no token costs a backend call.
     pieces: Arc<[Vec<u8>]>,
+    /// The adapter set active in the backend.
+    active: AdapterSet,
 }
 
 /// Another sequence's prefix must beat the target's own by this many tokens to be copied
@@ -227,6 +252,7 @@ impl State {
             .map(|i| Slot {
                 seq: SeqId(u32::try_from(i).expect("invariant: n_seq_max fits u32")),
                 tokens: Vec::new(),
+                adapters: AdapterSet::default(),
                 job: None,
                 last_used: 0,
             })
@@ -242,6 +268,7 @@ impl State {
             disk,
             stats,
             pieces,
+            active: AdapterSet::default(),
         }
     }
 
@@ -273,6 +300,30 @@ impl State {
         self.reap_cancelled(backend);
         self.finish_restores(backend);
         self.admit(backend);
+        let Some(group) = self.next_group() else {
+            return false;
+        };
+        if group != self.active {
+            if let Err(e) = backend.apply_adapters(group.as_slice()) {
+                // The set cannot run: its requests fail, the others go on.
+                let reason = e.to_string();
+                for i in 0..self.slots.len() {
+                    if self.slots[i]
+                        .job
+                        .as_ref()
+                        .is_some_and(|j| j.adapters == group)
+                    {
+                        let e = BackendError::InvalidArgument {
+                            op: "apply_adapters",
+                            reason: reason.clone(),
+                        };
+                        self.fail(backend, i, e.into());
+                    }
+                }
+                return true;
+            }
+            self.active = group;
+        }
         let ops = self.plan();
         if ops.is_empty() {
             return false;
@@ -336,7 +387,7 @@ impl State {
             if !pending.ticket.take() {
                 continue;
             }
-            let target = self.pick_slot(&pending.request.prompt);
+            let target = self.pick_slot(&pending.request.prompt, &pending.request.adapters);
             if let Err(e) = self.start(backend, target, pending.request, &pending.events) {
                 let _ = pending.events.send(GenEvent::Error(e));
                 self.inflight.fetch_sub(1, Ordering::SeqCst);
@@ -344,14 +395,14 @@ impl State {
         }
     }
 
-    /// The free sequence to give a request for `prompt`: the one sharing the longest prefix
-    /// with it; among equals, the least recently used.
-    fn pick_slot(&self, prompt: &[TokenId]) -> usize {
+    /// The free sequence to give a request for `prompt` under `adapters`: the one sharing the
+    /// longest prefix with it; among equals, the least recently used.
+    fn pick_slot(&self, prompt: &[TokenId], adapters: &AdapterSet) -> usize {
         (0..self.slots.len())
             .filter(|&i| self.slots[i].job.is_none())
             .min_by_key(|&i| {
                 let slot = &self.slots[i];
-                (Reverse(common_prefix(&slot.tokens, prompt)), slot.last_used)
+                (Reverse(slot.shared(prompt, adapters)), slot.last_used)
             })
             .expect("invariant: admit only picks while a sequence is free")
     }
@@ -366,9 +417,13 @@ impl State {
     ) -> Result<(), EngineError> {
         // Park what the target would lose first, then choose again: parking may reorder or
         // evict the RAM tier's entries.
-        let keep = self.best_source(target, &request.prompt).len();
+        let keep = self
+            .best_source(target, &request.prompt, &request.adapters)
+            .len();
         self.park(backend, target, keep);
-        let source = self.best_source(target, &request.prompt);
+        let source = self.best_source(target, &request.prompt, &request.adapters);
+        // From here on the slot's cells are the request's: what it keeps matched its set.
+        self.slots[target].adapters = request.adapters.clone();
         let (cached, restoring) = match source {
             Source::Disk(path, len) => {
                 // The sequence is refilled from the snapshot once the reader has it.
@@ -413,15 +468,17 @@ impl State {
             logprobs: request.logprobs,
             log: TokenLog::default(),
             drafter: Drafter::new(spec_max),
+            adapters: request.adapters,
+            stepped: self.clock,
         });
         Ok(())
     }
 
-    /// Where the longest usable prefix of `prompt` is, for a request going to slot `target`.
-    /// Every tier is compared on its index alone; nothing is read or copied yet.
-    fn best_source(&mut self, target: usize, prompt: &[TokenId]) -> Source {
+    /// Where the longest usable prefix of `prompt` under `adapters` is, for a request going to
+    /// slot `target`. Every tier is compared on its index alone; nothing is read or copied yet.
+    fn best_source(&mut self, target: usize, prompt: &[TokenId], adapters: &AdapterSet) -> Source {
         let limit = prompt.len();
-        let shared = |slot: &Slot| common_prefix(&slot.tokens, prompt).min(limit);
+        let shared = |slot: &Slot| slot.shared(prompt, adapters).min(limit);
         let own = shared(&self.slots[target]);
         let mut best = Source::Own(own);
         if let Some((src, len)) = (0..self.slots.len())
@@ -433,10 +490,14 @@ impl State {
                 best = Source::Copy(src, len);
             }
         }
-        if let Some((index, len)) = self.ram.best(prompt, limit, best.len() + RAM_MIN_GAIN - 1) {
+        if let Some((index, len)) =
+            self.ram
+                .best(prompt, adapters, limit, best.len() + RAM_MIN_GAIN - 1)
+        {
             best = Source::Ram(index, len);
         }
-        if let Some(disk) = self.disk.as_mut() {
+        // The disk tier keeps base-model prefixes only (its files are named by tokens alone).
+        if let Some(disk) = self.disk.as_mut().filter(|_| adapters.is_empty()) {
             if let Some((path, len)) = disk.best(prompt, limit, best.len() + DISK_MIN_GAIN - 1) {
                 best = Source::Disk(path, len);
             }
@@ -451,17 +512,17 @@ impl State {
         if !self.ram.enabled() || slot.tokens.len() < keep + PARK_MIN {
             return;
         }
-        let held_elsewhere = self
-            .slots
-            .iter()
-            .enumerate()
-            .any(|(i, s)| i != target && s.tokens.starts_with(&slot.tokens));
-        if held_elsewhere || self.ram.covers(&slot.tokens) {
+        let held_elsewhere = self.slots.iter().enumerate().any(|(i, s)| {
+            i != target && s.adapters == slot.adapters && s.tokens.starts_with(&slot.tokens)
+        });
+        if held_elsewhere || self.ram.covers(&slot.tokens, &slot.adapters) {
             return;
         }
         match backend.kv_pack(slot.seq) {
             Ok(snapshot) => {
-                let evicted = self.ram.insert(slot.tokens.clone(), snapshot);
+                let evicted = self
+                    .ram
+                    .insert(slot.tokens.clone(), slot.adapters.clone(), snapshot);
                 CacheStats::add(&self.stats.host_parked, 1);
                 CacheStats::add(&self.stats.host_evictions, evicted);
                 self.stats
@@ -534,8 +595,9 @@ impl State {
     ) -> Result<usize, EngineError> {
         backend.seq_rm(self.slots[target].seq)?;
         self.slots[target].tokens.clear();
+        let adapters = &self.slots[target].adapters;
         let fallback = match (0..self.slots.len())
-            .map(|i| (i, common_prefix(&self.slots[i].tokens, prompt)))
+            .map(|i| (i, self.slots[i].shared(prompt, adapters)))
             .max_by_key(|&(_, len)| len)
         {
             Some((src, len)) if len > 0 && src != target => Source::Copy(src, len),
@@ -623,10 +685,10 @@ impl State {
     /// enough, then runs `then`: right away, or on the cache's writer thread once the file is
     /// written.
     fn save_to_disk(&mut self, backend: &mut dyn Backend, index: usize, then: Then) {
-        let Some(disk) = self.disk.as_mut() else {
+        let slot = &self.slots[index];
+        let Some(disk) = self.disk.as_mut().filter(|_| slot.adapters.is_empty()) else {
             return then();
         };
-        let slot = &self.slots[index];
         let Some(name) = disk.wants(&slot.tokens) else {
             return then();
         };
@@ -639,17 +701,30 @@ impl State {
         }
     }
 
-    /// This step's operations: a decode for every sequence whose prompt is in, then prompt
-    /// chunks for the others, shortest remaining prompt first (a short prompt is never held
-    /// behind a long one), within the step's prefill budget. A prompt's last chunk samples the
-    /// first token in the same step.
+    /// The adapter set of the next step: the set of the ready request that has waited longest
+    /// for a step, the active set on a tie; `None` when no request is ready.
+    fn next_group(&self) -> Option<AdapterSet> {
+        self.slots
+            .iter()
+            .filter_map(|s| s.job.as_ref().filter(|j| j.ready()))
+            .min_by_key(|j| (j.stepped, j.adapters != self.active))
+            .map(|j| j.adapters.clone())
+    }
+
+    /// This step's operations, for the requests of the active adapter set: a decode for every
+    /// sequence whose prompt is in, then prompt chunks for the others, shortest remaining
+    /// prompt first (a short prompt is never held behind a long one), within the step's
+    /// prefill budget. A prompt's last chunk samples the first token in the same step.
     fn plan(&mut self) -> Vec<(SeqId, StepOp)> {
         let n_ctx = self.n_ctx;
+        let (clock, active) = (self.clock, &self.active);
+        let runs = |j: &Job| j.ready() && j.adapters == *active;
         let mut ops: Vec<(SeqId, StepOp)> = self
             .slots
             .iter_mut()
             .filter_map(|slot| {
-                let job = slot.job.as_mut().filter(|j| j.ready() && !j.prefilling())?;
+                let job = slot.job.as_mut().filter(|j| runs(j) && !j.prefilling())?;
+                job.stepped = clock;
                 let budget = job
                     .max_tokens
                     .map_or(usize::MAX, |m| m.saturating_sub(job.generated) as usize);
@@ -662,10 +737,10 @@ impl State {
         } else {
             self.config.prefill_budget_decoding
         };
-        let mut waiting: Vec<&Slot> = self
+        let mut waiting: Vec<&mut Slot> = self
             .slots
-            .iter()
-            .filter(|s| s.job.as_ref().is_some_and(|j| j.ready() && j.prefilling()))
+            .iter_mut()
+            .filter(|s| s.job.as_ref().is_some_and(|j| runs(j) && j.prefilling()))
             .collect();
         waiting.sort_by_key(|s| {
             let job = s.job.as_ref().expect("invariant: filtered on live jobs");
@@ -675,7 +750,8 @@ impl State {
             if budget == 0 {
                 break;
             }
-            let job = slot.job.as_ref().expect("invariant: filtered on live jobs");
+            let job = slot.job.as_mut().expect("invariant: filtered on live jobs");
+            job.stepped = clock;
             let rest = job.prompt.len() - job.fed;
             let n = rest.min(budget);
             budget -= n;

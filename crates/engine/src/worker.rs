@@ -229,6 +229,25 @@ impl Engine {
                 allowed: "1 or more",
             });
         }
+        if request.adapters.len() > self.info.max_active_adapters as usize {
+            let ids: Vec<String> = request
+                .adapters
+                .as_slice()
+                .iter()
+                .map(|(id, scale)| format!("{}:{scale}", id.0))
+                .collect();
+            return Err(EngineError::InvalidRequest {
+                field: "lora",
+                value: format!("[{}] ({} adapters)", ids.join(", "), request.adapters.len()),
+                allowed: if self.info.max_active_adapters == 0 {
+                    "none (this backend has no LoRA adapters)"
+                } else if self.info.max_active_adapters == 1 {
+                    "one adapter with a non-zero scale at a time (llama-cpp-2 0.1.160 sets one)"
+                } else {
+                    "no more adapters than the backend makes active at once"
+                },
+            });
+        }
         let n_ctx = usize::try_from(self.info.n_ctx).unwrap_or(usize::MAX);
         if request.prompt.len() >= n_ctx {
             return Err(EngineError::PromptTooLong {

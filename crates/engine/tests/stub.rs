@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use wick_backend::{Backend, BackendConfig, Decoded, StubBackend};
+use wick_backend::{AdapterId, AdapterSet, Backend, BackendConfig, Decoded, StubBackend};
 use wick_engine::{Engine, EngineConfig, EngineError, Finished, GenEvent, GenerateRequest};
 use wick_types::{FinishReason, SamplerOpts, SeqId, TokenId};
 
@@ -597,5 +597,158 @@ fn speculation_drafts_from_repeats_and_changes_no_answer_or_budget() {
             .load(std::sync::atomic::Ordering::Relaxed)
             == 0,
         "spec_max 0 (the engine default) never drafts"
+    );
+}
+
+/// Two adapters loaded into `backend` (the stub only checks that their files exist); the ids
+/// are the same for every stub that loads them in this order.
+fn with_adapters(backend: &mut StubBackend, dir: &std::path::Path) -> (AdapterId, AdapterId) {
+    let mut load = |name: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, b"stub adapter").expect("write");
+        backend.load_adapter(&path).expect("load")
+    };
+    (load("a.gguf"), load("b.gguf"))
+}
+
+/// Greedy decoding under `adapters` on a fresh stub, no engine, no end-of-generation tokens.
+fn alone_under(text: &str, max_tokens: u32, adapters: &AdapterSet) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut b = stub(1, 512);
+    with_adapters(&mut b, dir.path());
+    b.apply_adapters(adapters.as_slice()).expect("apply");
+    b.prefill(SeqId(0), &prompt(text)).expect("prefill");
+    let sampler = b.sampler_new(&no_eog()).expect("sampler");
+    let out: Vec<TokenId> = (0..max_tokens)
+        .map(|_| {
+            b.decode_one(SeqId(0), Some(sampler))
+                .expect("decode")
+                .token()
+        })
+        .collect();
+    String::from_utf8_lossy(&b.detokenize(&out).expect("detokenize")).into()
+}
+
+fn under(text: &str, max_tokens: u32, adapters: &AdapterSet) -> GenerateRequest {
+    GenerateRequest {
+        sampler: no_eog(),
+        adapters: adapters.clone(),
+        ..request(text, max_tokens)
+    }
+}
+
+#[test]
+fn requests_under_different_adapter_sets_at_once_each_get_their_solo_answer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut backend = stub(4, 512);
+    let (a, b) = with_adapters(&mut backend, dir.path());
+    let engine = Engine::start(Box::new(backend), EngineConfig::default()).expect("engine");
+    let sets = [
+        AdapterSet::default(),
+        AdapterSet::new([(a, 1.0)]),
+        AdapterSet::new([(a, 0.5)]),
+        AdapterSet::new([(a, 0.5), (b, 0.25)]),
+        AdapterSet::new([(b, 1.0)]),
+    ];
+    let p = "The same prompt under every adapter set";
+    let answers: Vec<String> = sets.iter().map(|s| alone_under(p, 30, s)).collect();
+    for (i, x) in answers.iter().enumerate() {
+        for y in &answers[i + 1..] {
+            assert_ne!(x, y, "each set changes the stub's answer");
+        }
+    }
+    // Held so that all five are admitted together and their steps interleave.
+    let (release, blocker) = hold(&engine);
+    let streams: Vec<_> = sets
+        .iter()
+        .map(|s| engine.submit(under(p, 30, s)).expect("submit"))
+        .collect();
+    drop(release);
+    blocker.join().expect("holder").expect("job ran");
+    for ((set, stream), want) in sets.iter().zip(streams).zip(&answers) {
+        let (text, _) = collect(stream);
+        assert_eq!(&text, want, "adapters {set:?}");
+    }
+}
+
+#[test]
+fn a_prefix_computed_under_one_adapter_set_is_never_reused_under_another() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut backend = stub(2, 512);
+    let (a, _) = with_adapters(&mut backend, dir.path());
+    let engine = Engine::start(Box::new(backend), EngineConfig::default()).expect("engine");
+    let lora = AdapterSet::new([(a, 0.75)]);
+    let base = AdapterSet::default();
+    let long = "A long system prompt that many later requests share, word for word, \
+                again and again, so it is worth keeping in memory between them";
+    let run = |set: &AdapterSet| collect(engine.submit(under(long, 8, set)).expect("submit"));
+
+    let (text, done) = run(&lora);
+    assert_eq!(
+        (text.as_str(), done.usage.cached_tokens),
+        (alone_under(long, 8, &lora).as_str(), 0)
+    );
+    // The other sequence is free and the first holds the whole prompt, but under the adapter.
+    let (text, done) = run(&base);
+    assert_eq!(
+        done.usage.cached_tokens, 0,
+        "no prefix of the adapter's is reused"
+    );
+    assert_eq!(text, alone_under(long, 8, &base));
+    // An adapter at scale 0 is the base model: its cells are shared with it.
+    let (text, done) = run(&AdapterSet::new([(a, 0.0)]));
+    assert!(done.usage.cached_tokens > 0);
+    assert_eq!(text, alone_under(long, 8, &base));
+    // Under the adapter again, its own prefix is reused and the answer is unchanged.
+    let (text, done) = run(&lora);
+    assert!(done.usage.cached_tokens > 0);
+    assert_eq!(text, alone_under(long, 8, &lora));
+    // Both sequences taken by unrelated base prompts: the adapter's prefix goes to the RAM
+    // tier and comes back from it for the adapter alone.
+    for other in [
+        "Something else entirely, first",
+        "Something else entirely, second",
+    ] {
+        let (release, blocker) = hold(&engine);
+        let one = engine.submit(under(other, 4, &base)).expect("submit");
+        let two = engine
+            .submit(under(&format!("{other}!"), 4, &base))
+            .expect("submit");
+        drop(release);
+        blocker.join().expect("holder").expect("job ran");
+        collect(one);
+        collect(two);
+    }
+    let (_, done) = run(&base);
+    assert_eq!(
+        done.usage.cached_tokens, 0,
+        "the adapter's RAM entry is not the base's"
+    );
+    let (text, done) = run(&lora);
+    assert!(
+        done.usage.cached_tokens > 0,
+        "restored from RAM for the adapter"
+    );
+    assert_eq!(text, alone_under(long, 8, &lora));
+}
+
+#[test]
+fn an_unknown_adapter_fails_its_request_and_the_stub_runs_two_at_once() {
+    let mut backend = stub(1, 512);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b) = with_adapters(&mut backend, dir.path());
+    let engine = Engine::start(Box::new(backend), EngineConfig::default()).expect("engine");
+    // The stub runs any number; an unknown adapter fails the request, not the engine.
+    let unknown = AdapterSet::new([(AdapterId(99), 1.0)]);
+    let mut events = engine.submit(under("x", 4, &unknown)).expect("submit");
+    assert!(matches!(events.next(), Some(GenEvent::Error(_))));
+    let (text, _) = collect(
+        engine
+            .submit(under("x", 4, &AdapterSet::new([(a, 1.0), (b, 1.0)])))
+            .expect("submit"),
+    );
+    assert_eq!(
+        text,
+        alone_under("x", 4, &AdapterSet::new([(a, 1.0), (b, 1.0)]))
     );
 }

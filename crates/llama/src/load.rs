@@ -152,6 +152,8 @@ pub(crate) fn model_info(
         .ok()
         .and_then(|t| t.to_string().ok());
     info.deterministic = deterministic(config);
+    // llama-cpp-2 sets one adapter at a time (see `Worker::apply_adapters`).
+    info.max_active_adapters = 1;
     let mode = if info.deterministic {
         KernelMode::Deterministic
     } else {

@@ -464,13 +464,23 @@ impl Worker<'_> {
         Ok(raw.iter().map(|x| x / norm).collect())
     }
 
+    /// Makes `adapters` the active set. One adapter at most has a non-zero scale: llama.cpp's
+    /// `llama_set_adapters_lora` takes several, but llama-cpp-2 0.1.160 calls it with one and
+    /// keeps the context and adapter pointers a wider call needs crate-private, so binding it
+    /// here would mean a fork of the crate or reading its private fields by layout.
     pub(crate) fn apply_adapters(&mut self, adapters: &[(u64, f32)]) -> Result<()> {
         for (id, _) in adapters {
             if !self.state.adapters.contains_key(id) {
                 return Err(BackendError::UnknownAdapter(*id));
             }
         }
-        match adapters {
+        // An adapter at scale 0 changes nothing.
+        let adapters: Vec<(u64, f32)> = adapters
+            .iter()
+            .copied()
+            .filter(|&(_, s)| s != 0.0)
+            .collect();
+        match adapters.as_slice() {
             [] => self.set_active(None),
             [one] => self.set_active(Some(*one)),
             _ => Err(BackendError::Unsupported {

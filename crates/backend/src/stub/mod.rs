@@ -147,6 +147,7 @@ impl StubBackend {
                 n_layers: 2,
                 output: true,
             }],
+            max_active_adapters: u32::MAX,
         };
         let tokenizer = Arc::new(StubTokenizer {
             vocab: vocab.clone(),
