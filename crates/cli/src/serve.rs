@@ -1,7 +1,7 @@
 //! `wick serve`: the OpenAI-compatible HTTP server.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -178,6 +178,33 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = ModelKwargs::SPEC_MAX as u16, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=64))]
     spec_max: u16,
+    /// A LoRA adapter (a GGUF adapter file made for the model) loaded with the first model,
+    /// at SCALE (default 1; 0: loaded but off). Repeatable; adapters are numbered from 0 in
+    /// the order given. A request picks its own scales with `"lora": [{"id": 0, "scale":
+    /// 0.5}]` (adapters it leaves out are off); `GET /lora-adapters` lists them and `POST
+    /// /lora-adapters` sets the defaults. Requests under different adapters or scales are
+    /// never batched together and never share a cached prefix. With llama.cpp one adapter
+    /// runs at a time per request (a request with two non-zero scales gets a 400).
+    #[arg(long = "lora", value_name = "FILE[:SCALE]", value_parser = parse_lora)]
+    loras: Vec<(PathBuf, f32)>,
+    /// Load the `--lora` adapters at scale 0 (off until a request or `POST /lora-adapters`
+    /// turns them on), as llama-server's flag of the same name.
+    #[arg(long)]
+    lora_init_without_apply: bool,
+}
+
+/// `FILE[:SCALE]`: a scale is the text after the last `:` when it parses as a number (so a
+/// path with colons still works).
+fn parse_lora(value: &str) -> Result<(PathBuf, f32), String> {
+    if let Some((file, scale)) = value.rsplit_once(':') {
+        if let Ok(scale) = scale.parse::<f32>() {
+            if !scale.is_finite() {
+                return Err(format!("the scale {scale} is not a finite number"));
+            }
+            return Ok((PathBuf::from(file), scale));
+        }
+    }
+    Ok((PathBuf::from(value), 1.0))
 }
 
 pub(crate) fn run(args: ServeArgs) -> Result<()> {
@@ -363,6 +390,16 @@ async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
     let n_models = refs.len();
     for (position, reference) in refs.into_iter().enumerate() {
         let mut builder = builder(args, reference.as_deref());
+        if position == 0 {
+            for (file, scale) in &args.loras {
+                let scale = if args.lora_init_without_apply {
+                    0.0
+                } else {
+                    *scale
+                };
+                builder = builder.lora(file.clone(), scale);
+            }
+        }
         if let Some(template) = &template {
             builder = builder.chat_template(template.clone());
         }

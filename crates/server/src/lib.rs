@@ -35,6 +35,7 @@ mod error;
 mod extract;
 mod listen;
 mod logprobs;
+mod lora;
 mod metrics;
 mod native;
 mod objects;

@@ -51,6 +51,8 @@ pub(crate) struct NativeRequest {
     n_probs: Option<i64>,
     /// Accepted: wick always reuses cached prompt prefixes (they give the cold answer).
     cache_prompt: Option<bool>,
+    /// LoRA adapter scales (`[{"id", "scale"}]`; adapters left out are off).
+    lora: Option<Value>,
 }
 
 impl NativeRequest {
@@ -73,6 +75,7 @@ impl NativeRequest {
             seed: self.seed,
             grammar: self.grammar.clone(),
             json_schema: self.json_schema.clone(),
+            lora: self.lora.clone(),
             ..WireSampling::default()
         };
         let request = CompletionRequest {

@@ -13,8 +13,8 @@ use subtle::ConstantTimeEq;
 
 use crate::error::Dialect;
 use crate::{
-    anthropic, chat, completions, cors, embeddings, native, ollama, responses, tokens, ApiError,
-    AppState, ServedModel,
+    anthropic, chat, completions, cors, embeddings, lora, native, ollama, responses, tokens,
+    ApiError, AppState, ServedModel,
 };
 
 /// The whole HTTP API over `state`.
@@ -60,6 +60,7 @@ pub fn router(state: AppState) -> Router {
             "/v1/chat/completions/input_tokens",
             post(native::input_tokens),
         )
+        .route("/lora-adapters", get(lora::list).post(lora::set))
         .route("/tokenize", post(tokens::tokenize))
         .route("/detokenize", post(tokens::detokenize))
         .route("/health", get(health))

@@ -180,7 +180,45 @@ pub(crate) fn options(
         tool_choice: ToolChoice::Auto,
         logprobs: None,
         spec_max: spec_max(s)?,
+        lora: s.lora.as_ref().map(lora).transpose()?,
     })
+}
+
+/// llama-server's `lora`: `[{"id": 0, "scale": 0.5}, …]` (a missing scale is 0). Whether
+/// each id names a loaded adapter is the library's check.
+pub(crate) fn lora(value: &Value) -> Result<Vec<(usize, f32)>, ApiError> {
+    const SHAPE: &str = "`lora` must be an array of objects with `id` and `scale` fields";
+    let bad = |m: String| ApiError::bad("lora", m);
+    let Value::Array(items) = value else {
+        return Err(bad(SHAPE.to_owned()));
+    };
+    items
+        .iter()
+        .map(|item| {
+            let Value::Object(entry) = item else {
+                return Err(bad(SHAPE.to_owned()));
+            };
+            let id = entry
+                .get("id")
+                .and_then(Value::as_u64)
+                .and_then(|id| usize::try_from(id).ok())
+                .ok_or_else(|| {
+                    bad(format!(
+                        "{SHAPE}; `id` must be an adapter's index (0 or more), got {}",
+                        entry.get("id").unwrap_or(&Value::Null)
+                    ))
+                })?;
+            let scale = match entry.get("scale") {
+                None | Some(Value::Null) => 0.0,
+                Some(v) => float(v.as_f64(), "lora")?.ok_or_else(|| {
+                    bad(format!(
+                        "the scale of adapter {id} must be a finite number, got {v}"
+                    ))
+                })?,
+            };
+            Ok((id, scale))
+        })
+        .collect()
 }
 
 /// Most tokens a request may have drafted per step.
@@ -512,4 +550,29 @@ fn message(i: usize, m: WireMessage) -> Result<Message, ApiError> {
         name,
         extra,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lora_takes_llama_server_s_list_and_names_what_is_wrong() {
+        let list = json!([{"id": 1, "scale": 0.5}, {"id": 0}, {"id": 2, "scale": null}]);
+        assert_eq!(lora(&list).unwrap(), vec![(1, 0.5), (0, 0.0), (2, 0.0)]);
+        assert_eq!(lora(&json!([])).unwrap(), vec![]);
+        for bad in [
+            json!({"id": 0, "scale": 1}),
+            json!([0.5]),
+            json!([{"scale": 1}]),
+            json!([{"id": -1, "scale": 1}]),
+            json!([{"id": 0.5, "scale": 1}]),
+            json!([{"id": 0, "scale": "1"}]),
+            json!([{"id": 0, "scale": 1e300}]),
+        ] {
+            let err = lora(&bad).unwrap_err();
+            assert!(matches!(&err, ApiError::BadRequest { .. }), "{bad}: {err:?}");
+            assert!(format!("{err:?}").contains("lora"), "{bad}: {err:?}");
+        }
+    }
 }

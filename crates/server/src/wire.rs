@@ -52,6 +52,9 @@ pub(crate) struct WireSampling {
     /// llama-server's spelling of the same (a dotted top-level key).
     #[serde(rename = "speculative.n_max")]
     pub(crate) speculative_n_max: Option<i64>,
+    /// LoRA adapter scales, llama-server's `[{"id": 0, "scale": 0.5}, …]` (adapters left out
+    /// are off); absent: the server's defaults.
+    pub(crate) lora: Option<Value>,
 }
 
 /// `stop`: one string or several.

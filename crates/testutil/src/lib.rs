@@ -13,10 +13,12 @@
 
 mod gguf;
 mod hub;
+mod lora;
 mod split;
 
 pub use gguf::{synthetic_gguf, synthetic_gguf_with, SYNTHETIC_TEMPLATE};
 pub use hub::{FakeHub, Logged, FAKE_COMMIT};
+pub use lora::lora_adapter;
 pub use split::split_gguf;
 
 use std::fmt::Write;

@@ -103,6 +103,7 @@ pub struct LlmBuilder {
     pub(crate) kv_cache: Option<KvCache>,
     pub(crate) chat_template: Option<String>,
     pub(crate) rpc_servers: Vec<String>,
+    pub(crate) loras: Vec<(PathBuf, f32)>,
 }
 
 impl fmt::Debug for LlmBuilder {
@@ -121,6 +122,7 @@ impl fmt::Debug for LlmBuilder {
             .field("kv_cache", &self.kv_cache)
             .field("chat_template", &self.chat_template.is_some())
             .field("rpc_servers", &self.rpc_servers)
+            .field("loras", &self.loras)
             .finish()
     }
 }
@@ -146,6 +148,7 @@ impl Default for LlmBuilder {
             kv_cache: None,
             chat_template: None,
             rpc_servers: Vec::new(),
+            loras: Vec::new(),
         }
     }
 }
@@ -273,6 +276,18 @@ impl LlmBuilder {
         self
     }
 
+    /// Loads a LoRA adapter (a GGUF adapter file made for this model) with the model; call it
+    /// once per adapter. Adapters are numbered from 0 in the order given. `scale` is the
+    /// default a request runs it at (1: as trained, 0: loaded but off); a request may give
+    /// its own scales ([`crate::GenerateOptions::lora`]) and
+    /// [`crate::Llm::set_lora_scales`] changes the defaults. Requests under different scales
+    /// never share a batch or a cached prefix. None by default.
+    #[must_use]
+    pub fn lora(mut self, path: impl Into<PathBuf>, scale: f32) -> Self {
+        self.loras.push((path.into(), scale));
+        self
+    }
+
     /// Checks every setting, then finds (downloading if needed) and loads the model, or
     /// shares it with an [`Llm`] that already loaded it with the same settings.
     ///
@@ -309,6 +324,22 @@ impl LlmBuilder {
         }
         if self.model.n_threads == Some(0) {
             return Err(invalid("n_threads", 0, "1 or more, or unset"));
+        }
+        for (path, scale) in &self.loras {
+            if !scale.is_finite() {
+                return Err(invalid(
+                    "lora",
+                    scale,
+                    "a finite scale (0: off, 1: as trained)",
+                ));
+            }
+            if !path.is_file() {
+                return Err(invalid(
+                    "lora",
+                    path.display(),
+                    "an existing LoRA adapter file (GGUF)",
+                ));
+            }
         }
         if let ModelSource::Path(path) = &self.source {
             if !path.is_file() {

@@ -17,8 +17,10 @@ impl Llm {
     ///
     /// [`crate::Error::Invalid`] for an out-of-range setting; the engine or the model's chat
     /// template fails to start.
-    pub fn from_backend(backend: Box<dyn Backend>, builder: LlmBuilder) -> Result<Llm> {
+    pub fn from_backend(mut backend: Box<dyn Backend>, builder: LlmBuilder) -> Result<Llm> {
         builder.validate()?;
+        let paths: Vec<_> = builder.loras.iter().map(|(p, _)| p.clone()).collect();
+        let adapters = crate::lora::Loaded::load(backend.as_mut(), &paths)?;
         let config = EngineConfig {
             queue_capacity: builder.model.queue_capacity,
             ..EngineConfig::default()
@@ -33,7 +35,9 @@ impl Llm {
                 engine,
                 chat: Arc::new(chat),
                 path: None,
+                adapters,
             }),
+            lora_scales: crate::lora::Scales::new(builder.loras.iter().map(|l| l.1).collect()),
             settings: Arc::new(builder),
         })
     }

@@ -34,6 +34,7 @@ mod completion;
 mod error;
 mod from_backend;
 mod llm;
+mod lora;
 mod options;
 mod registry;
 mod response;
@@ -46,6 +47,7 @@ pub use chat::{AsyncChatStream, ChatResponse, ChatStream};
 pub use completion::{AsyncCompletionStream, CompletionStream};
 pub use error::{Error, Result};
 pub use llm::Llm;
+pub use lora::LoraAdapter;
 pub use options::{GenerateOptions, PromptInput, ToolChoice};
 pub use response::{CompletionResponse, LlmMetadata};
 pub use wick_backend::{

@@ -21,6 +21,8 @@ use crate::{Error, ToolChoice};
 pub struct Llm {
     pub(crate) loaded: Arc<Loaded>,
     pub(crate) settings: Arc<LlmBuilder>,
+    /// The LoRA adapters' default scales (shared by this `Llm`'s clones).
+    pub(crate) lora_scales: crate::lora::Scales,
 }
 
 /// What to turn into prompt tokens.
@@ -48,12 +50,56 @@ impl Llm {
             kv_cache: settings.kv_cache.clone(),
             chat_template: settings.chat_template.clone(),
             rpc_servers: settings.rpc_servers.clone(),
+            loras: settings
+                .loras
+                .iter()
+                .map(|(path, _)| registry::canonical(path))
+                .collect(),
         };
         let loaded = registry::get_or_load(key, load_model)?;
         Ok(Llm {
             loaded,
+            lora_scales: crate::lora::Scales::new(settings.loras.iter().map(|l| l.1).collect()),
             settings: Arc::new(settings),
         })
+    }
+
+    /// The LoRA adapters loaded with the model ([`LlmBuilder::lora`]), with their current
+    /// default scales.
+    pub fn lora_adapters(&self) -> Vec<crate::LoraAdapter> {
+        let adapters = &self.loaded.adapters;
+        self.lora_scales
+            .get()
+            .into_iter()
+            .enumerate()
+            .map(|(id, scale)| crate::LoraAdapter {
+                id,
+                path: adapters.path(id).to_path_buf(),
+                scale,
+            })
+            .collect()
+    }
+
+    /// Sets the default scales requests run the adapters at, for this `Llm` and its clones;
+    /// an adapter not listed is off (llama-server's `POST /lora-adapters`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] (`lora`) for an unknown id, a scale that is not finite, or more
+    /// adapters on than the backend runs at once; nothing changes then.
+    pub fn set_lora_scales(&self, scales: &[(usize, f32)]) -> Result<()> {
+        let scales = crate::lora::scales(self.loaded.adapters.len(), scales)?;
+        let on = scales.iter().filter(|&&s| s != 0.0).count();
+        let max = self.model_info().max_active_adapters as usize;
+        if on > max {
+            return Err(Error::Invalid {
+                field: "lora",
+                value: format!("{on} adapters on"),
+                allowed: "no more adapters on at once than the backend runs (llama.cpp: one)",
+            });
+        }
+        self.lora_scales.set(scales);
+        Ok(())
     }
 
     /// The engine's thread: a process should wait for it once every handle to this model is
@@ -528,6 +574,10 @@ impl Llm {
             .sampling
             .clone()
             .unwrap_or_else(|| self.default_sampler());
+        let scales = match &options.lora {
+            Some(listed) => crate::lora::scales(self.loaded.adapters.len(), listed)?,
+            None => self.lora_scales.get(),
+        };
         let request = GenerateRequest {
             prompt,
             max_tokens: Some(options.max_tokens.unwrap_or(settings.max_new_tokens)),
@@ -535,6 +585,7 @@ impl Llm {
             stop,
             logprobs: options.logprobs,
             spec_max: options.spec_max,
+            adapters: self.loaded.adapters.set(&scales),
         };
         let prompt_tokens = u32::try_from(request.prompt.len()).unwrap_or(u32::MAX);
         let generation = self.loaded.engine.submit(request)?;
@@ -575,7 +626,8 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
         .with_n_gpu_layers(key.kwargs.n_gpu_layers)
         .with_kernels(key.kwargs.kernels)
         .with_rpc_servers(key.rpc_servers.clone());
-    let backend = wick_llama::LlamaBackend::load(&config)?;
+    let mut backend = wick_llama::LlamaBackend::load(&config)?;
+    let adapters = crate::lora::Loaded::load(&mut backend, &key.loras)?;
     let engine_config = wick_engine::EngineConfig {
         queue_capacity: key.kwargs.queue_capacity,
         ram_cache_bytes: key.kwargs.ram_cache_bytes,
@@ -613,6 +665,7 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
         engine,
         chat: Arc::new(chat),
         path: Some(key.path.clone()),
+        adapters,
     })
 }
 

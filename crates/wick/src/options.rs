@@ -21,6 +21,9 @@ pub struct GenerateOptions {
     /// answers without log-probabilities; the answer is the same either way); `None`: the
     /// model's [`crate::ModelKwargs::spec_max`], `Some(0)`: off.
     pub spec_max: Option<usize>,
+    /// LoRA adapter scales, `(id, scale)` as [`crate::Llm::lora_adapters`] numbers them; an
+    /// adapter not listed is off. `None`: the [`crate::Llm`]'s current default scales.
+    pub lora: Option<Vec<(usize, f32)>>,
 }
 
 /// OpenAI's `tool_choice`.

@@ -20,6 +20,8 @@ pub(crate) struct ModelKey {
     pub(crate) chat_template: Option<String>,
     /// RPC workers taking the offloaded layers.
     pub(crate) rpc_servers: Vec<String>,
+    /// LoRA adapter files loaded with the model (canonical paths; scales are per `Llm`).
+    pub(crate) loras: Vec<PathBuf>,
 }
 
 /// A loaded model and the engine that serves it.
@@ -30,6 +32,8 @@ pub(crate) struct Loaded {
     pub(crate) chat: Arc<ChatFormat>,
     /// The model file it was loaded from (`None` for a backend given directly).
     pub(crate) path: Option<PathBuf>,
+    /// Its LoRA adapters.
+    pub(crate) adapters: crate::lora::Loaded,
 }
 
 type Cache = Mutex<HashMap<ModelKey, Weak<Loaded>>>;
