@@ -571,7 +571,10 @@ mod tests {
             json!([{"id": 0, "scale": 1e300}]),
         ] {
             let err = lora(&bad).unwrap_err();
-            assert!(matches!(&err, ApiError::BadRequest { .. }), "{bad}: {err:?}");
+            assert!(
+                matches!(&err, ApiError::BadRequest { .. }),
+                "{bad}: {err:?}"
+            );
             assert!(format!("{err:?}").contains("lora"), "{bad}: {err:?}");
         }
     }

@@ -26,6 +26,9 @@ pub(crate) struct Streamed {
     pub(crate) text: String,
     /// From sending the request to the end of the stream.
     pub(crate) elapsed: Duration,
+    /// Speculative tokens drafted and accepted, as llama-server's `timings` report them.
+    pub(crate) draft_tokens: u64,
+    pub(crate) draft_accepted: u64,
 }
 
 /// One server's base URL and an HTTP client for it.
@@ -117,6 +120,17 @@ impl Client {
         Ok(serde_json::from_str(&text)?)
     }
 
+    /// GETs `path` and returns its body.
+    pub(crate) async fn get_text(&self, path: &str) -> Result<String> {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .with_context(|| format!("GET {}{path}", self.base))?;
+        Ok(response.error_for_status()?.text().await?)
+    }
+
     /// GETs `path` and returns the status code (0 when the server does not answer).
     pub(crate) async fn status(&self, path: &str) -> u16 {
         match self
@@ -143,6 +157,11 @@ impl Streamed {
 
     /// Takes in one chunk; true when it carried generated text or tool-call arguments.
     fn absorb(&mut self, chunk: &Value) -> bool {
+        if let Some(timings) = chunk.get("timings") {
+            let number = |key: &str| timings.get(key).and_then(Value::as_u64).unwrap_or(0);
+            self.draft_tokens = number("draft_n");
+            self.draft_accepted = number("draft_n_accepted");
+        }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             let number = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
             self.completion_tokens = number(usage.get("completion_tokens"));

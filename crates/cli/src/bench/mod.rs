@@ -7,7 +7,8 @@
 //! after a server restart (512, 2,048 and 4,096 tokens); (d) prompt tokens a 10-turn chat makes
 //! each server compute; (e) server CPU per token while a long tool call streams; (f) time per
 //! token of a JSON-schema answer beside the unconstrained one; (g) how many greedy answers
-//! change when warm or concurrent instead of cold and alone. Both servers run as real
+//! change when warm or concurrent instead of cold and alone; (h) generation tokens/s with
+//! speculative decoding off and on, on an edit task and on free text. Both servers run as real
 //! processes driven by the same client code.
 
 mod client;
@@ -18,6 +19,7 @@ mod report;
 mod scenarios;
 mod schema;
 mod server;
+mod spec;
 mod tools;
 
 use std::fmt::Write as _;
@@ -49,7 +51,7 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     quick: bool,
 
-    /// Only these measurements (comma-separated letters a–g) [default: all].
+    /// Only these measurements (comma-separated letters a–h) [default: all].
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     only: Vec<char>,
 
@@ -76,6 +78,9 @@ struct Plan {
     determinism: determinism::DeterminismTest,
     /// Whether (g) also runs wick serve with the fast kernels.
     determinism_fast: bool,
+    /// Runs of each (h) task, whose medians are reported, and each answer's length.
+    spec_runs: usize,
+    spec_tokens: u32,
 }
 
 impl Plan {
@@ -101,6 +106,8 @@ impl Plan {
                 schema_tokens: 300,
                 determinism,
                 determinism_fast: false,
+                spec_runs: 1,
+                spec_tokens: 200,
             }
         } else {
             Plan {
@@ -118,6 +125,8 @@ impl Plan {
                 schema_tokens: 300,
                 determinism,
                 determinism_fast: true,
+                spec_runs: 3,
+                spec_tokens: 400,
             }
         }
     }
@@ -130,8 +139,8 @@ impl BenchArgs {
 }
 
 pub(crate) fn run(args: &BenchArgs) -> Result<()> {
-    if let Some(bad) = args.only.iter().find(|c| !('a'..='g').contains(*c)) {
-        bail!("--only takes letters a to g, not {bad:?}");
+    if let Some(bad) = args.only.iter().find(|c| !('a'..='h').contains(*c)) {
+        bail!("--only takes letters a to h, not {bad:?}");
     }
     let started = Instant::now();
     let model = crate::run::resolve_model(args.model.as_deref())?;
@@ -189,6 +198,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         llama_server: tools.llama_server.clone(),
         chat_template_file: None,
         wick_args: Vec::new(),
+        llama_args: Vec::new(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -214,7 +224,7 @@ fn against(side: Side) -> impl Fn() -> String {
     move || format!("against {}", side.label())
 }
 
-/// (b) to (g): each against wick serve, then llama-server, each in a fresh process.
+/// (b) to (h): each against wick serve, then llama-server, each in a fresh process.
 async fn servers(
     args: &BenchArgs,
     plan: &Plan,
@@ -284,6 +294,21 @@ async fn servers(
     }
     if args.wants('g') {
         determinism(plan, launch, report).await?;
+    }
+    if args.wants('h') {
+        eprintln!("wick bench: (h) speculative decoding off and on, edit task and free text");
+        let mut sides = Vec::new();
+        for side in SIDES {
+            let off = launch(&format!("spec-off-{}", side.label()), 2048, 1);
+            let mut on = launch(&format!("spec-on-{}", side.label()), 2048, 1);
+            match side {
+                Side::Wick => on.wick_args = spec::flags(side),
+                Side::LlamaCpp => on.llama_args = spec::flags(side),
+            }
+            let out = spec::speculation(&off, &on, side, plan.spec_runs, plan.spec_tokens);
+            sides.push(out.await.with_context(against(side))?);
+        }
+        report.speculation = Some(pair(sides));
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ use super::determinism::Determinism;
 use super::kernel::Kernel;
 use super::scenarios::{Conversation, Load, Restart, ToolStream};
 use super::schema::SchemaOutput;
+use super::spec::{Speculation, Task};
 
 /// Everything one `wick bench` run measured.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -35,6 +36,7 @@ pub(crate) struct Report {
     pub(crate) determinism: Option<[Determinism; 2]>,
     /// (g) on wick serve with the fast kernels, when it ran.
     pub(crate) determinism_fast: Option<Determinism>,
+    pub(crate) speculation: Option<[Speculation; 2]>,
 }
 
 /// One table row: what, wick, llama.cpp, and which way is better.
@@ -200,6 +202,27 @@ impl Report {
                 determinism_rows(rows, f, l, " (wick fast kernels)");
             }
         }
+        if let Some([w, l]) = &self.speculation {
+            for (name, w, l) in [
+                ("edit task", &w.edit, &l.edit),
+                ("free text", &w.free, &l.free),
+            ] {
+                rows.push(Row::new(
+                    format!("(h) {name}: generation, speculation on"),
+                    w.on_tps,
+                    l.on_tps,
+                    "tok/s",
+                    true,
+                ));
+                rows.push(Row::new(
+                    format!("(h) {name}: speculation on over off"),
+                    w.speedup().unwrap_or(0.0),
+                    l.speedup().unwrap_or(0.0),
+                    "×",
+                    true,
+                ));
+            }
+        }
     }
 
     /// The table as GitHub markdown, with the setup above it.
@@ -328,6 +351,25 @@ impl Report {
                 w.requests, w.max_tokens, w.concurrency
             );
         }
+        if let Some(sides) = &self.speculation {
+            let _ = write!(
+                out,
+                "\n(h) greedy answers of up to {} tokens, medians of {} run(s), each side off \
+                 and on in fresh processes:",
+                sides[0].edit.tokens.max(sides[0].free.tokens),
+                sides[0].runs
+            );
+            for (name, s) in ["wick", "llama.cpp"].iter().zip(sides) {
+                let _ = write!(
+                    out,
+                    " {name} (`{}`): edit task {}, free text {};",
+                    s.flags,
+                    task_details(&s.edit),
+                    task_details(&s.free)
+                );
+            }
+            out.push('\n');
+        }
         out
     }
 
@@ -418,6 +460,30 @@ fn load_rows(rows: &mut Vec<Row>, w: &Load, l: &Load) {
 }
 
 /// (g) two counts of answers that differ from the cold solo ones.
+/// Off and on tokens/s, the acceptance rate, and whether drafting changed the answer.
+fn task_details(t: &Task) -> String {
+    let acceptance = t.acceptance().map_or_else(
+        || "none drafted".to_owned(),
+        |a| {
+            format!(
+                "{:.0} % of {} drafted tokens accepted",
+                a * 100.0,
+                t.drafted
+            )
+        },
+    );
+    format!(
+        "{:.1} → {:.1} tok/s, {acceptance}, {}",
+        t.off_tps,
+        t.on_tps,
+        if t.same_answer {
+            "same answer"
+        } else {
+            "ANSWER CHANGED"
+        }
+    )
+}
+
 fn determinism_rows(rows: &mut Vec<Row>, w: &Determinism, l: &Determinism, note: &str) {
     rows.push(Row::count(
         format!("(g) warm answers differing from cold{note}"),
@@ -598,8 +664,49 @@ mod tests {
             schema: Some([schema(12.0, 10.0, true), schema(30.0, 10.0, true)]),
             determinism: Some([determinism(0, 0), determinism(5, 9)]),
             determinism_fast: Some(determinism(2, 4)),
+            speculation: Some([speculation(100.0, 160.0), speculation(100.0, 120.0)]),
             ..sample()
         }
+    }
+
+    fn speculation(off: f64, on: f64) -> Speculation {
+        let task = Task {
+            off_tps: off,
+            on_tps: on,
+            drafted: 100,
+            accepted: 45,
+            tokens: 300,
+            same_answer: true,
+        };
+        Speculation {
+            edit: task.clone(),
+            free: Task {
+                same_answer: false,
+                drafted: 0,
+                ..task
+            },
+            flags: "--spec ngram".to_owned(),
+            runs: 3,
+        }
+    }
+
+    #[test]
+    fn speculation_rows_compare_rates_and_speedups_and_details_give_acceptance() {
+        let md = serving().markdown();
+        assert!(
+            md.contains("| (h) edit task: speculation on over off | 1.60 | 1.20 | × | 1.33× |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "edit task 100.0 → 160.0 tok/s, 45 % of 100 drafted tokens accepted, same answer"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("free text 100.0 → 160.0 tok/s, none drafted, ANSWER CHANGED"),
+            "{md}"
+        );
     }
 
     #[test]

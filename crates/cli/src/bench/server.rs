@@ -40,6 +40,8 @@ pub(crate) struct Launch {
     pub(crate) chat_template_file: Option<PathBuf>,
     /// More arguments for `wick serve` (`--kv-cache-size 0`, `--kernels fast`).
     pub(crate) wick_args: Vec<String>,
+    /// More arguments for `llama-server`.
+    pub(crate) llama_args: Vec<String>,
 }
 
 /// A running server; stopped (SIGTERM, then SIGKILL) when dropped.
@@ -87,7 +89,8 @@ impl Launch {
                     .args(["-c", &total.to_string()])
                     .args(["-t", &self.threads.to_string()])
                     .args(["-tb", &self.threads.to_string()])
-                    .args(["--jinja", "--no-webui"]);
+                    .args(["--jinja", "--no-webui"])
+                    .args(&self.llama_args);
                 c
             }
         };
