@@ -163,18 +163,27 @@ pub(crate) struct ServeArgs {
     /// bit-deterministic (`/v1/models` says so in `meta.deterministic`).
     #[arg(long, default_value = "deterministic", value_name = "MODE", value_parser = ["deterministic", "fast"])]
     kernels: String,
-    /// Speculative decoding. `ngram` (the default): a greedy answer (temperature 0, no
-    /// grammar, penalties or log-probabilities) drafts the tokens that followed the earlier
-    /// occurrence of its last tokens that matches longest (3 tokens at least) in the prompt or
-    /// answer (prompt lookup), and the model checks the draft inside the batched step: the
-    /// answer is the same token for token, faster where text repeats (code edits, quotes,
-    /// JSON); the draft shrinks, then pauses, while drafts fail. Measured with `wick bench`
-    /// (h) on a 2-core CPU: 1.3× on an edit task, 1.06× on free text. Sampled answers never
-    /// speculate. `off`: never. A request may set its own `spec_max` (or llama-server's
-    /// `speculative.n_max`; 0: off) either way; `/metrics` counts drafted and accepted tokens.
-    #[arg(long, default_value = "ngram", value_name = "MODE", value_parser = ["ngram", "off"])]
-    spec: String,
-    /// The most tokens drafted per step with `--spec ngram` (1 to 64).
+    /// Speculative decoding. `ngram` (the default without --model-draft): a greedy answer
+    /// (temperature 0, no grammar, penalties or log-probabilities) drafts the tokens that
+    /// followed the earlier occurrence of its last tokens that matches longest (3 tokens at
+    /// least) in the prompt or answer (prompt lookup), and the model checks the draft inside
+    /// the batched step: the answer is the same token for token, faster where text repeats
+    /// (code edits, quotes, JSON); the draft shrinks, then pauses, while drafts fail.
+    /// Measured with `wick bench` (h) on a 2-core CPU: 1.3× on an edit task, 1.06× on free
+    /// text. `draft` (the default with --model-draft): the draft model proposes instead.
+    /// Sampled answers never speculate. `off`: never. A request may set its own `spec_max`
+    /// (or llama-server's `speculative.n_max`; 0: off) either way; `/metrics` counts drafted
+    /// and accepted tokens.
+    #[arg(long, value_name = "MODE", value_parser = ["ngram", "draft", "off"])]
+    spec: Option<String>,
+    /// A draft model for `--spec draft` (any model reference): a smaller model with the same
+    /// vocabulary as the first model (refused otherwise, naming the first token that
+    /// differs), loaded with the same context, sequences and threads. It pays where a draft
+    /// token costs far less than one of the model (a 1B draft for a 70B model on a GPU); with
+    /// models of similar size it is slower than plain decoding.
+    #[arg(long = "model-draft", visible_alias = "md", value_name = "REF")]
+    model_draft: Option<String>,
+    /// The most tokens drafted per step with `--spec ngram` or `draft` (1 to 64).
     #[arg(long, default_value_t = ModelKwargs::SPEC_MAX as u16, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=64))]
     spec_max: u16,
@@ -207,9 +216,25 @@ fn parse_lora(value: &str) -> Result<(PathBuf, f32), String> {
     Ok((PathBuf::from(value), 1.0))
 }
 
+/// `--spec`, or its default: `draft` with a draft model, else `ngram`.
+fn spec_mode(args: &ServeArgs) -> &str {
+    match (&args.spec, &args.model_draft) {
+        (Some(mode), _) => mode,
+        (None, Some(_)) => "draft",
+        (None, None) => "ngram",
+    }
+}
+
 pub(crate) fn run(args: ServeArgs) -> Result<()> {
     if args.parallel == 0 {
         bail!("--parallel must be 1 or more");
+    }
+    match (spec_mode(&args), &args.model_draft) {
+        ("draft", None) => bail!("--spec draft needs a draft model: give --model-draft REF"),
+        (mode @ ("ngram" | "off"), Some(_)) => {
+            bail!("--model-draft drafts only with --spec draft, not --spec {mode}")
+        }
+        _ => {}
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -391,6 +416,9 @@ async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
     for (position, reference) in refs.into_iter().enumerate() {
         let mut builder = builder(args, reference.as_deref());
         if position == 0 {
+            if let Some(draft) = &args.model_draft {
+                builder = builder.draft_model(wick::ModelSource::Reference(draft.clone()));
+            }
             for (file, scale) in &args.loras {
                 let scale = if args.lora_init_without_apply {
                     0.0
@@ -448,7 +476,7 @@ fn builder(args: &ServeArgs, reference: Option<&str>) -> wick::LlmBuilder {
             queue_capacity: args.queue_size,
             kernels: args.kernels.parse().unwrap_or_default(),
             ram_cache_bytes: args.cache_ram,
-            spec_max: if args.spec == "off" {
+            spec_max: if spec_mode(args) == "off" {
                 0
             } else {
                 usize::from(args.spec_max)

@@ -16,7 +16,7 @@ fn bench_measures_both_sides_and_writes_the_table_json_and_chart() {
             "bench",
             "--quick",
             "--only",
-            "a,d,f,g",
+            "a,d,f,g,h",
             "--threads",
             "2",
             "-m",
@@ -52,6 +52,10 @@ fn bench_measures_both_sides_and_writes_the_table_json_and_chart() {
         "| (d) 10-turn chat: prompt tokens computed |",
         "| (f) JSON-schema answer: ms per token",
         "| (f) unconstrained answer: ms per token |",
+        "| (h) edit task: generation, speculation on |",
+        "| (h) edit task: speculation on over off |",
+        "| (h) free text: generation, speculation on |",
+        "| (h) free text: speculation on over off |",
     ] {
         let line = line(row);
         assert!(line.trim_end().ends_with("× |"), "a ratio: {line}");
@@ -97,6 +101,7 @@ fn bench_measures_both_sides_and_writes_the_table_json_and_chart() {
             assert!(determinism[key].as_u64().unwrap() <= 16, "{determinism}");
         }
     }
+    check_speculation(&json);
     // wick held its answer to the schema.
     assert_eq!(json["schema"][0]["follows_schema"], true, "{json}");
     // Kernels its backend calls batch-invariant (the default mode) answer warm and
@@ -113,6 +118,22 @@ fn bench_measures_both_sides_and_writes_the_table_json_and_chart() {
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
 }
 
+/// (h): drafting never changes wick's greedy answer, and the edit task (a module given back)
+/// gives prompt lookup something to draft.
+fn check_speculation(json: &Value) {
+    for task in ["edit", "free"] {
+        let wick = &json["speculation"][0][task];
+        assert_eq!(wick["same_answer"], true, "{wick}");
+        assert!(wick["on_tps"].as_f64().unwrap() > 0.0, "{wick}");
+    }
+    let edit = &json["speculation"][0]["edit"];
+    assert!(edit["drafted"].as_u64().unwrap() > 0, "{edit}");
+    assert!(
+        edit["accepted"].as_u64() <= edit["drafted"].as_u64(),
+        "{edit}"
+    );
+}
+
 #[test]
 fn bench_refuses_unknown_parts() {
     let out = Command::new(env!("CARGO_BIN_EXE_wick"))
@@ -121,5 +142,5 @@ fn bench_refuses_unknown_parts() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--only takes letters a to g"), "{stderr}");
+    assert!(stderr.contains("--only takes letters a to h"), "{stderr}");
 }

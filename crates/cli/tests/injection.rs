@@ -65,7 +65,11 @@ fn variants(m: &str) -> Vec<String> {
 }
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/chat-templates")
+    PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
+    )
+    .join("../../tests/fixtures/chat-templates")
 }
 
 fn templates() -> Vec<ChatTemplate> {

@@ -13,7 +13,11 @@ fn wick(args: &[&str]) -> Output {
 }
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/chat-templates")
+    PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
+    )
+    .join("../../tests/fixtures/chat-templates")
 }
 
 fn case(template: &str, id: &str) -> Value {

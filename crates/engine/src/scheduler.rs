@@ -32,7 +32,7 @@ use wick_types::{FinishReason, SeqId, TokenId, Usage};
 use crate::diskcache::{common_prefix, CacheStats, DiskCache, Then};
 use crate::logprobs::TokenLog;
 use crate::ramcache::RamCache;
-use crate::spec::Drafter;
+use crate::spec::{ngram_draft, DraftModel, Drafter};
 use crate::stop::{StopMatcher, StopScan};
 use crate::ticket::Ticket;
 use crate::utf8::Utf8Stream;
@@ -126,19 +126,6 @@ impl Job {
         }
     }
 
-    /// The op of this job's next decode: a verify of a draft when prompt lookup proposes
-    /// one, else a plain decode. `history` is the sequence's tokens; `room` the most tokens
-    /// the answer may still take (its budget, the context window).
-    fn next_op(&mut self, history: &[TokenId], room: usize) -> StepOp {
-        // A verify appends the accepted candidates and one more token.
-        let draft = self.drafter.propose(history, room.saturating_sub(1));
-        if draft.is_empty() {
-            self.decode_op()
-        } else {
-            StepOp::Verify(draft)
-        }
-    }
-
     /// The decode op that samples this job's next token.
     fn decode_op(&self) -> StepOp {
         match self.logprobs {
@@ -210,6 +197,8 @@ pub(crate) struct State {
     pieces: Arc<[Vec<u8>]>,
     /// The adapter set active in the backend.
     active: AdapterSet,
+    /// The draft model proposing speculative tokens, if any (else prompt lookup does).
+    draft: Option<DraftModel>,
 }
 
 /// Another sequence's prefix must beat the target's own by this many tokens to be copied
@@ -269,7 +258,24 @@ impl State {
             stats,
             pieces,
             active: AdapterSet::default(),
+            draft: None,
         }
+    }
+
+    /// Lets `draft` propose the speculative tokens (instead of prompt lookup).
+    ///
+    /// # Errors
+    ///
+    /// Its vocabulary differs from the model's, or its context is smaller.
+    pub(crate) fn with_draft(mut self, draft: Box<dyn Backend>) -> Result<Self, EngineError> {
+        let n_ctx = u32::try_from(self.n_ctx).unwrap_or(u32::MAX);
+        self.draft = Some(DraftModel::new(
+            draft,
+            &self.pieces,
+            self.slots.len(),
+            n_ctx,
+        )?);
+        Ok(self)
     }
 
     /// The live-sequence and queue bounds.
@@ -717,19 +723,37 @@ impl State {
     /// prefill budget. A prompt's last chunk samples the first token in the same step.
     fn plan(&mut self) -> Vec<(SeqId, StepOp)> {
         let n_ctx = self.n_ctx;
-        let (clock, active) = (self.clock, &self.active);
-        let runs = |j: &Job| j.ready() && j.adapters == *active;
-        let mut ops: Vec<(SeqId, StepOp)> = self
+        let (clock, active) = (self.clock, self.active.clone());
+        let runs = |j: &Job| j.ready() && j.adapters == active;
+        // Each running request and the most tokens it drafts this step (0: a plain decode).
+        let wants: Vec<(usize, usize)> = self
             .slots
             .iter_mut()
-            .filter_map(|slot| {
+            .enumerate()
+            .filter_map(|(i, slot)| {
                 let job = slot.job.as_mut().filter(|j| runs(j) && !j.prefilling())?;
                 job.stepped = clock;
                 let budget = job
                     .max_tokens
                     .map_or(usize::MAX, |m| m.saturating_sub(job.generated) as usize);
                 let room = budget.min(n_ctx.saturating_sub(slot.tokens.len()));
-                Some((slot.seq, job.next_op(&slot.tokens, room)))
+                // A verify appends the accepted candidates and one more token.
+                Some((i, job.drafter.budget(room.saturating_sub(1))))
+            })
+            .collect();
+        let drafts = self.drafts(&wants);
+        let mut ops: Vec<(SeqId, StepOp)> = wants
+            .iter()
+            .zip(drafts)
+            .map(|(&(i, _), draft)| {
+                let slot = &self.slots[i];
+                let job = slot.job.as_ref().expect("invariant: wanted jobs are live");
+                let op = if draft.is_empty() {
+                    job.decode_op()
+                } else {
+                    StepOp::Verify(draft)
+                };
+                (slot.seq, op)
             })
             .collect();
         let mut budget = if ops.is_empty() {
@@ -764,6 +788,25 @@ impl State {
             ops.push((slot.seq, op));
         }
         ops
+    }
+
+    /// The proposals for `wants` (slot, most tokens): the draft model's when there is one,
+    /// else prompt lookup's.
+    fn drafts(&mut self, wants: &[(usize, usize)]) -> Vec<Vec<TokenId>> {
+        let slots = &self.slots;
+        match self.draft.as_mut() {
+            Some(draft) => {
+                let wants: Vec<(usize, &[TokenId], usize)> = wants
+                    .iter()
+                    .map(|&(i, n)| (i, slots[i].tokens.as_slice(), n))
+                    .collect();
+                draft.propose(&wants)
+            }
+            None => wants
+                .iter()
+                .map(|&(i, n)| ngram_draft(&slots[i].tokens, n))
+                .collect(),
+        }
     }
 
     fn apply(

@@ -5,8 +5,18 @@
 //! have produced, so the answer is the same with or without speculation (bit for bit with
 //! batch-invariant kernels); a sequence whose proposals keep failing drafts less, then not at
 //! all for a while, so text that does not repeat costs (almost) nothing.
+//!
+//! With a draft model (a second, smaller model of the same vocabulary) the draft model
+//! proposes instead: each speculating sequence has a twin sequence in the draft model, brought
+//! up to date with what the main sequence holds (a common prefix kept, the rest prefilled),
+//! then decoded greedily for the draft's length, every twin in the same batched step of the
+//! draft model.
 
-use wick_types::TokenId;
+use wick_backend::{Backend, BackendError, StepOp};
+use wick_types::{SeqId, TokenId};
+
+use crate::diskcache::common_prefix;
+use crate::EngineError;
 
 /// The shortest suffix of the history matched against earlier text, and the longest match
 /// length measured.
@@ -70,16 +80,16 @@ impl Drafter {
         }
     }
 
-    /// The candidates for the next step (empty: decode plainly), at most `room`.
-    pub(crate) fn propose(&mut self, history: &[TokenId], room: usize) -> Vec<TokenId> {
+    /// The most tokens to draft for the next step (0: decode plainly), at most `room`.
+    pub(crate) fn budget(&mut self, room: usize) -> usize {
         if self.max == 0 {
-            return Vec::new();
+            return 0;
         }
         if self.wait > 0 {
             self.wait -= 1;
-            return Vec::new();
+            return 0;
         }
-        ngram_draft(history, self.len.min(room))
+        self.len.min(room)
     }
 
     /// Learns from a verified proposal of `drafted` tokens of which `accepted` were kept.
@@ -95,6 +105,166 @@ impl Drafter {
             self.len = (accepted + 1).min(self.max);
         }
     }
+}
+
+/// A draft model and what each of its sequences holds (sequence `i` twins slot `i`).
+pub(crate) struct DraftModel {
+    backend: Box<dyn Backend>,
+    held: Vec<Vec<TokenId>>,
+}
+
+impl std::fmt::Debug for DraftModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DraftModel")
+            .field("backend", &self.backend.name())
+            .field("held", &self.held.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DraftModel {
+    /// `backend` as the draft model of a model whose token pieces are `pieces`, for `slots`
+    /// sequences.
+    ///
+    /// # Errors
+    ///
+    /// [`BackendError::Config`] (`model_draft`) when the vocabularies differ (the draft's
+    /// tokens would mean other text) or the draft holds fewer sequences or less context.
+    pub(crate) fn new(
+        backend: Box<dyn Backend>,
+        pieces: &[Vec<u8>],
+        slots: usize,
+        n_ctx: u32,
+    ) -> Result<Self, EngineError> {
+        let refuse = |value: String, allowed| {
+            EngineError::Backend(BackendError::Config {
+                field: "model_draft",
+                value,
+                allowed,
+            })
+        };
+        let info = backend.info();
+        let same = "a draft model with the model's vocabulary (the same tokens, ids and text)";
+        if info.n_vocab as usize != pieces.len() {
+            return Err(refuse(
+                format!(
+                    "{} ({} tokens, the model has {})",
+                    info.name,
+                    info.n_vocab,
+                    pieces.len()
+                ),
+                same,
+            ));
+        }
+        let ids: Vec<TokenId> = (0..info.n_vocab).map(TokenId).collect();
+        let draft_pieces = backend.token_pieces(&ids)?;
+        if let Some((id, (a, b))) = pieces
+            .iter()
+            .zip(&draft_pieces)
+            .enumerate()
+            .find(|(_, (a, b))| a != b)
+        {
+            return Err(refuse(
+                format!(
+                    "{}: token {id} is {:?} in the model and {:?} in the draft",
+                    info.name,
+                    String::from_utf8_lossy(a),
+                    String::from_utf8_lossy(b)
+                ),
+                same,
+            ));
+        }
+        if (info.n_seq_max as usize) < slots || info.n_ctx < n_ctx {
+            return Err(refuse(
+                format!(
+                    "{} ({} sequences of {} tokens, the model {slots} of {n_ctx})",
+                    info.name, info.n_seq_max, info.n_ctx
+                ),
+                "a draft context at least as large as the model's",
+            ));
+        }
+        Ok(DraftModel {
+            backend,
+            held: vec![Vec::new(); slots],
+        })
+    }
+
+    /// Drafts up to `n` greedy tokens after `history` for each `(slot, history, n)`, in as
+    /// many batched steps of the draft model as the longest draft. A draft ends early at an
+    /// end-of-generation token. Should the draft model fail, it proposes nothing this time and
+    /// its sequences start afresh next time: speculation never fails a request.
+    pub(crate) fn propose(&mut self, wants: &[(usize, &[TokenId], usize)]) -> Vec<Vec<TokenId>> {
+        let mut drafts = vec![Vec::new(); wants.len()];
+        let mut ops = Vec::new();
+        // Which want each op serves.
+        let mut serving = Vec::new();
+        for (k, &(slot, history, n)) in wants.iter().enumerate() {
+            if n == 0 || history.is_empty() {
+                continue;
+            }
+            let seq = twin(slot);
+            let held = &mut self.held[slot];
+            let mut keep = common_prefix(held, history);
+            if keep < held.len() {
+                let cut = if keep == 0 {
+                    self.backend.seq_rm(seq)
+                } else {
+                    self.backend.seq_rm_last(seq, held.len() - keep)
+                };
+                if cut.is_err() {
+                    let _ = self.backend.seq_rm(seq);
+                    keep = 0;
+                }
+                held.truncate(keep);
+            }
+            let op = if keep < history.len() {
+                StepOp::PrefillDecode(history[keep..].to_vec(), Box::new(StepOp::Decode(None)))
+            } else {
+                StepOp::Decode(None)
+            };
+            ops.push((seq, op));
+            serving.push(k);
+        }
+        while !ops.is_empty() {
+            let results = match self.backend.step(&ops) {
+                Ok(results) => results,
+                Err(e) => {
+                    tracing::warn!("draft model failed, no draft this step: {e}");
+                    for &(seq, _) in &ops {
+                        let _ = self.backend.seq_rm(seq);
+                        self.held[seq.0 as usize].clear();
+                    }
+                    return vec![Vec::new(); wants.len()];
+                }
+            };
+            let mut next_ops = Vec::new();
+            let mut next_serving = Vec::new();
+            for (((seq, op), (_, result)), k) in ops.iter().zip(results).zip(&serving) {
+                let held = &mut self.held[seq.0 as usize];
+                held.extend_from_slice(op.prefix());
+                let Some(decoded) = result.decoded() else {
+                    continue;
+                };
+                held.push(decoded.token());
+                if matches!(decoded, wick_backend::Decoded::Eog(_)) {
+                    continue;
+                }
+                drafts[*k].push(decoded.token());
+                if drafts[*k].len() < wants[*k].2 {
+                    next_ops.push((*seq, StepOp::Decode(None)));
+                    next_serving.push(*k);
+                }
+            }
+            ops = next_ops;
+            serving = next_serving;
+        }
+        drafts
+    }
+}
+
+/// The draft model's sequence for slot `slot`.
+fn twin(slot: usize) -> SeqId {
+    SeqId(u32::try_from(slot).expect("invariant: slots fit in u32"))
 }
 
 #[cfg(test)]
@@ -133,27 +303,19 @@ mod tests {
     #[test]
     fn rejections_shrink_the_draft_then_pause_it_and_acceptance_grows_it_back() {
         let mut d = Drafter::new(8);
-        let h = t(&[
-            1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4,
-        ]);
-        // "1 2 3 4" occurred twice before, each a 4-token match: the latest proposes what
-        // followed it, up to the draft length.
-        assert_eq!(d.propose(&h, 100), t(&[5, 6, 7, 8, 1, 2, 3, 4]));
+        assert_eq!(d.budget(100), 8);
         d.record(8, 2);
-        assert_eq!(d.propose(&h, 100).len(), 3);
+        assert_eq!(d.budget(100), 3);
         d.record(3, 0);
         for _ in 0..BACKOFF_MIN {
-            assert!(
-                d.propose(&h, 100).is_empty(),
-                "paused after an outright rejection"
-            );
+            assert_eq!(d.budget(100), 0, "paused after an outright rejection");
         }
-        assert_eq!(d.propose(&h, 100).len(), 1);
+        assert_eq!(d.budget(100), 1);
         d.record(1, 1);
         d.record(2, 2);
         assert_eq!(d.len, 4);
-        assert!(d.propose(&h, 0).is_empty(), "no room, no draft");
-        assert!(Drafter::new(0).propose(&h, 100).is_empty(), "off");
+        assert_eq!(d.budget(0), 0, "no room, no draft");
+        assert_eq!(Drafter::new(0).budget(100), 0, "off");
     }
 
     proptest! {

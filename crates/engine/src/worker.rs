@@ -81,6 +81,23 @@ impl Engine {
     ///
     /// An invalid `config`.
     pub fn start(backend: Box<dyn Backend>, config: EngineConfig) -> Result<Engine, EngineError> {
+        Engine::start_with_draft(backend, None, config)
+    }
+
+    /// [`Engine::start`] with a draft model: a second (smaller) model of the same vocabulary
+    /// that proposes the speculative tokens of greedy requests instead of prompt lookup
+    /// ([`EngineConfig::spec_max`] and [`crate::GenerateRequest::spec_max`] bound them alike).
+    /// The engine's thread takes both; the draft holds one sequence per live request.
+    ///
+    /// # Errors
+    ///
+    /// An invalid `config`; a draft whose vocabulary differs from the model's (the first
+    /// differing token is named) or whose context is smaller.
+    pub fn start_with_draft(
+        backend: Box<dyn Backend>,
+        draft: Option<Box<dyn Backend>>,
+        config: EngineConfig,
+    ) -> Result<Engine, EngineError> {
         config.validate()?;
         let inflight = Arc::new(AtomicUsize::new(0));
         let cache_stats = Arc::new(CacheStats::default());
@@ -92,6 +109,10 @@ impl Engine {
             Arc::clone(&cache_stats),
             pieces,
         );
+        let state = match draft {
+            Some(draft) => state.with_draft(draft)?,
+            None => state,
+        };
         let (live, queued) = state.capacity();
         let info = Arc::new(backend.info().clone());
         let tokenizer = backend.tokenizer();

@@ -747,3 +747,68 @@ fn an_unknown_adapter_fails_its_request_and_the_stub_runs_two_at_once() {
         alone_under("x", 4, &AdapterSet::new([(a, 1.0), (b, 1.0)]))
     );
 }
+
+#[test]
+fn a_draft_model_proposes_and_the_answers_stay_the_plain_ones() {
+    let config = EngineConfig {
+        spec_max: 5,
+        ..EngineConfig::default()
+    };
+    // The stub as its own draft: every draft token is the greedy one, so all are accepted.
+    let spec = Engine::start_with_draft(
+        Box::new(stub(4, 512)),
+        Some(Box::new(stub(4, 512))),
+        config.clone(),
+    )
+    .expect("engine");
+    let stats = || {
+        let s = spec.cache_stats();
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        (load(&s.spec_drafted), load(&s.spec_accepted))
+    };
+    for round in 0..2 {
+        // Held so that several requests draft in the same batched step of the draft model;
+        // the second round starts from what the draft sequences already hold.
+        let (release, blocker) = hold(&spec);
+        let streams: Vec<_> = PROMPTS
+            .iter()
+            .map(|p| spec.submit(request(p, 23)))
+            .collect();
+        drop(release);
+        blocker.join().expect("holder").expect("job ran");
+        for (p, stream) in PROMPTS.iter().zip(streams) {
+            let (text, done) = collect(stream.expect("submit"));
+            let (want, reason) = alone(p, 23);
+            assert_eq!(text, want, "round {round}, {p:?}");
+            assert_eq!(done.finish_reason, reason);
+        }
+    }
+    let (drafted, accepted) = stats();
+    assert!(drafted > 0);
+    assert_eq!(
+        accepted, drafted,
+        "the same model drafts exactly its greedy tokens"
+    );
+    // A sampled request never drafts.
+    let sampled = GenerateRequest {
+        sampler: SamplerOpts {
+            temperature: 0.8,
+            seed: 7,
+            ..SamplerOpts::default()
+        },
+        ..request("x", 10)
+    };
+    collect(spec.submit(sampled).expect("submit"));
+    assert_eq!(stats(), (drafted, accepted));
+}
+
+#[test]
+fn a_draft_model_with_a_smaller_context_is_refused_by_name() {
+    let err = Engine::start_with_draft(
+        Box::new(stub(4, 512)),
+        Some(Box::new(stub(2, 512))),
+        EngineConfig::default(),
+    )
+    .expect_err("two sequences cannot twin four");
+    assert!(err.to_string().contains("model_draft"), "{err}");
+}

@@ -10,7 +10,11 @@ use wick_types::{Message, Role};
 
 /// The chat-template fixtures, inside the repository.
 fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/chat-templates")
+    PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
+    )
+    .join("../../tests/fixtures/chat-templates")
 }
 
 #[derive(Debug, Deserialize)]

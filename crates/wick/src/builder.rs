@@ -104,6 +104,7 @@ pub struct LlmBuilder {
     pub(crate) chat_template: Option<String>,
     pub(crate) rpc_servers: Vec<String>,
     pub(crate) loras: Vec<(PathBuf, f32)>,
+    pub(crate) draft: Option<ModelSource>,
 }
 
 impl fmt::Debug for LlmBuilder {
@@ -123,6 +124,7 @@ impl fmt::Debug for LlmBuilder {
             .field("chat_template", &self.chat_template.is_some())
             .field("rpc_servers", &self.rpc_servers)
             .field("loras", &self.loras)
+            .field("draft", &self.draft)
             .finish()
     }
 }
@@ -149,6 +151,7 @@ impl Default for LlmBuilder {
             chat_template: None,
             rpc_servers: Vec::new(),
             loras: Vec::new(),
+            draft: None,
         }
     }
 }
@@ -285,6 +288,18 @@ impl LlmBuilder {
     #[must_use]
     pub fn lora(mut self, path: impl Into<PathBuf>, scale: f32) -> Self {
         self.loras.push((path.into(), scale));
+        self
+    }
+
+    /// A draft model for speculative decoding: a second, smaller model with the same
+    /// vocabulary (refused with the first differing token named otherwise), loaded with the
+    /// same context and threads, that proposes the tokens a greedy answer then verifies
+    /// instead of prompt lookup. Drafting needs [`ModelKwargs::spec_max`] (or a request's
+    /// [`crate::GenerateOptions::spec_max`]) above 0. The answer is the same either way. None
+    /// by default.
+    #[must_use]
+    pub fn draft_model(mut self, source: ModelSource) -> Self {
+        self.draft = Some(source);
         self
     }
 

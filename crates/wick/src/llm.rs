@@ -43,6 +43,11 @@ impl Llm {
 
     pub(crate) fn load(settings: LlmBuilder) -> Result<Llm> {
         let path = crate::source::resolve(&settings.source)?;
+        let draft = settings
+            .draft
+            .as_ref()
+            .map(|d| crate::source::resolve(d).map(|p| registry::canonical(&p)))
+            .transpose()?;
         let key = ModelKey {
             path: registry::canonical(&path),
             context_window: settings.context_window,
@@ -55,6 +60,7 @@ impl Llm {
                 .iter()
                 .map(|(path, _)| registry::canonical(path))
                 .collect(),
+            draft,
         };
         let loaded = registry::get_or_load(key, load_model)?;
         Ok(Llm {
@@ -639,7 +645,18 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
             .transpose()?,
         ..wick_engine::EngineConfig::default()
     };
-    let engine = wick_engine::Engine::start(Box::new(backend), engine_config)?;
+    let draft = key
+        .draft
+        .as_ref()
+        .map(|path| -> Result<Box<dyn wick_backend::Backend>> {
+            // The draft runs beside the model on this machine, with its context layout.
+            let mut draft_config = config.clone();
+            draft_config.model_path.clone_from(path);
+            draft_config.rpc_servers = Vec::new();
+            Ok(Box::new(wick_llama::LlamaBackend::load(&draft_config)?))
+        })
+        .transpose()?;
+    let engine = wick_engine::Engine::start_with_draft(Box::new(backend), draft, engine_config)?;
     let template = key
         .chat_template
         .as_deref()

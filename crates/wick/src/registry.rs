@@ -22,6 +22,8 @@ pub(crate) struct ModelKey {
     pub(crate) rpc_servers: Vec<String>,
     /// LoRA adapter files loaded with the model (canonical paths; scales are per `Llm`).
     pub(crate) loras: Vec<PathBuf>,
+    /// The draft model proposing speculative tokens.
+    pub(crate) draft: Option<PathBuf>,
 }
 
 /// A loaded model and the engine that serves it.

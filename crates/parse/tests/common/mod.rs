@@ -9,7 +9,11 @@ use wick_parse::{EndedBy, Event, Format, ParseOptions, ParsedMessage, Parser, To
 
 /// The tool-call corpus directory, inside the repository.
 pub fn corpus_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tool-calls")
+    PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
+    )
+    .join("../../tests/fixtures/tool-calls")
 }
 
 /// One corpus case.

@@ -8,7 +8,11 @@ use wick_template::{DateTime, JinjaTemplate, RenderRequest, DEFAULT_FUEL};
 
 /// `tests/fixtures/chat-templates`, inside the repository.
 pub(crate) fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/chat-templates")
+    PathBuf::from(
+        std::env::var("CARGO_MANIFEST_DIR")
+            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
+    )
+    .join("../../tests/fixtures/chat-templates")
 }
 
 /// The instant the fixtures were rendered at.
