@@ -147,6 +147,52 @@ sys.exit(m.version("llama-index-llms-openai-like") != "0.8.1")' >/dev/null 2>&1;
         "$LLAMAINDEX_PACKAGE"
 }
 
+# The chat page's browser test: Debian's Chromium and its WebDriver (apt), and Selenium in a
+# virtual environment of its own.
+SELENIUM_PACKAGE="selenium==4.50.0"
+export WICK_BROWSER_VENV="${WICK_BROWSER_VENV:-$WICK_HOME/venv-browser}"
+export WICK_BROWSER_PYTHON="$WICK_BROWSER_VENV/bin/python"
+ensure_chromium() {
+    if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+        return 0
+    fi
+    command -v apt-get >/dev/null 2>&1 ||
+        die "the browser test needs chromium and chromedriver (Debian: apt-get install chromium chromium-driver)"
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    say "installing chromium and chromium-driver (apt)"
+    $sudo apt-get install -y --no-install-recommends chromium chromium-driver ||
+        { $sudo apt-get update && $sudo apt-get install -y --no-install-recommends chromium chromium-driver; } ||
+        die "apt-get install chromium chromium-driver failed"
+}
+ensure_browser_venv() {
+    if "$WICK_BROWSER_PYTHON" -c 'import sys, importlib.metadata as m
+sys.exit(m.version("selenium") != "4.50.0")' >/dev/null 2>&1; then
+        return 0
+    fi
+    install_in_venv "$WICK_BROWSER_VENV" "$WICK_BROWSER_PYTHON" "the chat page's browser test" \
+        "$SELENIUM_PACKAGE"
+}
+
+# The chat page's vendored Markdown renderer and sanitizer (ui/vendor) must be the files of the
+# npm packages ui/package-lock.json pins: `npm ci` installs them (from the registry, integrity
+# checked) and the copies are compared; `scripts/build-ui --update` rewrites them.
+check_ui_vendor() {
+    command -v npm >/dev/null 2>&1 || die "npm is needed to check the chat page's vendored files"
+    (cd "$WICK_ROOT/ui" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) ||
+        die "npm ci in ui/ failed"
+    local pair src dst
+    for pair in "marked/lib/marked.umd.js:marked.js" "dompurify/dist/purify.min.js:purify.js"; do
+        src="$WICK_ROOT/ui/node_modules/${pair%%:*}"
+        dst="$WICK_ROOT/ui/vendor/${pair##*:}"
+        if [ "${1:-}" = "--update" ]; then
+            cp "$src" "$dst"
+        elif ! cmp -s "$src" "$dst"; then
+            die "ui/vendor/${pair##*:} is not ${pair%%:*} as ui/package-lock.json pins it (scripts/build-ui --update)"
+        fi
+    done
+}
+
 # llama.cpp's server test suite (tools/server/tests in the llama.cpp tree `wick bench` unpacks) in
 # a virtual environment of its own under $WICK_HOME: its requirements pin openai~=2.14, which the
 # SDK tests' environment does not have. scripts/llama-server-tests/run uses it.

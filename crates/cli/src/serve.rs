@@ -30,6 +30,10 @@ pub(crate) struct ServeArgs {
     /// send names such as gpt-4o-mini].
     #[arg(long)]
     strict_model_names: bool,
+    /// Do not serve the chat page at `/` (a browser then gets `Ollama is running`, as any
+    /// other client does).
+    #[arg(long)]
+    no_ui: bool,
     /// The addresses to listen on: repeat the flag or separate them with commas
     /// (`127.0.0.1,::1`), all on the one `--port`.
     #[arg(
@@ -295,6 +299,7 @@ async fn serve_on(args: &ServeArgs, state_out: &mut Option<AppState>) -> Result<
         allowed_hosts: allowed_hosts(&locals, &args.hosts, &args.allow_hosts),
         body_timeout: Duration::from_secs(args.body_timeout),
         strict_model_names: args.strict_model_names,
+        ui: !args.no_ui,
     };
     let state = AppState::new(config);
     *state_out = Some(state.clone());

@@ -45,6 +45,7 @@ mod routes;
 mod sse;
 mod state;
 mod tokens;
+mod ui;
 mod validate;
 mod wire;
 

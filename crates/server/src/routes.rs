@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 
 use crate::error::Dialect;
 use crate::{
-    anthropic, chat, completions, cors, embeddings, lora, native, ollama, responses, tokens,
+    anthropic, chat, completions, cors, embeddings, lora, native, ollama, responses, tokens, ui,
     ApiError, AppState, ServedModel,
 };
 
@@ -65,8 +65,10 @@ pub fn router(state: AppState) -> Router {
         .route("/detokenize", post(tokens::detokenize))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
-        // Ollama's clients probe `/` (`HEAD` or `GET`) before they call `/api/*`.
-        .route("/", get(ollama::root));
+        // A browser gets the chat page; Ollama's clients probe `/` (`HEAD` or `GET`) before
+        // they call `/api/*` and get `Ollama is running`.
+        .route("/", get(ui::root))
+        .route("/ui/{name}", get(ui::asset));
     let mut router = ollama::routes(router)
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -99,8 +101,8 @@ async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Respo
     response
 }
 
-/// The `Host` check (every route) and the API key (every route but `/health` and CORS
-/// preflights).
+/// The `Host` check (every route) and the API key (every route but `/health`, the chat
+/// page's files and CORS preflights).
 fn admit(state: &AppState, req: &Request) -> Result<(), ApiError> {
     if let Some(host) = req.headers().get(header::HOST) {
         let host = String::from_utf8_lossy(host.as_bytes());
@@ -110,7 +112,9 @@ fn admit(state: &AppState, req: &Request) -> Result<(), ApiError> {
             });
         }
     }
-    let exempt = req.uri().path() == "/health" || req.method() == Method::OPTIONS;
+    // The page's files carry no data: the page asks for the key and sends it.
+    let path = req.uri().path();
+    let exempt = path == "/health" || ui::is_page(path) || req.method() == Method::OPTIONS;
     match &state.config().api_key {
         Some(key) if !exempt => {
             let given = api_key(req.headers()).unwrap_or("");

@@ -34,6 +34,8 @@ pub struct ServerConfig {
     /// server serves one model. Off by default: like llama-server, a server of one model
     /// answers any name with it (OpenAI clients send names such as `gpt-4o-mini`).
     pub strict_model_names: bool,
+    /// Whether the chat page is served at `/` (to browsers) and `/ui/`. On by default.
+    pub ui: bool,
 }
 
 impl ServerConfig {
@@ -80,6 +82,7 @@ impl Default for ServerConfig {
             allowed_hosts: Some(Self::LOOPBACK_HOSTS.map(str::to_owned).to_vec()),
             body_timeout: Duration::from_secs(30),
             strict_model_names: false,
+            ui: true,
         }
     }
 }
