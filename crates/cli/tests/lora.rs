@@ -50,6 +50,16 @@ fn complete(server: &Server, lora: Option<Value>) -> (String, u64) {
     )
 }
 
+/// `GET /lora-adapters`.
+fn adapters(server: &Server) -> Value {
+    client()
+        .get(server.url("/lora-adapters"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap()
+}
+
 fn one(id: usize, scale: f64) -> Value {
     json!([{"id": id, "scale": scale}])
 }
@@ -58,12 +68,7 @@ fn one(id: usize, scale: f64) -> Value {
 fn adapters_are_listed_and_a_scale_picks_the_answer() {
     let dir = tempfile::tempdir().unwrap();
     let server = server_with_adapters(dir.path());
-    let listed: Value = client()
-        .get(server.url("/lora-adapters"))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let listed = adapters(&server);
     let listed = listed.as_array().unwrap();
     assert_eq!(listed.len(), 2);
     assert_eq!(listed[0]["id"], 0);
@@ -87,12 +92,7 @@ fn adapters_are_listed_and_a_scale_picks_the_answer() {
     let (status, ok) = post_json(&server, "/lora-adapters", &one(0, 8.0));
     assert_eq!((status, &ok), (200, &json!({"success": true})));
     assert_eq!(complete(&server, None).0, a);
-    let listed: Value = client()
-        .get(server.url("/lora-adapters"))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let listed = adapters(&server);
     assert_eq!(listed[0]["scale"], 8.0);
     assert_eq!(listed[1]["scale"], 0.0);
     // A request's own list wins: here, nothing on.
