@@ -1,5 +1,6 @@
-//! Request bodies through the server's parsing and validation (chat and text completions):
-//! any bytes give an answer or an OpenAI error, never a panic.
+//! Request bodies through the server's parsing and validation (chat and text completions, the
+//! LoRA scales of `POST /lora-adapters`): any bytes give an answer or an OpenAI error, never a
+//! panic.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -8,10 +9,10 @@ fuzz_target!(|data: &[u8]| {
     let Some((&route, body)) = data.split_first() else {
         return;
     };
-    let path = if route % 2 == 0 {
-        "/v1/chat/completions"
-    } else {
-        "/v1/completions"
+    let path = match route % 3 {
+        0 => "/v1/chat/completions",
+        1 => "/v1/completions",
+        _ => "/lora-adapters",
     };
     if let Err(e) = wick_server::check_request(path, body) {
         // Every error has a status and a well-formed body.

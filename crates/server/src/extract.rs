@@ -82,6 +82,7 @@ pub fn check_request(path: &str, body: &[u8]) -> Result<(), ApiError> {
         "/v1/responses" => crate::responses::check(parse(body)?),
         "/api/chat" => crate::ollama::check(body, false),
         "/api/generate" => crate::ollama::check(body, true),
+        "/lora-adapters" => crate::validate::lora(&parse::<Value>(body)?).map(drop),
         _ => Err(ApiError::NotFound {
             method: "POST".into(),
             path: path.to_owned(),
