@@ -699,3 +699,67 @@ fn several_host_addresses_serve_on_one_port() {
         }
     }
 }
+
+#[test]
+fn server_wide_sampling_defaults_apply_to_every_request_that_sets_none() {
+    // llama-server's flags: requests without a temperature are greedy here.
+    let server = Server::start(&["--temp", "0", "--seed", "7", "--top-k", "1"]);
+    let props: Value = client()
+        .get(server.url("/props"))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let params = &props["default_generation_settings"]["params"];
+    assert_eq!(
+        (&params["temperature"], &params["seed"], &params["top_k"]),
+        (&json!(0.0), &json!(7), &json!(1)),
+        "{params}"
+    );
+    let answer = |extra: Value| {
+        let (status, whole) = post(
+            &server,
+            "/v1/chat/completions",
+            &chat("Write one line about rivers.", &extra),
+        );
+        assert_eq!(status, 200, "{whole}");
+        whole["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let defaulted = answer(json!({"max_tokens": 24}));
+    assert_eq!(
+        defaulted,
+        answer(json!({"max_tokens": 24, "temperature": 0}))
+    );
+    // The request's own value still wins.
+    let sampled = answer(json!({"max_tokens": 24, "temperature": 1.5, "top_k": 0, "seed": 3}));
+    assert_ne!(sampled, defaulted);
+    // Ollama's API takes the same defaults.
+    let (status, generated) = post(
+        &server,
+        "/api/generate",
+        &json!({"prompt": "Write one line about rivers.", "stream": false,
+                "options": {"num_predict": 24}}),
+    );
+    assert_eq!(status, 200, "{generated}");
+    let (_, greedy) = post(
+        &server,
+        "/api/generate",
+        &json!({"prompt": "Write one line about rivers.", "stream": false,
+                "options": {"num_predict": 24, "temperature": 0}}),
+    );
+    assert_eq!(generated["response"], greedy["response"]);
+}
+
+#[test]
+fn a_sampling_default_out_of_range_is_refused_before_loading() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wick"))
+        .args(["serve", "--port", "0", "--temp", "3"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--temp 3 is out of range"), "{stderr}");
+}

@@ -21,7 +21,7 @@ pub(crate) async fn handler(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
-    let valid = validate::chat(req)?;
+    let valid = validate::chat(req, &state.config().sampling)?;
     let Begun {
         served,
         stream,

@@ -26,7 +26,7 @@ pub(crate) async fn handler(
         logprobs,
         stream: streamed,
         include_usage,
-    } = valid(req)?;
+    } = valid(req, &state.config().sampling)?;
     let served = state.model(model.as_deref())?;
     let started = Instant::now();
     let mut stream = served
@@ -101,7 +101,10 @@ impl ValidCompletion {
 }
 
 /// Checks a text-completion request.
-pub(crate) fn valid(req: CompletionRequest) -> Result<ValidCompletion, ApiError> {
+pub(crate) fn valid(
+    req: CompletionRequest,
+    defaults: &crate::SamplingDefaults,
+) -> Result<ValidCompletion, ApiError> {
     if req.echo == Some(true) {
         return Err(ApiError::Unsupported {
             message: "echo is not supported yet".into(),
@@ -110,7 +113,12 @@ pub(crate) fn valid(req: CompletionRequest) -> Result<ValidCompletion, ApiError>
     }
     let logprobs = validate::completion_logprobs(req.logprobs.as_ref())?;
     let input = prompt(req.prompt)?;
-    let mut options = validate::options(&req.sampling, req.sampling.max_tokens, "max_tokens")?;
+    let mut options = validate::options(
+        &req.sampling,
+        req.sampling.max_tokens,
+        "max_tokens",
+        defaults,
+    )?;
     options.logprobs = logprobs;
     Ok(ValidCompletion {
         model: req.model,

@@ -72,11 +72,14 @@ fn check_media_type(headers: &HeaderMap) -> Result<(), ApiError> {
 #[doc(hidden)]
 pub fn check_request(path: &str, body: &[u8]) -> Result<(), ApiError> {
     use crate::wire::{ChatCompletionRequest, CompletionRequest};
+    let defaults = crate::SamplingDefaults::default();
     match path {
         "/v1/chat/completions" => {
-            crate::validate::chat(parse::<ChatCompletionRequest>(body)?).map(drop)
+            crate::validate::chat(parse::<ChatCompletionRequest>(body)?, &defaults).map(drop)
         }
-        "/v1/completions" => crate::completions::valid(parse::<CompletionRequest>(body)?).map(drop),
+        "/v1/completions" => {
+            crate::completions::valid(parse::<CompletionRequest>(body)?, &defaults).map(drop)
+        }
         "/v1/messages" => crate::anthropic::check(parse(body)?, false),
         "/v1/messages/count_tokens" => crate::anthropic::check(parse(body)?, true),
         "/v1/responses" => crate::responses::check(parse(body)?),

@@ -54,4 +54,4 @@ pub use extract::check_request;
 pub use listen::{serve, ListenConfig};
 pub use metrics::Metrics;
 pub use routes::router;
-pub use state::{AppState, ServedModel, ServerConfig};
+pub use state::{AppState, SamplingDefaults, ServedModel, ServerConfig};

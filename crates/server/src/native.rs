@@ -201,7 +201,7 @@ pub(crate) async fn handler(
         _ => None,
     };
     let (request, settings) = req.completion();
-    let valid = crate::completions::valid(request)?;
+    let valid = crate::completions::valid(request, &state.config().sampling)?;
     let served = state.model(valid.model())?;
     let mut options = valid.options().clone();
     let mut bias = match &req.logit_bias {
@@ -460,7 +460,7 @@ pub(crate) async fn props(State(state): State<AppState>) -> Result<Response, Api
             "id": 0,
             "n_ctx": meta.context_window,
             "is_processing": false,
-            "params": default_params(&served.llm),
+            "params": default_params(&served.llm, &state.config().sampling),
         },
         "chat_template": info.chat_template.clone().unwrap_or_default(),
         "modalities": {"vision": false, "audio": false},
@@ -480,13 +480,13 @@ pub(crate) async fn slots(State(state): State<AppState>) -> Result<Response, Api
     Ok(axum::Json(slots).into_response())
 }
 
-/// The sampling a request gets when it sets nothing: validation's defaults, the seed fresh
-/// for each request (llama-server's "random" seed, `u32::MAX`).
-fn default_params(llm: &wick::Llm) -> Value {
-    let s = crate::validate::request_defaults();
+/// The sampling a request gets when it sets nothing: the server's defaults, the seed fixed by
+/// `--seed` or fresh for each request (llama-server's "random" seed, `u32::MAX`).
+fn default_params(llm: &wick::Llm, defaults: &crate::SamplingDefaults) -> Value {
+    let s = &defaults.sampling;
     json!({
         "n_predict": llm.metadata().num_output,
-        "seed": u32::MAX,
+        "seed": defaults.seed.unwrap_or(i64::from(u32::MAX)),
         "temperature": s.temperature,
         "top_k": s.top_k,
         "top_p": s.top_p,
@@ -501,7 +501,7 @@ pub(crate) async fn apply_template(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<crate::wire::ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
-    let valid = crate::validate::chat(req)?;
+    let valid = crate::validate::chat(req, &state.config().sampling)?;
     let served = state.model(valid.model.as_deref())?;
     let prompt = served.llm.chat_text(&valid.chat, &valid.options)?;
     Ok(axum::Json(json!({ "prompt": prompt })).into_response())
@@ -513,7 +513,7 @@ pub(crate) async fn input_tokens(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<crate::wire::ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
-    let valid = crate::validate::chat(req)?;
+    let valid = crate::validate::chat(req, &state.config().sampling)?;
     let served = state.model(valid.model.as_deref())?;
     let tokens = served.llm.chat_tokens(&valid.chat, &valid.options)?;
     Ok(axum::Json(json!({ "input_tokens": tokens.len() })).into_response())

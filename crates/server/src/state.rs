@@ -11,7 +11,7 @@ use crate::responses::ResponseStore;
 use crate::{ApiError, Metrics};
 
 /// Settings of the HTTP layer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
     /// When set, every route but `/health` needs `Authorization: Bearer <key>`.
     pub api_key: Option<String>,
@@ -36,6 +36,30 @@ pub struct ServerConfig {
     pub strict_model_names: bool,
     /// Whether the chat page is served at `/` (to browsers) and `/ui/`. On by default.
     pub ui: bool,
+    /// What a request gets for each sampling field it leaves out, on every API.
+    pub sampling: SamplingDefaults,
+}
+
+/// The sampling a request starts from: every field it leaves out is taken from here
+/// (`wick serve --temp`, `--top-k`, … as llama-server's flags of those names).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplingDefaults {
+    /// Temperature, top-k, top-p, min-p and the repetition penalty (the other fields are
+    /// not used).
+    pub sampling: wick::SamplerOpts,
+    /// The seed of a request without one; `None`: a fresh seed each time.
+    pub seed: Option<i64>,
+}
+
+impl Default for SamplingDefaults {
+    /// wick's defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, no repetition
+    /// penalty, a fresh seed per request.
+    fn default() -> Self {
+        SamplingDefaults {
+            sampling: crate::validate::request_defaults(),
+            seed: None,
+        }
+    }
 }
 
 impl ServerConfig {
@@ -83,6 +107,7 @@ impl Default for ServerConfig {
             body_timeout: Duration::from_secs(30),
             strict_model_names: false,
             ui: true,
+            sampling: SamplingDefaults::default(),
         }
     }
 }

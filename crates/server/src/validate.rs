@@ -6,7 +6,7 @@ use wick::{ChatRequest, GenerateOptions, Grammar, SamplerOpts, ToolChoice};
 use wick::{Message, MessageToolCall, Role, Tool};
 
 use crate::wire::{ChatCompletionRequest, Content, Stop, WireMessage, WireSampling, WireTool};
-use crate::ApiError;
+use crate::{ApiError, SamplingDefaults};
 
 /// Most stop strings one request may have.
 const MAX_STOPS: usize = 16;
@@ -36,7 +36,10 @@ impl ValidChat {
 }
 
 /// Checks a chat request.
-pub(crate) fn chat(req: ChatCompletionRequest) -> Result<ValidChat, ApiError> {
+pub(crate) fn chat(
+    req: ChatCompletionRequest,
+    d: &SamplingDefaults,
+) -> Result<ValidChat, ApiError> {
     let logprobs = chat_logprobs(req.logprobs, req.top_logprobs)?;
     let Some(messages) = req.messages else {
         return Err(ApiError::bad("messages", "`messages` is required"));
@@ -57,7 +60,7 @@ pub(crate) fn chat(req: ChatCompletionRequest) -> Result<ValidChat, ApiError> {
     } else {
         "max_tokens"
     };
-    let mut options = options(&req.sampling, max, field)?;
+    let mut options = options(&req.sampling, max, field, d)?;
     options.tool_choice = tool_choice;
     options.logprobs = logprobs;
     if let Some(format) = response_format(req.response_format.as_ref())? {
@@ -111,6 +114,7 @@ pub(crate) fn options(
     s: &WireSampling,
     max_tokens: Option<i64>,
     max_field: &'static str,
+    defaults: &SamplingDefaults,
 ) -> Result<GenerateOptions, ApiError> {
     if let Some(n) = s.n {
         if n != 1 {
@@ -132,7 +136,7 @@ pub(crate) fn options(
     };
     // The limits are `SamplerOpts::validate`'s, checked below; here only what the wire adds
     // (values beyond f32 or u32 are out of range too).
-    let d = request_defaults();
+    let d = &defaults.sampling;
     let sampling = SamplerOpts {
         temperature: float(s.temperature, "temperature")?.unwrap_or(d.temperature),
         top_p: float(s.top_p, "top_p")?.unwrap_or(d.top_p),
@@ -142,7 +146,7 @@ pub(crate) fn options(
             .unwrap_or(d.repetition_penalty),
         frequency_penalty: float(s.frequency_penalty, "frequency_penalty")?.unwrap_or(0.0),
         presence_penalty: float(s.presence_penalty, "presence_penalty")?.unwrap_or(0.0),
-        seed: seed(s.seed),
+        seed: seed(s.seed.or(defaults.seed)),
         logit_bias: logit_bias(s.logit_bias.as_ref())?,
         grammar: match (&s.grammar, &s.json_schema) {
             (Some(_), Some(_)) => {

@@ -13,6 +13,7 @@ use crate::wire::{
     WireMessage, WireSampling, WireTool, WireToolCall,
 };
 use crate::ApiError;
+use crate::SamplingDefaults;
 
 /// What the request is for: an answer (`max_tokens` required) or a token count (the prompt
 /// alone, rendered as an answer's would be).
@@ -23,7 +24,11 @@ pub(crate) enum Purpose {
 }
 
 /// Checks an Anthropic request and converts it.
-pub(crate) fn valid(req: MessagesRequest, purpose: Purpose) -> Result<ValidChat, ApiError> {
+pub(crate) fn valid(
+    req: MessagesRequest,
+    purpose: Purpose,
+    d: &SamplingDefaults,
+) -> Result<ValidChat, ApiError> {
     let max_tokens = match (req.max_tokens, purpose) {
         (Some(n), Purpose::Answer) => Some(n),
         (None, Purpose::Answer) => {
@@ -83,7 +88,7 @@ pub(crate) fn valid(req: MessagesRequest, purpose: Purpose) -> Result<ValidChat,
         chat_template_kwargs: thinking(req.thinking.as_ref())?,
         ..ChatCompletionRequest::default()
     };
-    let mut valid = validate::chat(chat)?;
+    let mut valid = validate::chat(chat, d)?;
     if purpose == Purpose::Count {
         // The same prompt as the answer's, without the forced call's grammar (the tools are
         // rendered either way) and greedy: nothing of it is kept.
@@ -388,7 +393,7 @@ mod tests {
     }
 
     fn check(body: &Value) -> Result<ValidChat, ApiError> {
-        valid(parse(body), Purpose::Answer)
+        valid(parse(body), Purpose::Answer, &SamplingDefaults::default())
     }
 
     #[test]
@@ -465,7 +470,7 @@ mod tests {
     }
 
     fn valid_count(body: &Value) -> ValidChat {
-        valid(parse(body), Purpose::Count).unwrap()
+        valid(parse(body), Purpose::Count, &SamplingDefaults::default()).unwrap()
     }
 
     #[test]

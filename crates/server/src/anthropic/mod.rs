@@ -20,6 +20,7 @@ use crate::chat::{begin, is_later_call, Begun};
 use crate::error::Dialect;
 use crate::extract::ApiJson;
 use crate::metrics::LiveGuard;
+use crate::SamplingDefaults;
 use crate::{sse, ApiError, AppState};
 use blocks::{AnthropicUsage, Blocks, ContentBlock, MessageObject};
 use convert::Purpose;
@@ -32,7 +33,7 @@ pub(crate) fn check(req: MessagesRequest, count: bool) -> Result<(), ApiError> {
     } else {
         Purpose::Answer
     };
-    convert::valid(req, purpose).map(drop)
+    convert::valid(req, purpose, &SamplingDefaults::default()).map(drop)
 }
 
 /// `POST /v1/messages`.
@@ -59,7 +60,7 @@ fn count(
     body: Result<ApiJson<MessagesRequest>, ApiError>,
 ) -> Result<Response, ApiError> {
     let ApiJson(req) = body?;
-    let valid = convert::valid(req, Purpose::Count)?;
+    let valid = convert::valid(req, Purpose::Count, &state.config().sampling)?;
     let served = state.model(valid.model.as_deref())?;
     // A prompt too long to answer is still counted: the count is what was asked for.
     let tokens = served.llm.chat_tokens(&valid.chat, &valid.options)?;
@@ -72,7 +73,7 @@ async fn answer(
     body: Result<ApiJson<MessagesRequest>, ApiError>,
 ) -> Result<Response, ApiError> {
     let ApiJson(req) = body?;
-    let valid = convert::valid(req, Purpose::Answer)?;
+    let valid = convert::valid(req, Purpose::Answer, &state.config().sampling)?;
     let Begun {
         served,
         stream,

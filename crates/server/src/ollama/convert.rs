@@ -14,6 +14,7 @@ use crate::wire::{
     ChatCompletionRequest, Content, Stop, WireFunctionCall, WireMessage, WireSampling, WireToolCall,
 };
 use crate::ApiError;
+use crate::SamplingDefaults;
 
 /// What an Ollama request asks for, checked.
 #[derive(Debug)]
@@ -46,7 +47,7 @@ pub(crate) struct Checked {
 }
 
 /// Checks a `/api/chat` request.
-pub(crate) fn chat(req: ChatRequest) -> Result<Checked, ApiError> {
+pub(crate) fn chat(req: ChatRequest, d: &SamplingDefaults) -> Result<Checked, ApiError> {
     let options = req.options.unwrap_or_default();
     let num_ctx = num_ctx(&options)?;
     let stream = req.stream.unwrap_or(true);
@@ -72,7 +73,7 @@ pub(crate) fn chat(req: ChatRequest) -> Result<Checked, ApiError> {
         chat_template_kwargs: think(req.think.as_ref())?,
         ..ChatCompletionRequest::default()
     };
-    let valid = validate::chat(chat)?;
+    let valid = validate::chat(chat, d)?;
     Ok(Checked {
         ask: Ask::Chat(Box::new(valid)),
         stream,
@@ -81,7 +82,7 @@ pub(crate) fn chat(req: ChatRequest) -> Result<Checked, ApiError> {
 }
 
 /// Checks a `/api/generate` request.
-pub(crate) fn generate(req: GenerateRequest) -> Result<Checked, ApiError> {
+pub(crate) fn generate(req: GenerateRequest, d: &SamplingDefaults) -> Result<Checked, ApiError> {
     if req.template.as_deref().is_some_and(|t| !t.is_empty()) {
         return Err(ApiError::bad(
             "template",
@@ -114,7 +115,7 @@ pub(crate) fn generate(req: GenerateRequest) -> Result<Checked, ApiError> {
     if req.raw == Some(true) || suffix.is_some() {
         let sampling = sampling(&options)?;
         let max = sampling.max_tokens;
-        let mut generate = validate::options(&sampling, max, "num_predict")?;
+        let mut generate = validate::options(&sampling, max, "num_predict", d)?;
         if let Some(grammar) = validate::response_format(response_format.as_ref())? {
             if let Some(s) = generate.sampling.as_mut() {
                 s.grammar = Some(grammar);
@@ -150,7 +151,7 @@ pub(crate) fn generate(req: GenerateRequest) -> Result<Checked, ApiError> {
         ..ChatCompletionRequest::default()
     };
     Ok(Checked {
-        ask: Ask::Chat(Box::new(validate::chat(chat)?)),
+        ask: Ask::Chat(Box::new(validate::chat(chat, d)?)),
         stream,
         num_ctx,
     })
@@ -301,7 +302,10 @@ mod tests {
     use super::*;
 
     fn chat_of(body: Value) -> Result<Checked, ApiError> {
-        chat(serde_json::from_value(body).unwrap())
+        chat(
+            serde_json::from_value(body).unwrap(),
+            &SamplingDefaults::default(),
+        )
     }
 
     fn valid_chat(body: Value) -> ValidChat {
@@ -423,7 +427,12 @@ mod tests {
 
     #[test]
     fn generate_refuses_template_and_context_and_keeps_raw_prompts_raw() {
-        let gen = |body: Value| generate(serde_json::from_value(body).unwrap());
+        let gen = |body: Value| {
+            generate(
+                serde_json::from_value(body).unwrap(),
+                &SamplingDefaults::default(),
+            )
+        };
         for (field, value) in [
             ("template", json!("{{ .Prompt }}")),
             ("context", json!([1, 2])),

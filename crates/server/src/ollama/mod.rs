@@ -25,6 +25,7 @@ use wick::PromptInput;
 use crate::chat::{begin, Begun};
 use crate::error::Dialect;
 use crate::extract::ApiJson;
+use crate::SamplingDefaults;
 use crate::{ApiError, AppState, ServedModel};
 use answer::{Answer, Items, Piece, Shape, Timing};
 use convert::{Ask, Checked};
@@ -49,9 +50,9 @@ pub(crate) fn routes(router: Router<AppState>) -> Router<AppState> {
 /// Checks a request body the way `POST /api/chat` (`generate`: `/api/generate`) does.
 pub(crate) fn check(body: &[u8], generate: bool) -> Result<(), ApiError> {
     if generate {
-        convert::generate(crate::extract::parse(body)?).map(drop)
+        convert::generate(crate::extract::parse(body)?, &SamplingDefaults::default()).map(drop)
     } else {
-        convert::chat(crate::extract::parse(body)?).map(drop)
+        convert::chat(crate::extract::parse(body)?, &SamplingDefaults::default()).map(drop)
     }
 }
 
@@ -63,7 +64,8 @@ async fn chat(
     let received = Instant::now();
     let answer = async {
         let ApiJson(req) = body?;
-        respond(state, convert::chat(req)?, Shape::Chat, received).await
+        let checked = convert::chat(req, &state.config().sampling)?;
+        respond(state, checked, Shape::Chat, received).await
     };
     answer
         .await
@@ -78,7 +80,8 @@ async fn generate(
     let received = Instant::now();
     let answer = async {
         let ApiJson(req) = body?;
-        respond(state, convert::generate(req)?, Shape::Generate, received).await
+        let checked = convert::generate(req, &state.config().sampling)?;
+        respond(state, checked, Shape::Generate, received).await
     };
     answer
         .await

@@ -14,6 +14,7 @@ use crate::wire::{
     WireSampling, WireTool, WireToolCall,
 };
 use crate::ApiError;
+use crate::SamplingDefaults;
 
 /// A request converted: the chat request checked, this request's own input items (as item
 /// objects, for the store) and the settings the response object echoes.
@@ -44,7 +45,11 @@ pub(crate) struct Echo {
 
 /// Checks a request and converts it; `history` holds the items of the response it continues
 /// (that response's input items, then its output), oldest first.
-pub(crate) fn convert(req: ResponsesRequest, history: &[Value]) -> Result<Converted, ApiError> {
+pub(crate) fn convert(
+    req: ResponsesRequest,
+    history: &[Value],
+    d: &SamplingDefaults,
+) -> Result<Converted, ApiError> {
     let items = own_items(req.input)?;
     if items.is_empty() && history.is_empty() {
         return Err(ApiError::bad(
@@ -105,7 +110,7 @@ pub(crate) fn convert(req: ResponsesRequest, history: &[Value]) -> Result<Conver
         reasoning_effort: effort.clone(),
         ..ChatCompletionRequest::default()
     };
-    let valid = validate::chat(chat).map_err(|e| rename(e, ""))?;
+    let valid = validate::chat(chat, d).map_err(|e| rename(e, ""))?;
     let echo = Echo {
         instructions: req.instructions,
         tools: req
@@ -436,7 +441,11 @@ mod tests {
     use super::*;
 
     fn convert_json(body: &Value, history: &[Value]) -> Result<Converted, ApiError> {
-        convert(serde_json::from_value(body.clone()).unwrap(), history)
+        convert(
+            serde_json::from_value(body.clone()).unwrap(),
+            history,
+            &SamplingDefaults::default(),
+        )
     }
 
     #[test]

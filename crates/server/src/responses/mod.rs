@@ -26,6 +26,7 @@ use crate::chat::{begin, is_later_call, Begun};
 use crate::error::Dialect;
 use crate::extract::ApiJson;
 use crate::metrics::LiveGuard;
+use crate::SamplingDefaults;
 use crate::{sse, ApiError, AppState};
 use convert::{Converted, Echo};
 use items::{ItemEvent, Output, OutputItem};
@@ -36,7 +37,7 @@ pub(crate) use wire::ResponsesRequest;
 /// Checks a request body the way `POST /v1/responses` does (without `previous_response_id`'s
 /// look-up: the id is not checked, and no earlier items are added).
 pub(crate) fn check(req: ResponsesRequest) -> Result<(), ApiError> {
-    convert::convert(req, &[]).map(drop)
+    convert::convert(req, &[], &SamplingDefaults::default()).map(drop)
 }
 
 /// `POST /v1/responses`.
@@ -56,7 +57,8 @@ pub(crate) async fn create(
         },
         None => Vec::new(),
     };
-    let Converted { valid, items, echo } = convert::convert(req, &history)?;
+    let Converted { valid, items, echo } =
+        convert::convert(req, &history, &state.config().sampling)?;
     let Begun {
         served,
         stream,
