@@ -245,12 +245,15 @@ async function send(text) {
   renderAll();
   const element = () => $('messages').lastElementChild;
   let pending = false;
+  let finished = false;
   const update = () => {
     if (pending) return;
     pending = true;
     requestAnimationFrame(() => {
       pending = false;
-      if (state.current === conversation) element().replaceWith(messageElement(answer));
+      // The final render below draws the finished answer; a frame queued before it must not
+      // replace that again.
+      if (!finished && state.current === conversation) element().replaceWith(messageElement(answer));
     });
   };
   const controller = new AbortController();
@@ -296,10 +299,12 @@ async function send(text) {
         ? (usage.completion_tokens - 1) * 1000 / (ended - first) : null,
       cached_tokens: usage && usage.prompt_tokens_details ? usage.prompt_tokens_details.cached_tokens : null,
     };
+    finished = true;
     state.controller = null;
-    setBusy(false);
     saveConversations();
     if (state.current === conversation) renderMessages();
+    // Idle only once the finished answer is drawn.
+    setBusy(false);
   }
 }
 

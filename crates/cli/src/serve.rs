@@ -30,50 +30,6 @@ pub(crate) struct ServeArgs {
     /// send names such as gpt-4o-mini].
     #[arg(long)]
     strict_model_names: bool,
-    /// The temperature of a request that sets none, on every API (0: greedy)
-    /// [default: 0.8].
-    #[arg(
-        long,
-        value_name = "T",
-        help_heading = "Request defaults (llama-server's flags)"
-    )]
-    temp: Option<f32>,
-    /// The top-k of a request that sets none (0: off) [default: 40].
-    #[arg(
-        long,
-        value_name = "N",
-        help_heading = "Request defaults (llama-server's flags)"
-    )]
-    top_k: Option<u32>,
-    /// The top-p of a request that sets none (1: off) [default: 0.95].
-    #[arg(
-        long,
-        value_name = "P",
-        help_heading = "Request defaults (llama-server's flags)"
-    )]
-    top_p: Option<f32>,
-    /// The min-p of a request that sets none (0: off) [default: 0.05].
-    #[arg(
-        long,
-        value_name = "P",
-        help_heading = "Request defaults (llama-server's flags)"
-    )]
-    min_p: Option<f32>,
-    /// The repetition penalty of a request that sets none (1: off) [default: 1].
-    #[arg(
-        long,
-        value_name = "X",
-        help_heading = "Request defaults (llama-server's flags)"
-    )]
-    repeat_penalty: Option<f32>,
-    /// The seed of a request that sets none (-1: a fresh one each time) [default: -1].
-    #[arg(
-        long,
-        value_name = "N",
-        allow_hyphen_values = true,
-        help_heading = "Request defaults (llama-server's flags)"
-    )]
-    seed: Option<i64>,
     /// Do not serve the chat page at `/` (a browser then gets `Ollama is running`, as any
     /// other client does).
     #[arg(long)]
@@ -248,6 +204,9 @@ pub(crate) struct ServeArgs {
     /// turns them on), as llama-server's flag of the same name.
     #[arg(long)]
     lora_init_without_apply: bool,
+    /// Defaults of requests that set none (last: its help heading holds for what follows).
+    #[command(flatten)]
+    sampling: SamplingFlags,
 }
 
 /// `FILE[:SCALE]`: a scale is the text after the last `:` when it parses as a number (so a
@@ -264,16 +223,41 @@ fn parse_lora(value: &str) -> Result<(PathBuf, f32), String> {
     Ok((PathBuf::from(value), 1.0))
 }
 
+/// What a request that sets none of these gets, on every API: llama-server's flags of the same
+/// names over wick's request defaults.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Request defaults (llama-server's flags)")]
+struct SamplingFlags {
+    /// The temperature (0: greedy) [default: 0.8].
+    #[arg(long, value_name = "T")]
+    temp: Option<f32>,
+    /// The top-k (0: off) [default: 40].
+    #[arg(long, value_name = "N")]
+    top_k: Option<u32>,
+    /// The top-p (1: off) [default: 0.95].
+    #[arg(long, value_name = "P")]
+    top_p: Option<f32>,
+    /// The min-p (0: off) [default: 0.05].
+    #[arg(long, value_name = "P")]
+    min_p: Option<f32>,
+    /// The repetition penalty (1: off) [default: 1].
+    #[arg(long, value_name = "X")]
+    repeat_penalty: Option<f32>,
+    /// The seed (-1: a fresh one each time) [default: -1].
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    seed: Option<i64>,
+}
+
 /// `--temp`, `--top-k`, `--top-p`, `--min-p`, `--repeat-penalty` and `--seed` over wick's
 /// request defaults.
-fn sampling_defaults(args: &ServeArgs) -> Result<wick_server::SamplingDefaults> {
+fn sampling_defaults(flags: &SamplingFlags) -> Result<wick_server::SamplingDefaults> {
     let mut d = wick_server::SamplingDefaults::default();
     let s = &mut d.sampling;
-    s.temperature = args.temp.unwrap_or(s.temperature);
-    s.top_k = args.top_k.unwrap_or(s.top_k);
-    s.top_p = args.top_p.unwrap_or(s.top_p);
-    s.min_p = args.min_p.unwrap_or(s.min_p);
-    s.repetition_penalty = args.repeat_penalty.unwrap_or(s.repetition_penalty);
+    s.temperature = flags.temp.unwrap_or(s.temperature);
+    s.top_k = flags.top_k.unwrap_or(s.top_k);
+    s.top_p = flags.top_p.unwrap_or(s.top_p);
+    s.min_p = flags.min_p.unwrap_or(s.min_p);
+    s.repetition_penalty = flags.repeat_penalty.unwrap_or(s.repetition_penalty);
     s.validate().map_err(|e| {
         anyhow::anyhow!(
             "--{} {} is out of range (allowed: {})",
@@ -287,7 +271,7 @@ fn sampling_defaults(args: &ServeArgs) -> Result<wick_server::SamplingDefaults> 
             e.allowed
         )
     })?;
-    d.seed = args.seed.filter(|&seed| seed >= 0);
+    d.seed = flags.seed.filter(|&seed| seed >= 0);
     Ok(d)
 }
 
@@ -304,7 +288,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
     if args.parallel == 0 {
         bail!("--parallel must be 1 or more");
     }
-    sampling_defaults(&args)?;
+    sampling_defaults(&args.sampling)?;
     match (spec_mode(&args), &args.model_draft) {
         ("draft", None) => bail!("--spec draft needs a draft model: give --model-draft REF"),
         (mode @ ("ngram" | "off"), Some(_)) => {
@@ -372,7 +356,7 @@ async fn serve_on(args: &ServeArgs, state_out: &mut Option<AppState>) -> Result<
         body_timeout: Duration::from_secs(args.body_timeout),
         strict_model_names: args.strict_model_names,
         ui: !args.no_ui,
-        sampling: sampling_defaults(args)?,
+        sampling: sampling_defaults(&args.sampling)?,
     };
     let state = AppState::new(config);
     *state_out = Some(state.clone());

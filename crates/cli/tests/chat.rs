@@ -496,11 +496,7 @@ fn lines_pasted_or_typed_ahead_together_are_each_answered_on_a_terminal() {
             echo_stream(request)
         }
     });
-    let script = std::path::PathBuf::from(
-        std::env::var("CARGO_MANIFEST_DIR")
-            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
-    )
-    .join("tests/chat_pty.py");
+    let script = wick_testutil::crate_path(env!("CARGO_MANIFEST_DIR"), "tests/chat_pty.py");
     let out = Command::new("python3")
         .arg(script)
         .arg(env!("CARGO_BIN_EXE_wick"))

@@ -65,11 +65,10 @@ fn variants(m: &str) -> Vec<String> {
 }
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(
-        std::env::var("CARGO_MANIFEST_DIR")
-            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
+    wick_testutil::crate_path(
+        env!("CARGO_MANIFEST_DIR"),
+        "../../tests/fixtures/chat-templates",
     )
-    .join("../../tests/fixtures/chat-templates")
 }
 
 fn templates() -> Vec<ChatTemplate> {

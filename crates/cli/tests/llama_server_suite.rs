@@ -9,11 +9,7 @@ use std::process::Command;
 
 #[test]
 fn llama_cpp_server_tests_that_pass_on_llama_server_pass_on_wick() {
-    let root = std::path::PathBuf::from(
-        std::env::var("CARGO_MANIFEST_DIR")
-            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
-    )
-    .join("../..");
+    let root = wick_testutil::crate_path(env!("CARGO_MANIFEST_DIR"), "../..");
     let scripts = root.join("scripts/llama-server-tests");
     let list = scripts.join("passing-on-llama-server.txt");
     let expected = std::fs::read_to_string(&list)

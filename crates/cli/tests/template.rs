@@ -13,11 +13,10 @@ fn wick(args: &[&str]) -> Output {
 }
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(
-        std::env::var("CARGO_MANIFEST_DIR")
-            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
+    wick_testutil::crate_path(
+        env!("CARGO_MANIFEST_DIR"),
+        "../../tests/fixtures/chat-templates",
     )
-    .join("../../tests/fixtures/chat-templates")
 }
 
 fn case(template: &str, id: &str) -> Value {

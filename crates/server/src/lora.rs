@@ -36,12 +36,6 @@ pub(crate) async fn set(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    if !body.is_array() {
-        return Err(ApiError::bad(
-            "lora",
-            "the request body must be an array of {\"id\", \"scale\"} objects",
-        ));
-    }
     let scales = crate::validate::lora(&body)?;
     let served = state.model(None)?;
     served.llm.set_lora_scales(&scales)?;

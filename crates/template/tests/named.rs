@@ -10,11 +10,10 @@ use wick_types::{Message, Role};
 
 /// The chat-template fixtures, inside the repository.
 fn fixtures() -> PathBuf {
-    PathBuf::from(
-        std::env::var("CARGO_MANIFEST_DIR")
-            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
+    wick_testutil::crate_path(
+        env!("CARGO_MANIFEST_DIR"),
+        "../../tests/fixtures/chat-templates",
     )
-    .join("../../tests/fixtures/chat-templates")
 }
 
 #[derive(Debug, Deserialize)]

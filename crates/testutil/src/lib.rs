@@ -27,6 +27,16 @@ use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
+/// `rel` under the directory of the crate whose test runs: the `CARGO_MANIFEST_DIR` cargo sets
+/// when it runs the test, else `built`, that directory when the test was built (pass
+/// `env!("CARGO_MANIFEST_DIR")`). A test binary built for a checkout elsewhere and reused here
+/// (a shared target directory) so reads this checkout's files.
+pub fn crate_path(built: &str, rel: &str) -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(built), PathBuf::from)
+        .join(rel)
+}
+
 /// The test model's file name.
 pub const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// The test model's SHA-256.

@@ -226,12 +226,7 @@ pub(crate) fn run_python_client(
     unset: &[&str],
     done: &str,
 ) {
-    let path = std::path::PathBuf::from(
-        std::env::var("CARGO_MANIFEST_DIR")
-            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
-    )
-    .join("tests")
-    .join(script);
+    let path = wick_testutil::crate_path(env!("CARGO_MANIFEST_DIR"), "tests").join(script);
     let mut command = Command::new(python);
     command.arg(&path).args(args);
     for var in unset {

@@ -9,11 +9,10 @@ use wick_parse::{EndedBy, Event, Format, ParseOptions, ParsedMessage, Parser, To
 
 /// The tool-call corpus directory, inside the repository.
 pub fn corpus_dir() -> PathBuf {
-    PathBuf::from(
-        std::env::var("CARGO_MANIFEST_DIR")
-            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
+    wick_testutil::crate_path(
+        env!("CARGO_MANIFEST_DIR"),
+        "../../tests/fixtures/tool-calls",
     )
-    .join("../../tests/fixtures/tool-calls")
 }
 
 /// One corpus case.

@@ -8,11 +8,10 @@ use wick_template::{DateTime, JinjaTemplate, RenderRequest, DEFAULT_FUEL};
 
 /// `tests/fixtures/chat-templates`, inside the repository.
 pub(crate) fn fixtures() -> PathBuf {
-    PathBuf::from(
-        std::env::var("CARGO_MANIFEST_DIR")
-            .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned()),
+    wick_testutil::crate_path(
+        env!("CARGO_MANIFEST_DIR"),
+        "../../tests/fixtures/chat-templates",
     )
-    .join("../../tests/fixtures/chat-templates")
 }
 
 /// The instant the fixtures were rendered at.
