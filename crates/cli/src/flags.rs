@@ -62,6 +62,47 @@ pub(crate) struct LoadArgs {
     pub(crate) gpu_layers: u32,
 }
 
+/// What chat templates are given besides the conversation.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct TemplateArgs {
+    /// Whether a chat template that can think is asked to: the default of its
+    /// `enable_thinking` variable (a request's own wins). `auto`: templates that read it get
+    /// true; `on`: true; `off`: false (the template opens and closes an empty reasoning
+    /// block, or leaves it out).
+    #[arg(long, default_value = "auto", value_name = "on|off|auto")]
+    pub(crate) reasoning: wick::Reasoning,
+
+    /// Variables every chat template render gets unless the request sets its own, as a JSON
+    /// object (llama-server's flag), e.g. '{"reasoning_effort": "low"}'.
+    #[arg(long, value_name = "JSON", value_parser = parse_kwargs)]
+    pub(crate) chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
+
+    /// Do not pass today's date to chat templates. By default they get it (UTC) as
+    /// `date_string` ("26 Jul 2024") and `datetime` ("Jul 26 2024"), as llama-server passes
+    /// them: Llama 3.x templates print it as "Today Date" (without it, their fixed date).
+    #[arg(long)]
+    pub(crate) no_template_date: bool,
+}
+
+impl TemplateArgs {
+    /// `builder` with these settings.
+    pub(crate) fn apply(&self, builder: wick::LlmBuilder) -> wick::LlmBuilder {
+        builder
+            .reasoning(self.reasoning)
+            .template_kwargs(self.chat_template_kwargs.clone().unwrap_or_default())
+            .template_date(!self.no_template_date)
+    }
+}
+
+/// `--chat-template-kwargs`: a JSON object.
+fn parse_kwargs(value: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_str(value) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(_) => Err("expected a JSON object, e.g. '{\"enable_thinking\": false}'".into()),
+        Err(e) => Err(format!("not JSON: {e}")),
+    }
+}
+
 /// Loads the model `model` names (downloading it when needed), or the default model, for one
 /// conversation at a time: `wick run` and `wick chat` load it the same way.
 pub(crate) fn load_llm(
@@ -69,6 +110,7 @@ pub(crate) fn load_llm(
     chat_template: Option<&str>,
     sampling: &SamplingArgs,
     load: &LoadArgs,
+    template: &TemplateArgs,
     max_tokens: u32,
 ) -> anyhow::Result<wick::Llm> {
     use anyhow::Context as _;
@@ -79,7 +121,8 @@ pub(crate) fn load_llm(
     if let Some(template) = chat_template {
         builder = builder.chat_template(template);
     }
-    builder
+    template
+        .apply(builder)
         .temperature(sampling.temperature)
         .generate_kwargs(sampling.sampler())
         .max_new_tokens(max_tokens)

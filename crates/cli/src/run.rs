@@ -10,7 +10,7 @@ use clap::Args;
 use wick::{ChatRequest, Event, GenerateOptions, Message, PromptInput, Role};
 use wick_models::{ModelRef, ModelStore, Settings};
 
-use crate::flags::{LoadArgs, SamplingArgs};
+use crate::flags::{LoadArgs, SamplingArgs, TemplateArgs};
 
 /// Arguments of `wick run`.
 #[derive(Debug, Args)]
@@ -46,6 +46,9 @@ pub(crate) struct RunArgs {
 
     #[command(flatten)]
     load: LoadArgs,
+
+    #[command(flatten)]
+    template: TemplateArgs,
 
     /// Print load and speed timings (and llama.cpp's log) to standard error.
     #[arg(short, long)]
@@ -100,6 +103,7 @@ pub(crate) fn run(args: &RunArgs) -> Result<()> {
         args.chat_template.as_deref(),
         &args.sampling,
         &args.load,
+        &args.template,
         args.max_tokens,
     )?;
     let load_time = started.elapsed();

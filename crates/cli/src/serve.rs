@@ -204,6 +204,8 @@ pub(crate) struct ServeArgs {
     /// turns them on), as llama-server's flag of the same name.
     #[arg(long)]
     lora_init_without_apply: bool,
+    #[command(flatten)]
+    template: crate::flags::TemplateArgs,
     /// Defaults of requests that set none (last: its help heading holds for what follows).
     #[command(flatten)]
     sampling: SamplingFlags,
@@ -524,7 +526,9 @@ async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
 }
 
 fn builder(args: &ServeArgs, reference: Option<&str>) -> wick::LlmBuilder {
-    let mut builder = Llm::builder()
+    let mut builder = args
+        .template
+        .apply(Llm::builder())
         .context_window(args.ctx_size)
         .max_new_tokens(args.max_tokens)
         .model_kwargs(ModelKwargs {

@@ -84,18 +84,33 @@ pub(crate) fn chat(
                 ),
             ));
         }
-        extra_context.insert("reasoning_effort".into(), Value::String(effort));
+        if effort == "none" {
+            // llama-server's reading: no reasoning at all, which templates learn from
+            // `enable_thinking` (a request's own value wins).
+            extra_context
+                .entry("enable_thinking")
+                .or_insert(Value::Bool(false));
+        } else {
+            extra_context.insert("reasoning_effort".into(), Value::String(effort));
+        }
     }
     let messages = messages
         .into_iter()
         .enumerate()
         .map(|(i, m)| message(i, m))
         .collect::<Result<Vec<_>, _>>()?;
+    let (add_generation_prompt, continue_final_message) = continuation(
+        &messages,
+        req.add_generation_prompt,
+        req.continue_final_message,
+    )?;
     Ok(ValidChat {
         model: req.model,
         chat: ChatRequest {
             messages,
             tools,
+            add_generation_prompt,
+            continue_final_message,
             extra_context,
             ..ChatRequest::default()
         },
@@ -107,6 +122,45 @@ pub(crate) fn chat(
             .unwrap_or(false),
         single_call: req.parallel_tool_calls == Some(false),
     })
+}
+
+/// `(add_generation_prompt, continue_final_message)` of a chat: an answer continues the last
+/// message when the request says so, or, when it does not, when that message is the
+/// assistant's (a prefill, as llama-server, Anthropic and Ollama read it); otherwise it opens a
+/// fresh assistant turn unless `add_generation_prompt` is false.
+pub(crate) fn continuation(
+    messages: &[Message],
+    add_generation_prompt: Option<bool>,
+    continue_final_message: Option<bool>,
+) -> Result<(bool, bool), ApiError> {
+    let last = messages.last();
+    let prefill = last.is_some_and(|m| m.role == Role::Assistant);
+    let continued = continue_final_message.unwrap_or(prefill);
+    if !continued {
+        return Ok((add_generation_prompt.unwrap_or(true), false));
+    }
+    if continue_final_message == Some(true) && add_generation_prompt == Some(true) {
+        return Err(ApiError::bad(
+            "continue_final_message",
+            "set either `add_generation_prompt` or `continue_final_message`, not both",
+        ));
+    }
+    if last.is_some_and(|m| !m.tool_calls.is_empty()) {
+        return Err(ApiError::bad(
+            "messages",
+            "the last message has tool calls: an answer cannot continue it (send the tool \
+             results, or set `continue_final_message` false)",
+        ));
+    }
+    let n = messages.len();
+    if continue_final_message.is_none() && n >= 2 && messages[n - 2].role == Role::Assistant {
+        return Err(ApiError::bad(
+            "messages",
+            "the conversation ends with two assistant messages: an answer continues the last \
+             message, so send one",
+        ));
+    }
+    Ok((false, true))
 }
 
 /// The per-request options shared by chat and text completions.
@@ -559,6 +613,59 @@ fn message(i: usize, m: WireMessage) -> Result<Message, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_final_assistant_message_is_continued_unless_the_request_says_otherwise() {
+        let user = Message::new(Role::User, "Hi");
+        let said = Message::new(Role::Assistant, "The");
+        let both = [user.clone(), said.clone()];
+        assert_eq!(
+            continuation(&[user.clone()], None, None).unwrap(),
+            (true, false)
+        );
+        assert_eq!(
+            continuation(&[user.clone()], Some(false), None).unwrap(),
+            (false, false)
+        );
+        // A prefill, llama-server's default, whatever add_generation_prompt says.
+        assert_eq!(continuation(&both, None, None).unwrap(), (false, true));
+        assert_eq!(
+            continuation(&both, Some(true), None).unwrap(),
+            (false, true)
+        );
+        assert_eq!(
+            continuation(&both, None, Some(false)).unwrap(),
+            (true, false)
+        );
+        assert_eq!(
+            continuation(&both, Some(false), Some(true)).unwrap(),
+            (false, true)
+        );
+        // Continuing a user message is what was asked.
+        assert_eq!(
+            continuation(&[user.clone()], None, Some(true)).unwrap(),
+            (false, true)
+        );
+        let mut called = said.clone();
+        called.tool_calls.push(MessageToolCall {
+            id: Some("c".into()),
+            name: "f".into(),
+            arguments: json!({}),
+        });
+        for (messages, agp, cont, field) in [
+            (
+                both.to_vec(),
+                Some(true),
+                Some(true),
+                "continue_final_message",
+            ),
+            (vec![user.clone(), called], None, None, "messages"),
+            (vec![user, said.clone(), said], None, None, "messages"),
+        ] {
+            let err = continuation(&messages, agp, cont).unwrap_err();
+            assert!(format!("{err:?}").contains(field), "{messages:?}: {err:?}");
+        }
+    }
 
     #[test]
     fn lora_takes_llama_server_s_list_and_names_what_is_wrong() {

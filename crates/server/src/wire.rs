@@ -25,6 +25,12 @@ pub(crate) struct ChatCompletionRequest {
     pub(crate) stream_options: Option<StreamOptions>,
     pub(crate) reasoning_effort: Option<String>,
     pub(crate) chat_template_kwargs: Option<Map<String, Value>>,
+    /// Whether the prompt opens the assistant's turn (default true; false for `/apply-template`
+    /// of a whole conversation).
+    pub(crate) add_generation_prompt: Option<bool>,
+    /// Whether the answer continues the last message (vLLM's and transformers' name);
+    /// unset: when the last message is the assistant's, as llama-server prefills.
+    pub(crate) continue_final_message: Option<bool>,
 }
 
 /// The fields chat and text completions share.

@@ -59,11 +59,71 @@ impl ChatTemplate {
         RoleTemplate::from_json(&read(path)?).map(ChatTemplate::Role)
     }
 
+    /// Whether the template may read the variable `name` (a Jinja template whose source
+    /// names it; named and role templates read none of a request's variables).
+    pub fn reads(&self, name: &str) -> bool {
+        match self {
+            ChatTemplate::Jinja(t) => t.source().contains(name),
+            ChatTemplate::Named(_) | ChatTemplate::Role(_) => false,
+        }
+    }
+
     /// Renders the prompt as segments.
     ///
     /// # Errors
     /// The template's own error.
     pub fn render_segments(&self, request: &RenderRequest) -> Result<Segments, TemplateError> {
+        if request.continue_final_message {
+            return self.render_continued(request);
+        }
+        self.render_whole(request)
+    }
+
+    /// Renders a conversation whose last message is continued: the whole conversation
+    /// without a generation prompt, cut right after the last message's text where it last
+    /// appears (transformers' `continue_final_message`: where the template trimmed the text's
+    /// trailing space, the cut is after the trimmed text). A last message without text is
+    /// not continued: the prompt opens a fresh assistant turn instead.
+    fn render_continued(&self, request: &RenderRequest) -> Result<Segments, TemplateError> {
+        if request.add_generation_prompt {
+            return Err(TemplateError::Request {
+                reason: "continue_final_message and add_generation_prompt cannot both be set"
+                    .into(),
+            });
+        }
+        let Some(last) = request.messages.last() else {
+            return Err(TemplateError::Request {
+                reason: "continue_final_message needs a message to continue".into(),
+            });
+        };
+        let text = final_text(last);
+        let mut whole = request.clone();
+        whole.continue_final_message = false;
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            whole.add_generation_prompt = true;
+            return self.render_whole(&whole);
+        }
+        let mut segments = self.render_whole(&whole)?;
+        let rendered = segments.text();
+        let Some(at) = rendered.rfind(trimmed) else {
+            return Err(TemplateError::Request {
+                reason: "continue_final_message: the chat template does not show the last \
+                         message's text, so it cannot be continued"
+                    .into(),
+            });
+        };
+        let spaced = text.trim_start();
+        let end = if rendered[at..].starts_with(spaced) {
+            at + spaced.len()
+        } else {
+            at + trimmed.len()
+        };
+        segments.truncate(end);
+        Ok(segments)
+    }
+
+    fn render_whole(&self, request: &RenderRequest) -> Result<Segments, TemplateError> {
         match self {
             ChatTemplate::Jinja(t) => t.render_segments(request),
             ChatTemplate::Role(t) => t.render(request),
@@ -82,7 +142,7 @@ impl ChatTemplate {
     /// The template's own error.
     pub fn render(&self, request: &RenderRequest) -> Result<String, TemplateError> {
         match self {
-            ChatTemplate::Jinja(t) => t.render(request),
+            ChatTemplate::Jinja(t) if !request.continue_final_message => t.render(request),
             _ => self.render_segments(request).map(|s| s.text()),
         }
     }
@@ -114,6 +174,21 @@ fn typed_messages(request: &RenderRequest) -> Vec<Message> {
             Message::new(Role::from(role), content_text(m))
         })
         .collect()
+}
+
+/// The text a continued message ends with: its string content, or its last text part
+/// (transformers' choice).
+fn final_text(message: &serde_json::Value) -> String {
+    match &message["content"] {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(parts) => parts
+            .iter()
+            .rev()
+            .find_map(|p| p["text"].as_str())
+            .unwrap_or_default()
+            .to_owned(),
+        _ => String::new(),
+    }
 }
 
 /// End-of-turn markers of the known template families.

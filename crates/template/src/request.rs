@@ -24,6 +24,11 @@ pub struct RenderRequest {
     /// Whether to end with the opening of an assistant turn.
     #[serde(default = "yes")]
     pub add_generation_prompt: bool,
+    /// Whether the prompt ends inside the last message, right after its text, so that the
+    /// answer continues it (transformers' `continue_final_message`; an assistant prefill).
+    /// Needs `add_generation_prompt` false.
+    #[serde(default)]
+    pub continue_final_message: bool,
     /// Further variables passed to the template (`enable_thinking`, …).
     #[serde(default)]
     pub extra_context: Map<String, Value>,
@@ -91,6 +96,7 @@ impl From<&ChatRequest> for RenderRequest {
             bos_token: None,
             eos_token: None,
             add_generation_prompt: req.add_generation_prompt,
+            continue_final_message: req.continue_final_message,
             extra_context: req.extra_context.clone(),
         }
     }

@@ -102,6 +102,31 @@ impl Segments {
         Ok(out)
     }
 
+    /// Keeps the first `len` bytes of the prompt (at a char boundary at or below `len`),
+    /// each kept byte in the segment it was in.
+    pub fn truncate(&mut self, len: usize) {
+        let mut left = len;
+        let mut keep = 0;
+        for s in &mut self.0 {
+            if left == 0 {
+                break;
+            }
+            keep += 1;
+            if s.text.len() > left {
+                let mut at = left;
+                while !s.text.is_char_boundary(at) {
+                    at -= 1;
+                }
+                s.text.truncate(at);
+                left = 0;
+            } else {
+                left -= s.text.len();
+            }
+        }
+        self.0.truncate(keep);
+        self.0.retain(|s| !s.text.is_empty());
+    }
+
     /// Whether there is no text at all.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

@@ -190,6 +190,10 @@ pub struct ChatRequest {
     /// Whether to end the prompt with the opening of an assistant turn.
     #[serde(default = "default_true")]
     pub add_generation_prompt: bool,
+    /// Whether the answer continues the last message (an assistant prefill): the prompt ends
+    /// right after its text instead of closing it. Needs `add_generation_prompt` false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continue_final_message: bool,
     /// Further variables for the chat template (`enable_thinking`, `reasoning_effort`, …).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub extra_context: Map<String, Value>,
@@ -216,6 +220,7 @@ impl ChatRequest {
             system: None,
             tools: Vec::new(),
             add_generation_prompt: true,
+            continue_final_message: false,
             extra_context: Map::new(),
         }
     }

@@ -61,6 +61,34 @@ impl ModelKwargs {
     pub const SPEC_MAX: usize = 8;
 }
 
+/// Whether chat templates that can think are asked to (llama-server's `--reasoning`): the
+/// default of the template variable `enable_thinking` for a request that does not set it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Reasoning {
+    /// A template that reads `enable_thinking` gets `true` (templates written for
+    /// transformers treat it unset as on; llama.cpp's copies need it set). The default.
+    #[default]
+    Auto,
+    /// Every template gets `enable_thinking: true`.
+    On,
+    /// Every template gets `enable_thinking: false`: a template that can think opens and
+    /// closes an empty reasoning block, or leaves it out.
+    Off,
+}
+
+impl std::str::FromStr for Reasoning {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "auto" => Ok(Reasoning::Auto),
+            "on" | "true" | "1" => Ok(Reasoning::On),
+            "off" | "false" | "0" => Ok(Reasoning::Off),
+            other => Err(format!("`{other}`: expected on, off or auto")),
+        }
+    }
+}
+
 /// The disk tier of the prompt cache: where, and how many bytes of KV snapshots per model.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KvCache {
@@ -105,6 +133,9 @@ pub struct LlmBuilder {
     pub(crate) rpc_servers: Vec<String>,
     pub(crate) loras: Vec<(PathBuf, f32)>,
     pub(crate) draft: Option<ModelSource>,
+    pub(crate) reasoning: Reasoning,
+    pub(crate) template_kwargs: serde_json::Map<String, serde_json::Value>,
+    pub(crate) template_date: bool,
 }
 
 impl fmt::Debug for LlmBuilder {
@@ -125,6 +156,9 @@ impl fmt::Debug for LlmBuilder {
             .field("rpc_servers", &self.rpc_servers)
             .field("loras", &self.loras)
             .field("draft", &self.draft)
+            .field("reasoning", &self.reasoning)
+            .field("template_kwargs", &self.template_kwargs)
+            .field("template_date", &self.template_date)
             .finish()
     }
 }
@@ -152,6 +186,9 @@ impl Default for LlmBuilder {
             rpc_servers: Vec::new(),
             loras: Vec::new(),
             draft: None,
+            reasoning: Reasoning::Auto,
+            template_kwargs: serde_json::Map::new(),
+            template_date: true,
         }
     }
 }
@@ -300,6 +337,34 @@ impl LlmBuilder {
     #[must_use]
     pub fn draft_model(mut self, source: ModelSource) -> Self {
         self.draft = Some(source);
+        self
+    }
+
+    /// Whether templates that can think are asked to: the default of `enable_thinking` for a
+    /// chat that does not set it ([`Reasoning::Auto`] by default).
+    #[must_use]
+    pub fn reasoning(mut self, reasoning: Reasoning) -> Self {
+        self.reasoning = reasoning;
+        self
+    }
+
+    /// Variables every chat template render gets unless the request sets its own
+    /// ([`ChatRequest::extra_context`](wick_types::ChatRequest::extra_context)), as
+    /// llama-server's `--chat-template-kwargs`. None by default.
+    #[must_use]
+    pub fn template_kwargs(mut self, kwargs: serde_json::Map<String, serde_json::Value>) -> Self {
+        self.template_kwargs = kwargs;
+        self
+    }
+
+    /// Whether chat templates get today's date (UTC) as `date_string` (`26 Jul 2024`, what
+    /// Llama 3.x templates print as "Today Date") and `datetime` (`Jul 26 2024`), as
+    /// llama-server passes them; a template that does not read them is unchanged. On by
+    /// default; `false` renders as transformers does (Llama 3.x then prints its own fixed
+    /// date).
+    #[must_use]
+    pub fn template_date(mut self, on: bool) -> Self {
+        self.template_date = on;
         self
     }
 

@@ -3,15 +3,15 @@
 use std::sync::Arc;
 
 use wick_backend::Backend;
-use wick_engine::{ChatFormat, Engine, EngineConfig};
+use wick_engine::{Engine, EngineConfig};
 
 use crate::registry::Loaded;
 use crate::{Llm, LlmBuilder, Result};
 
 impl Llm {
     /// Builds an `Llm` over `backend` (outside the model cache: it is never shared), with the
-    /// generation settings of `builder` and its queue capacity (its model source and other
-    /// model settings are ignored).
+    /// generation settings of `builder`, its chat template and its queue capacity (its model
+    /// source and other model settings are ignored).
     ///
     /// # Errors
     ///
@@ -25,11 +25,9 @@ impl Llm {
             queue_capacity: builder.model.queue_capacity,
             ..EngineConfig::default()
         };
+        let template = crate::llm::chat_template_setting(builder.chat_template.as_deref())?;
         let engine = Engine::start(backend, config)?;
-        let chat = engine.with_backend(|b| -> Result<ChatFormat> {
-            let n_ctx = usize::try_from(b.info().n_ctx).unwrap_or(usize::MAX);
-            Ok(crate::llm::model_chat_format(b)?.with_context_window(n_ctx))
-        })??;
+        let chat = engine.with_backend(move |b| crate::llm::chat_format(b, template))??;
         Ok(Llm {
             loaded: Arc::new(Loaded {
                 engine,

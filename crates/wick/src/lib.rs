@@ -41,7 +41,7 @@ mod response;
 mod source;
 
 pub use builder::{
-    CompletionToPrompt, KvCache, LlmBuilder, MessagesToPrompt, ModelKwargs, ModelSource,
+    CompletionToPrompt, KvCache, LlmBuilder, MessagesToPrompt, ModelKwargs, ModelSource, Reasoning,
 };
 pub use chat::{AsyncChatStream, ChatResponse, ChatStream};
 pub use completion::{AsyncCompletionStream, CompletionStream};

@@ -3,6 +3,7 @@
 use crate::chat::OutputPlan;
 use std::sync::Arc;
 
+use serde_json::Value;
 use wick_backend::Tokenizer;
 use wick_engine::{ChatFormat, GenerateRequest, RenderedPrompt};
 use wick_parse::{Format, ToolSchemas};
@@ -12,7 +13,7 @@ use wick_types::{ChatRequest, Grammar, Message, Role, SamplerOpts, TokenId};
 use crate::registry::{self, Loaded, ModelKey};
 use crate::{
     AsyncChatStream, AsyncCompletionStream, ChatResponse, ChatStream, CompletionResponse,
-    CompletionStream, GenerateOptions, LlmBuilder, LlmMetadata, PromptInput, Result,
+    CompletionStream, GenerateOptions, LlmBuilder, LlmMetadata, PromptInput, Reasoning, Result,
 };
 use crate::{Error, ToolChoice};
 
@@ -550,17 +551,55 @@ impl Llm {
                 _,
             ) => Prompt::Formatted(text),
             (PromptInput::Text { text, .. }, Some(format)) => Prompt::Formatted(format(&text)),
-            (PromptInput::Text { text, .. }, None) => Prompt::Chat(Box::new(ChatRequest::new(
-                vec![Message::new(Role::User, text)],
-            ))),
+            (PromptInput::Text { text, .. }, None) => {
+                Prompt::Chat(Box::new(self.with_template_defaults(&ChatRequest::new(
+                    vec![Message::new(Role::User, text)],
+                ))))
+            }
         }
     }
 
     fn chat_prompt(&self, request: &ChatRequest) -> Prompt {
         match &self.settings.messages_to_prompt {
             Some(format) => Prompt::Formatted(format(&request.effective_messages())),
-            None => Prompt::Chat(Box::new(request.clone())),
+            None => Prompt::Chat(Box::new(self.with_template_defaults(request))),
         }
+    }
+
+    /// `request` with the template variables it leaves out taken from the settings: the
+    /// template kwargs, `enable_thinking` by [`Reasoning`], and today's date.
+    fn with_template_defaults(&self, request: &ChatRequest) -> ChatRequest {
+        let settings = &self.settings;
+        let mut request = request.clone();
+        let context = &mut request.extra_context;
+        for (name, value) in &settings.template_kwargs {
+            context.entry(name.clone()).or_insert_with(|| value.clone());
+        }
+        if !context.contains_key("enable_thinking") {
+            let think = match settings.reasoning {
+                Reasoning::On => Some(true),
+                Reasoning::Off => Some(false),
+                Reasoning::Auto => self
+                    .loaded
+                    .chat
+                    .template()
+                    .reads("enable_thinking")
+                    .then_some(true),
+            };
+            if let Some(think) = think {
+                context.insert("enable_thinking".into(), Value::Bool(think));
+            }
+        }
+        if settings.template_date {
+            let today = wick_template::DateTime::now_utc();
+            context
+                .entry("date_string")
+                .or_insert_with(|| Value::String(today.strftime("%d %b %Y")));
+            context
+                .entry("datetime")
+                .or_insert_with(|| Value::String(today.strftime("%b %d %Y")));
+        }
+        request
     }
 
     /// Submits `prompt`; a `templated` prompt also stops at the template's end-of-turn texts.
@@ -657,27 +696,8 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
         })
         .transpose()?;
     let engine = wick_engine::Engine::start_with_draft(Box::new(backend), draft, engine_config)?;
-    let template = key
-        .chat_template
-        .as_deref()
-        .map(|t| {
-            wick_template::ChatTemplate::named(t.trim()).or_else(|_| {
-                wick_template::JinjaTemplate::new(t).map(wick_template::ChatTemplate::Jinja)
-            })
-        })
-        .transpose()
-        .map_err(|e| Error::Invalid {
-            field: "chat_template",
-            value: e.to_string(),
-            allowed: "a llama.cpp template name or a Jinja template",
-        })?;
-    let chat = engine.with_backend(move |b| -> Result<ChatFormat> {
-        let n_ctx = usize::try_from(b.info().n_ctx).unwrap_or(usize::MAX);
-        if let Some(template) = template {
-            return Ok(ChatFormat::new(template, b)?.with_context_window(n_ctx));
-        }
-        Ok(model_chat_format(b)?.with_context_window(n_ctx))
-    })??;
+    let template = chat_template_setting(key.chat_template.as_deref())?;
+    let chat = engine.with_backend(move |b| chat_format(b, template))??;
     Ok(Loaded {
         engine,
         chat: Arc::new(chat),
@@ -746,6 +766,38 @@ impl ToolPlan {
         }
         options
     }
+}
+
+/// The `chat_template` setting: one of llama.cpp's template names, else a Jinja source.
+pub(crate) fn chat_template_setting(
+    setting: Option<&str>,
+) -> Result<Option<wick_template::ChatTemplate>> {
+    setting
+        .map(|t| {
+            wick_template::ChatTemplate::named(t.trim()).or_else(|_| {
+                wick_template::JinjaTemplate::new(t).map(wick_template::ChatTemplate::Jinja)
+            })
+        })
+        .transpose()
+        .map_err(|e| Error::Invalid {
+            field: "chat_template",
+            value: e.to_string(),
+            allowed: "a llama.cpp template name or a Jinja template",
+        })
+}
+
+/// The chat format of the model `b` holds: `template` when given, else the model's own,
+/// bounded by its context window.
+pub(crate) fn chat_format(
+    b: &dyn wick_backend::Backend,
+    template: Option<wick_template::ChatTemplate>,
+) -> Result<ChatFormat> {
+    let n_ctx = usize::try_from(b.info().n_ctx).unwrap_or(usize::MAX);
+    let format = match template {
+        Some(template) => ChatFormat::new(template, b)?,
+        None => model_chat_format(b)?,
+    };
+    Ok(format.with_context_window(n_ctx))
 }
 
 /// The model's own chat template, or llama.cpp's default (ChatML) when it has none.

@@ -21,6 +21,7 @@ impl Local {
             args.chat_template.as_deref(),
             &args.sampling,
             &args.load,
+            &args.template,
             args.max_tokens,
         )?;
         Ok(Local { llm })

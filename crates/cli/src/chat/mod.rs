@@ -12,7 +12,7 @@ use anyhow::Result;
 use clap::Args;
 use wick::{Message, Role};
 
-use crate::flags::{LoadArgs, SamplingArgs};
+use crate::flags::{LoadArgs, SamplingArgs, TemplateArgs};
 use input::Input;
 use interrupt::Interrupt;
 use local::Local;
@@ -82,6 +82,9 @@ pub(crate) struct ChatArgs {
 
     #[command(flatten)]
     load: LoadArgs,
+
+    #[command(flatten)]
+    template: TemplateArgs,
 }
 
 /// The conversation so far: the system prompt and the user and assistant messages.

@@ -46,13 +46,6 @@ pub(crate) fn valid(
     if input.is_empty() {
         return Err(ApiError::bad("messages", "`messages` must not be empty"));
     }
-    if input.last().is_some_and(|m| m.role == "assistant") {
-        return Err(ApiError::bad(
-            "messages",
-            "the last message is from the assistant: continuing an assistant turn (prefill) \
-             is not supported; end `messages` with a user turn",
-        ));
-    }
     let tools: Vec<WireTool> = req
         .tools
         .unwrap_or_default()
@@ -540,10 +533,6 @@ mod tests {
             (
                 user(json!([{"type": "tool_use", "id": "t", "name": "f", "input": {}}])),
                 "not allowed in a user message",
-            ),
-            (
-                json!({"max_tokens": 5, "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "The"}]}),
-                "prefill",
             ),
             (
                 json!({"max_tokens": 5, "messages": [{"role": "system", "content": "Hi"}]}),

@@ -108,6 +108,8 @@ pub(crate) fn convert(
         stream: req.stream,
         response_format: response_format(text_format.as_ref())?,
         reasoning_effort: effort.clone(),
+        // OpenAI's Responses API answers with a new message after a final assistant one.
+        continue_final_message: Some(false),
         ..ChatCompletionRequest::default()
     };
     let valid = validate::chat(chat, d).map_err(|e| rename(e, ""))?;

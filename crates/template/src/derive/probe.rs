@@ -149,6 +149,7 @@ impl Probe {
             bos_token: options.bos_token.clone(),
             eos_token: options.eos_token.clone(),
             add_generation_prompt: self.generation_prompt,
+            continue_final_message: false,
             extra_context: options.extra_context.clone(),
         }
     }
