@@ -151,6 +151,29 @@ def tools():
     check(counted.input_tokens > 0, f"count_tokens with tools: {counted.input_tokens}")
 
 
+def prefill():
+    """A final assistant turn is continued: its prompt is the plain one plus the prefill's
+    tokens, and the answer (only the new text) streams as it answers whole."""
+    question = user("Name three colors.")
+    said = "Red, green"
+    prefilled = question + [{"role": "assistant", "content": said}]
+    plain = client.messages.count_tokens(model=MODEL, messages=question).input_tokens
+    both = client.messages.count_tokens(model=MODEL, messages=prefilled).input_tokens
+    req = urllib.request.Request(f"{BASE}/tokenize", data=json.dumps({"content": said}).encode(),
+                                 headers={"Authorization": f"Bearer {KEY}",
+                                          "Content-Type": "application/json"})
+    with urllib.request.urlopen(req) as r:
+        n = len(json.load(r)["tokens"])
+    check(both == plain + n, f"a prefill's prompt is the plain prompt + its {n} tokens: "
+                             f"{both} vs {plain}")
+    kwargs = dict(model=MODEL, max_tokens=16, extra_body=GREEDY, messages=prefilled)
+    whole = client.messages.create(**kwargs)
+    check(bool(text_of(whole)), f"a prefill is continued: {text_of(whole)!r}")
+    with client.messages.stream(**kwargs) as stream:
+        streamed = "".join(stream.text_stream)
+    check(streamed == text_of(whole), f"prefill streamed == whole: {streamed!r}")
+
+
 def errors():
     bad = anthropic.Anthropic(base_url=BASE, api_key="wrong-key", max_retries=0)
     try:
@@ -179,6 +202,6 @@ def errors():
         check(e.body["error"]["type"] == "not_found_error", f"unknown model: {e.body}")
 
 
-for test in (plain_and_streamed, tools, errors):
+for test in (plain_and_streamed, tools, prefill, errors):
     test()
 print("all anthropic client checks passed")
