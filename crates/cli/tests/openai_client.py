@@ -157,6 +157,17 @@ def completions():
         model=MODEL, prompt="The capital of France is", max_tokens=8, temperature=0,
         stream=True) if c.choices)
     check(streamed == out.choices[0].text, "streamed completion == whole")
+    # A batch of prompts: one choice each, by index, each the answer its prompt gets alone.
+    other = client.completions.create(model=MODEL, prompt="The sky is", max_tokens=8,
+                                      temperature=0)
+    batch = client.completions.create(model=MODEL, prompt=["The capital of France is",
+                                                           "The sky is"],
+                                      max_tokens=8, temperature=0)
+    check([c.index for c in batch.choices] == [0, 1], f"batch indexes {batch.choices}")
+    check([c.text for c in batch.choices] == [out.choices[0].text, other.choices[0].text],
+          f"batch answers == single answers: {[c.text for c in batch.choices]}")
+    check(batch.usage.prompt_tokens == out.usage.prompt_tokens + other.usage.prompt_tokens,
+          f"batch usage adds up: {batch.usage}")
 
 
 def logprobs():

@@ -5,42 +5,45 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use wick::{AsyncCompletionStream, CompletionResponse, PromptInput, ScoredToken, TokenId};
+use wick::{AsyncCompletionStream, CompletionResponse, PromptInput, ScoredToken};
 
 use crate::error::Dialect;
 use crate::extract::ApiJson;
 use crate::metrics::LiveGuard;
 use crate::objects::{Head, TextChoice, UsageField, NO_CHOICES};
-use crate::wire::{CompletionRequest, Prompt};
-use crate::{sse, validate, ApiError, AppState};
+use crate::wire::CompletionRequest;
+use crate::{prompts, sse, validate, ApiError, AppState};
 
-/// The completions handler.
+/// The completions handler: one prompt, whole or streamed, or a batch of prompts answered
+/// whole (one choice each, by `index`, generated side by side).
 pub(crate) async fn handler(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     let ValidCompletion {
         model,
-        input,
+        inputs,
         options,
         logprobs,
         stream: streamed,
         include_usage,
     } = valid(req, &state.config().sampling)?;
     let served = state.model(model.as_deref())?;
-    let started = Instant::now();
-    let mut stream = served
-        .llm
-        .astream_complete_with(input, &options)
-        .await
-        .map_err(|e| ApiError::from(e).too_long_in("prompt"))?;
-    let first = match stream.next().await {
-        Some(item) => item?,
-        None => return Err(ApiError::Internal),
-    };
-    state.metrics().first_token(started.elapsed());
     let head = Head::new("cmpl", served.id.clone());
     if streamed {
+        let item = only_one(inputs)?;
+        let input = prompts::completion_input(&served.llm, item).await?;
+        let started = Instant::now();
+        let mut stream = served
+            .llm
+            .astream_complete_with(input, &options)
+            .await
+            .map_err(|e| ApiError::from(e).too_long_in("prompt"))?;
+        let first = match stream.next().await {
+            Some(item) => item?,
+            None => return Err(ApiError::Internal),
+        };
+        state.metrics().first_token(started.elapsed());
         let shutdown = state.shutdown_token();
         let run = StreamRun {
             _live: state.metrics().live(),
@@ -55,7 +58,64 @@ pub(crate) async fn handler(
         };
         return Ok(sse::response(sse::frames(run), shutdown, Dialect::OpenAi));
     }
-    let mut last = first;
+    let answers = futures_util::future::try_join_all(inputs.into_iter().map(|item| async {
+        let input = prompts::completion_input(&served.llm, item).await?;
+        Ok::<_, ApiError>(whole(&state, &served.llm, input, &options).await?.0)
+    }))
+    .await?;
+    let mut usage = wick::Usage::default();
+    for answer in &answers {
+        let u = answer.usage.unwrap_or_default();
+        usage.prompt_tokens += u.prompt_tokens;
+        usage.completion_tokens += u.completion_tokens;
+        usage.cached_tokens += u.cached_tokens;
+    }
+    let logprobs: Vec<_> = answers
+        .iter()
+        .map(|a| logprobs.map(|_| crate::logprobs::legacy(&a.logprobs, &mut 0)))
+        .collect();
+    let choices: Vec<_> = answers
+        .iter()
+        .zip(logprobs)
+        .enumerate()
+        .map(|(i, (a, logprobs))| TextChoice::new(&a.text, logprobs, a.finish_reason).at(i))
+        .collect();
+    let body = head.object(OBJECT, choices, UsageField::Counts(usage));
+    Ok(axum::Json(body).into_response())
+}
+
+/// The one prompt of a streamed request: a batch is answered whole.
+pub(crate) fn only_one(inputs: Vec<prompts::Item>) -> Result<prompts::Item, ApiError> {
+    let n = inputs.len();
+    let mut inputs = inputs.into_iter();
+    match (inputs.next(), n) {
+        (Some(item), 1) => Ok(item),
+        _ => Err(ApiError::bad(
+            "stream",
+            format!("{n} prompts: a batch is answered whole, so stream one prompt at a time"),
+        )),
+    }
+}
+
+/// The whole answer to `input`: the last item, with the text and every token's report, and
+/// when the first item came.
+pub(crate) async fn whole(
+    state: &AppState,
+    llm: &wick::Llm,
+    input: PromptInput,
+    options: &wick::GenerateOptions,
+) -> Result<(CompletionResponse, Instant), ApiError> {
+    let started = Instant::now();
+    let mut stream = llm
+        .astream_complete_with(input, options)
+        .await
+        .map_err(|e| ApiError::from(e).too_long_in("prompt"))?;
+    let Some(first) = stream.next().await else {
+        return Err(ApiError::Internal);
+    };
+    let mut last = first?;
+    let first_at = Instant::now();
+    state.metrics().first_token(first_at - started);
     let mut tokens = std::mem::take(&mut last.logprobs);
     while let Some(item) = stream.next().await {
         last = item?;
@@ -65,18 +125,14 @@ pub(crate) async fn handler(
     if let Some(u) = &last.usage {
         state.metrics().usage(u);
     }
-    let logprobs = logprobs.map(|_| crate::logprobs::legacy(&last.logprobs, &mut 0));
-    let choice = TextChoice::new(&last.text, logprobs, last.finish_reason);
-    let usage = UsageField::Counts(last.usage.unwrap_or_default());
-    let body = head.object(OBJECT, [choice], usage);
-    Ok(axum::Json(body).into_response())
+    Ok((last, first_at))
 }
 
 /// A text-completion request that passed every check.
 #[derive(Debug)]
 pub(crate) struct ValidCompletion {
     model: Option<String>,
-    input: PromptInput,
+    inputs: Vec<prompts::Item>,
     options: wick::GenerateOptions,
     logprobs: Option<u8>,
     stream: bool,
@@ -94,9 +150,9 @@ impl ValidCompletion {
         &self.options
     }
 
-    /// The prompt.
-    pub(crate) fn input(&self) -> PromptInput {
-        self.input.clone()
+    /// The prompts: one, or a batch.
+    pub(crate) fn inputs(&self) -> &[prompts::Item] {
+        &self.inputs
     }
 }
 
@@ -112,7 +168,7 @@ pub(crate) fn valid(
         });
     }
     let logprobs = validate::completion_logprobs(req.logprobs.as_ref())?;
-    let input = prompt(req.prompt)?;
+    let inputs = prompts::items(req.prompt, "prompt")?;
     let mut options = validate::options(
         &req.sampling,
         req.sampling.max_tokens,
@@ -122,7 +178,7 @@ pub(crate) fn valid(
     options.logprobs = logprobs;
     Ok(ValidCompletion {
         model: req.model,
-        input,
+        inputs,
         options,
         logprobs,
         stream: req.stream.unwrap_or(false),
@@ -131,42 +187,6 @@ pub(crate) fn valid(
             .and_then(|o| o.include_usage)
             .unwrap_or(false),
     })
-}
-
-/// The prompt as text (sent as a formatted prompt: its special-token text is kept) or tokens.
-fn prompt(prompt: Option<Prompt>) -> Result<PromptInput, ApiError> {
-    let text = |text: String| PromptInput::Text {
-        text,
-        formatted: true,
-    };
-    let batch = || {
-        ApiError::bad(
-            "prompt",
-            "one prompt per request: batches are not supported",
-        )
-    };
-    match prompt {
-        None => Err(ApiError::bad("prompt", "`prompt` is required")),
-        Some(Prompt::Text(t)) => Ok(text(t)),
-        Some(Prompt::Texts(mut v)) if v.len() == 1 => Ok(text(v.remove(0))),
-        Some(Prompt::Tokens(t)) => tokens(&t).map(PromptInput::Tokens),
-        Some(Prompt::TokenLists(v)) if v.len() == 1 => tokens(&v[0]).map(PromptInput::Tokens),
-        Some(Prompt::Texts(_) | Prompt::TokenLists(_)) => Err(batch()),
-    }
-}
-
-/// Token ids as given, each a non-negative 32-bit integer.
-pub(crate) fn tokens(ids: &[i64]) -> Result<Vec<TokenId>, ApiError> {
-    if ids.is_empty() {
-        return Err(ApiError::bad("prompt", "the token list is empty"));
-    }
-    ids.iter()
-        .map(|&t| {
-            u32::try_from(t)
-                .map(TokenId)
-                .map_err(|_| ApiError::bad("tokens", format!("token id {t} is out of range")))
-        })
-        .collect()
 }
 
 /// The `object` of a completion and of its chunks.

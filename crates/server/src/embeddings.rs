@@ -91,24 +91,16 @@ pub(crate) async fn native(
 
 /// The input texts (token inputs are detokenized).
 async fn inputs(llm: &wick::Llm, input: Option<Prompt>) -> Result<Vec<String>, ApiError> {
-    let texts = match input {
-        None => return Err(ApiError::bad("input", "`input` is required")),
-        Some(Prompt::Text(t)) => vec![t],
-        Some(Prompt::Texts(v)) => v,
-        Some(Prompt::Tokens(t)) => vec![llm.adetokenize(&crate::completions::tokens(&t)?).await?],
-        Some(Prompt::TokenLists(lists)) => {
-            let mut out = Vec::new();
-            for t in lists.iter().take(MAX_INPUTS + 1) {
-                out.push(llm.adetokenize(&crate::completions::tokens(t)?).await?);
-            }
-            out
-        }
-    };
-    if texts.is_empty() || texts.len() > MAX_INPUTS {
+    let items = crate::prompts::items(input, "input")?;
+    if items.len() > MAX_INPUTS {
         return Err(ApiError::bad(
             "input",
-            format!("{} inputs given (allowed: 1 to {MAX_INPUTS})", texts.len()),
+            format!("{} inputs given (allowed: 1 to {MAX_INPUTS})", items.len()),
         ));
+    }
+    let mut texts = Vec::with_capacity(items.len());
+    for item in items {
+        texts.push(crate::prompts::text(llm, item).await?);
     }
     if texts.iter().any(String::is_empty) {
         return Err(ApiError::bad("input", "inputs must not be empty strings"));

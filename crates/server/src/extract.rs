@@ -71,7 +71,7 @@ fn check_media_type(headers: &HeaderMap) -> Result<(), ApiError> {
 /// body.
 #[doc(hidden)]
 pub fn check_request(path: &str, body: &[u8]) -> Result<(), ApiError> {
-    use crate::wire::{ChatCompletionRequest, CompletionRequest};
+    use crate::wire::{ChatCompletionRequest, CompletionRequest, EmbeddingRequest};
     let defaults = crate::SamplingDefaults::default();
     match path {
         "/v1/chat/completions" => {
@@ -79,6 +79,9 @@ pub fn check_request(path: &str, body: &[u8]) -> Result<(), ApiError> {
         }
         "/v1/completions" => {
             crate::completions::valid(parse::<CompletionRequest>(body)?, &defaults).map(drop)
+        }
+        "/v1/embeddings" => {
+            crate::prompts::items(parse::<EmbeddingRequest>(body)?.input, "input").map(drop)
         }
         "/v1/messages" => crate::anthropic::check(parse(body)?, false),
         "/v1/messages/count_tokens" => crate::anthropic::check(parse(body)?, true),

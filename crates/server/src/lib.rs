@@ -40,6 +40,7 @@ mod metrics;
 mod native;
 mod objects;
 mod ollama;
+mod prompts;
 mod responses;
 mod routes;
 mod sse;

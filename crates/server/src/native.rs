@@ -225,30 +225,34 @@ pub(crate) async fn handler(
             .max_tokens
             .unwrap_or_else(|| served.llm.metadata().num_output),
     );
-    let started = Instant::now();
-    let mut stream = served
-        .llm
-        .astream_complete_with(valid.input(), &options)
-        .await
-        .map_err(|e| ApiError::from(e).too_long_in("prompt"))?;
-    let first = match stream.next().await {
-        Some(item) => item?,
-        None => return Err(ApiError::Internal),
+    let settings = Settings {
+        n_predict: Some(n_predict),
+        ..settings
     };
-    let first_at = Instant::now();
-    state.metrics().first_token(first_at - started);
-    let answer = Answer {
-        model: served.id.clone(),
-        settings: Settings {
-            n_predict: Some(n_predict),
-            ..settings
-        },
-        started,
-        first_at,
-        n_probs: n_probs.is_some(),
-        logit_bias: bias,
-    };
+    let inputs = valid.inputs().to_vec();
     if streamed {
+        let item = crate::completions::only_one(inputs)?;
+        let input = crate::prompts::completion_input(&served.llm, item).await?;
+        let started = Instant::now();
+        let mut stream = served
+            .llm
+            .astream_complete_with(input, &options)
+            .await
+            .map_err(|e| ApiError::from(e).too_long_in("prompt"))?;
+        let first = match stream.next().await {
+            Some(item) => item?,
+            None => return Err(ApiError::Internal),
+        };
+        let first_at = Instant::now();
+        state.metrics().first_token(first_at - started);
+        let answer = Answer {
+            model: served.id.clone(),
+            settings,
+            started,
+            first_at,
+            n_probs: n_probs.is_some(),
+            logit_bias: bias,
+        };
         let shutdown = state.shutdown_token();
         let run = StreamRun {
             _live: state.metrics().live(),
@@ -264,26 +268,39 @@ pub(crate) async fn handler(
             crate::error::Dialect::OpenAi,
         ));
     }
-    let mut last = first;
-    let mut tokens = std::mem::take(&mut last.logprobs);
-    while let Some(item) = stream.next().await {
-        last = item?;
-        tokens.append(&mut last.logprobs);
-    }
-    // The last item carries the whole text, assembled once by the library.
-    let text = std::mem::take(&mut last.text);
-    if let Some(u) = &last.usage {
-        state.metrics().usage(u);
-    }
-    let ids: Vec<u32> = if return_tokens {
-        tokens.iter().map(|t| t.token.0).collect()
+    // One prompt: its object; a batch: their objects in order, generated side by side.
+    let mut bodies = futures_util::future::try_join_all(inputs.into_iter().map(|item| async {
+        let input = crate::prompts::completion_input(&served.llm, item).await?;
+        let started = Instant::now();
+        let (mut last, first_at) =
+            crate::completions::whole(&state, &served.llm, input, &options).await?;
+        let answer = Answer {
+            model: served.id.clone(),
+            settings,
+            started,
+            first_at,
+            n_probs: n_probs.is_some(),
+            logit_bias: bias.clone(),
+        };
+        // The last item carries the whole text, assembled once by the library.
+        let text = std::mem::take(&mut last.text);
+        let ids: Vec<u32> = if return_tokens {
+            last.logprobs.iter().map(|t| t.token.0).collect()
+        } else {
+            Vec::new()
+        };
+        let mut body = answer.last(&text, &ids, &last);
+        if answer.n_probs {
+            body["completion_probabilities"] = crate::logprobs::native(&last.logprobs);
+        }
+        Ok::<_, ApiError>(body)
+    }))
+    .await?;
+    let body = if bodies.len() == 1 {
+        bodies.remove(0)
     } else {
-        Vec::new()
+        Value::Array(bodies)
     };
-    let mut body = answer.last(&text, &ids, &last);
-    if answer.n_probs {
-        body["completion_probabilities"] = crate::logprobs::native(&tokens);
-    }
     Ok(axum::Json(body).into_response())
 }
 

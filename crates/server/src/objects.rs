@@ -253,6 +253,12 @@ impl<'a> TextChoice<'a> {
             finish_reason,
         }
     }
+
+    /// The same choice as the `index`-th of a batch.
+    pub(crate) fn at(mut self, index: usize) -> Self {
+        self.index = u32::try_from(index).unwrap_or(u32::MAX);
+        self
+    }
 }
 
 /// No choices: the usage chunk's `[]`.

@@ -52,7 +52,14 @@ pub(crate) async fn detokenize(
     let tokens = if tokens.is_empty() {
         Vec::new()
     } else {
-        crate::completions::tokens(&tokens)?
+        tokens
+            .iter()
+            .map(|&t| {
+                u32::try_from(t)
+                    .map(wick::TokenId)
+                    .map_err(|_| ApiError::bad("tokens", format!("token id {t} is out of range")))
+            })
+            .collect::<Result<Vec<_>, _>>()?
     };
     let content = served.llm.adetokenize(&tokens).await?;
     Ok(Json(json!({"content": content})))

@@ -155,15 +155,10 @@ pub(crate) struct CompletionRequest {
     pub(crate) stream_options: Option<StreamOptions>,
 }
 
-/// A prompt or embedding input: text or tokens, one or a batch of them.
+/// A prompt or embedding input as sent: read by [`crate::prompts::items`].
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub(crate) enum Prompt {
-    Text(String),
-    Texts(Vec<String>),
-    Tokens(Vec<i64>),
-    TokenLists(Vec<Vec<i64>>),
-}
+#[serde(transparent)]
+pub(crate) struct Prompt(pub(crate) Value);
 
 /// `POST /v1/embeddings`.
 #[derive(Debug, Clone, Default, Deserialize)]
