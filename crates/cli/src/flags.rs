@@ -73,7 +73,7 @@ pub(crate) struct TemplateArgs {
     pub(crate) reasoning: wick::Reasoning,
 
     /// Variables every chat template render gets unless the request sets its own, as a JSON
-    /// object (llama-server's flag), e.g. '{"reasoning_effort": "low"}'.
+    /// object (llama-server's flag), e.g. `{"reasoning_effort": "low"}`.
     #[arg(long, value_name = "JSON", value_parser = parse_kwargs)]
     pub(crate) chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
 

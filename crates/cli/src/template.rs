@@ -87,7 +87,9 @@ struct RenderArgs {
     #[arg(long, value_name = "REF", group = "template_source")]
     model: Option<String>,
     /// The request (JSON): messages, tools, BOS and EOS token texts, whether to add the
-    /// generation prompt, and extra template variables.
+    /// generation prompt (`add_generation_prompt`) or to end inside the last message so an
+    /// answer continues it (`continue_final_message`), and extra template variables
+    /// (`extra_context`).
     #[arg(long, value_name = "FILE.json")]
     request: PathBuf,
     /// Print the prompt as a JSON array of {"kind": "control"|"content", "text"}.

@@ -23,7 +23,9 @@ pub(crate) struct TokenizeArgs {
     #[arg(long, short, value_name = "REF")]
     model: String,
     /// The request (JSON): messages, tools, BOS and EOS token texts, whether to add the
-    /// generation prompt, and extra template variables.
+    /// generation prompt (`add_generation_prompt`) or to end inside the last message so an
+    /// answer continues it (`continue_final_message`), and extra template variables
+    /// (`extra_context`).
     #[arg(long, value_name = "FILE.json")]
     request: PathBuf,
     #[command(flatten)]

@@ -225,62 +225,76 @@ pub(crate) async fn handler(
             .max_tokens
             .unwrap_or_else(|| served.llm.metadata().num_output),
     );
-    let settings = Settings {
-        n_predict: Some(n_predict),
-        ..settings
+    let now = Instant::now();
+    let base = Answer {
+        model: served.id.clone(),
+        settings: Settings {
+            n_predict: Some(n_predict),
+            ..settings
+        },
+        started: now,
+        first_at: now,
+        n_probs: n_probs.is_some(),
+        logit_bias: bias,
     };
     let inputs = valid.inputs().to_vec();
-    if streamed {
-        let item = crate::completions::only_one(inputs)?;
-        let input = crate::prompts::completion_input(&served.llm, item).await?;
-        let started = Instant::now();
-        let mut stream = served
-            .llm
-            .astream_complete_with(input, &options)
-            .await
-            .map_err(|e| ApiError::from(e).too_long_in("prompt"))?;
-        let first = match stream.next().await {
-            Some(item) => item?,
-            None => return Err(ApiError::Internal),
-        };
-        let first_at = Instant::now();
-        state.metrics().first_token(first_at - started);
-        let answer = Answer {
-            model: served.id.clone(),
-            settings,
-            started,
-            first_at,
-            n_probs: n_probs.is_some(),
-            logit_bias: bias,
-        };
-        let shutdown = state.shutdown_token();
-        let run = StreamRun {
-            _live: state.metrics().live(),
-            state,
-            stream: sse::resume(Ok(first), stream),
-            answer,
-            content: String::new(),
-            done: false,
-        };
-        return Ok(sse::response(
-            sse::frames(run),
-            shutdown,
-            crate::error::Dialect::OpenAi,
-        ));
+    if !streamed {
+        let body =
+            whole_bodies(&state, &served.llm, inputs, &options, &base, return_tokens).await?;
+        return Ok(axum::Json(body).into_response());
     }
-    // One prompt: its object; a batch: their objects in order, generated side by side.
-    let mut bodies = futures_util::future::try_join_all(inputs.into_iter().map(|item| async {
-        let input = crate::prompts::completion_input(&served.llm, item).await?;
-        let started = Instant::now();
-        let (mut last, first_at) =
-            crate::completions::whole(&state, &served.llm, input, &options).await?;
-        let answer = Answer {
-            model: served.id.clone(),
-            settings,
+    let item = crate::completions::only_one(inputs)?;
+    let input = crate::prompts::completion_input(&served.llm, item).await?;
+    let started = Instant::now();
+    let mut stream = served
+        .llm
+        .astream_complete_with(input, &options)
+        .await
+        .map_err(|e| ApiError::from(e).too_long_in("prompt"))?;
+    let first = match stream.next().await {
+        Some(item) => item?,
+        None => return Err(ApiError::Internal),
+    };
+    let first_at = Instant::now();
+    state.metrics().first_token(first_at - started);
+    let shutdown = state.shutdown_token();
+    let run = StreamRun {
+        _live: state.metrics().live(),
+        state,
+        stream: sse::resume(Ok(first), stream),
+        answer: Answer {
             started,
             first_at,
-            n_probs: n_probs.is_some(),
-            logit_bias: bias.clone(),
+            ..base
+        },
+        content: String::new(),
+        done: false,
+    };
+    Ok(sse::response(
+        sse::frames(run),
+        shutdown,
+        crate::error::Dialect::OpenAi,
+    ))
+}
+
+/// The whole answers to `inputs`, generated side by side: one prompt's object, or a batch's
+/// objects in order.
+async fn whole_bodies(
+    state: &AppState,
+    llm: &wick::Llm,
+    inputs: Vec<crate::prompts::Item>,
+    options: &wick::GenerateOptions,
+    base: &Answer,
+    return_tokens: bool,
+) -> Result<Value, ApiError> {
+    let mut bodies = futures_util::future::try_join_all(inputs.into_iter().map(|item| async {
+        let input = crate::prompts::completion_input(llm, item).await?;
+        let started = Instant::now();
+        let (mut last, first_at) = crate::completions::whole(state, llm, input, options).await?;
+        let answer = Answer {
+            started,
+            first_at,
+            ..base.clone()
         };
         // The last item carries the whole text, assembled once by the library.
         let text = std::mem::take(&mut last.text);
@@ -296,15 +310,15 @@ pub(crate) async fn handler(
         Ok::<_, ApiError>(body)
     }))
     .await?;
-    let body = if bodies.len() == 1 {
+    Ok(if bodies.len() == 1 {
         bodies.remove(0)
     } else {
         Value::Array(bodies)
-    };
-    Ok(axum::Json(body).into_response())
+    })
 }
 
 /// What every part of one answer shares.
+#[derive(Clone)]
 struct Answer {
     model: String,
     settings: Settings,

@@ -620,11 +620,11 @@ mod tests {
         let said = Message::new(Role::Assistant, "The");
         let both = [user.clone(), said.clone()];
         assert_eq!(
-            continuation(&[user.clone()], None, None).unwrap(),
+            continuation(std::slice::from_ref(&user), None, None).unwrap(),
             (true, false)
         );
         assert_eq!(
-            continuation(&[user.clone()], Some(false), None).unwrap(),
+            continuation(std::slice::from_ref(&user), Some(false), None).unwrap(),
             (false, false)
         );
         // A prefill, llama-server's default, whatever add_generation_prompt says.
@@ -643,7 +643,7 @@ mod tests {
         );
         // Continuing a user message is what was asked.
         assert_eq!(
-            continuation(&[user.clone()], None, Some(true)).unwrap(),
+            continuation(std::slice::from_ref(&user), None, Some(true)).unwrap(),
             (false, true)
         );
         let mut called = said.clone();
