@@ -119,12 +119,15 @@ pub(crate) fn client() -> reqwest::blocking::Client {
 }
 
 /// The `data:` payloads of an SSE body, checking every frame's shape; ends with `[DONE]`.
+/// Comment frames (`: keep-alive`, sent while a request waits on a busy machine) carry no
+/// event, as SSE clients read them.
 pub(crate) fn sse_events(body: &str) -> Vec<String> {
     assert!(
         body.ends_with("data: [DONE]\n\n"),
         "no [DONE] at the end: {body:?}"
     );
     body.split_terminator("\n\n")
+        .filter(|e| !e.starts_with(':'))
         .map(|e| {
             assert!(
                 e.starts_with("data: ") && !e.contains('\n'),
