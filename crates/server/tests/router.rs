@@ -626,9 +626,19 @@ async fn completions_whole_and_streamed_agree() {
     let tokens = json!({"prompt": [1, 2, 3], "max_tokens": 4, "temperature": 0});
     let (status, body) = post_json(app.clone(), "/v1/completions", &tokens).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, body) = post_json(app, "/v1/completions", &json!({"prompt": ["a", "b"]})).await;
+    // A batch: one choice per prompt, by index, each the answer its prompt gets alone.
+    let batch =
+        json!({"prompt": ["Once upon a time", [1, 2, 3]], "max_tokens": 4, "temperature": 0});
+    let (status, answers) = post_json(app.clone(), "/v1/completions", &batch).await;
+    assert_eq!(status, StatusCode::OK, "{answers}");
+    assert_eq!(answers["choices"][0]["index"], 0);
+    assert_eq!(answers["choices"][1]["index"], 1);
+    assert_eq!(answers["choices"][1]["text"], body["choices"][0]["text"]);
+    let mut streamed = batch.clone();
+    streamed["stream"] = json!(true);
+    let (status, body) = post_json(app, "/v1/completions", &streamed).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert_error(&body, Some("prompt"));
+    assert_error(&body, Some("stream"));
 }
 
 #[tokio::test]
