@@ -5,7 +5,7 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use wick::{AsyncCompletionStream, CompletionResponse, PromptInput, ScoredToken};
+use wick::{AsyncCompletionStream, CompletionResponse, ScoredToken};
 
 use crate::error::Dialect;
 use crate::extract::ApiJson;
@@ -31,24 +31,12 @@ pub(crate) async fn handler(
     let served = state.model(model.as_deref())?;
     let head = Head::new("cmpl", served.id.clone());
     if streamed {
-        let item = only_one(inputs)?;
-        let input = prompts::completion_input(&served.llm, item).await?;
-        let started = Instant::now();
-        let mut stream = served
-            .llm
-            .astream_complete_with(input, &options)
-            .await
-            .map_err(|e| ApiError::from(e).too_long_in("prompt"))?;
-        let first = match stream.next().await {
-            Some(item) => item?,
-            None => return Err(ApiError::Internal),
-        };
-        state.metrics().first_token(started.elapsed());
+        let started = start(&state, &served.llm, only_one(inputs)?, &options).await?;
         let shutdown = state.shutdown_token();
         let run = StreamRun {
             _live: state.metrics().live(),
             state,
-            stream: sse::resume(Ok(first), stream),
+            stream: started.stream,
             head,
             include_usage,
             logprobs: logprobs.is_some(),
@@ -59,8 +47,7 @@ pub(crate) async fn handler(
         return Ok(sse::response(sse::frames(run), shutdown, Dialect::OpenAi));
     }
     let answers = futures_util::future::try_join_all(inputs.into_iter().map(|item| async {
-        let input = prompts::completion_input(&served.llm, item).await?;
-        Ok::<_, ApiError>(whole(&state, &served.llm, input, &options).await?.0)
+        Ok::<_, ApiError>(whole(&state, &served.llm, item, &options).await?.0)
     }))
     .await?;
     let mut usage = wick::Usage::default();
@@ -97,15 +84,24 @@ pub(crate) fn only_one(inputs: Vec<prompts::Item>) -> Result<prompts::Item, ApiE
     }
 }
 
-/// The whole answer to `input`: the last item, with the text and every token's report, and
-/// when the first item came.
-pub(crate) async fn whole(
+/// A completion started: its stream (the first item put back in front), when it started and
+/// when its first item came.
+pub(crate) struct Started {
+    pub(crate) stream: sse::Resumed<AsyncCompletionStream>,
+    pub(crate) at: Instant,
+    pub(crate) first_at: Instant,
+}
+
+/// Starts the completion of `item` and waits for its first item, which decides between an
+/// HTTP error and a 200 (a prompt too long is one); records the time to first token.
+pub(crate) async fn start(
     state: &AppState,
     llm: &wick::Llm,
-    input: PromptInput,
+    item: prompts::Item,
     options: &wick::GenerateOptions,
-) -> Result<(CompletionResponse, Instant), ApiError> {
-    let started = Instant::now();
+) -> Result<Started, ApiError> {
+    let input = prompts::completion_input(llm, item).await?;
+    let at = Instant::now();
     let mut stream = llm
         .astream_complete_with(input, options)
         .await
@@ -113,19 +109,38 @@ pub(crate) async fn whole(
     let Some(first) = stream.next().await else {
         return Err(ApiError::Internal);
     };
-    let mut last = first?;
+    let first = first?;
     let first_at = Instant::now();
-    state.metrics().first_token(first_at - started);
-    let mut tokens = std::mem::take(&mut last.logprobs);
-    while let Some(item) = stream.next().await {
-        last = item?;
-        tokens.append(&mut last.logprobs);
+    state.metrics().first_token(first_at - at);
+    Ok(Started {
+        stream: sse::resume(Ok(first), stream),
+        at,
+        first_at,
+    })
+}
+
+/// The whole answer to `item`: the last item, with the text and every token's report, and
+/// when it started and when the first item came.
+pub(crate) async fn whole(
+    state: &AppState,
+    llm: &wick::Llm,
+    item: prompts::Item,
+    options: &wick::GenerateOptions,
+) -> Result<(CompletionResponse, Started), ApiError> {
+    let mut started = start(state, llm, item, options).await?;
+    let mut tokens = Vec::new();
+    let mut last = None;
+    while let Some(item) = futures_util::StreamExt::next(&mut started.stream).await {
+        let mut item = item?;
+        tokens.append(&mut item.logprobs);
+        last = Some(item);
     }
+    let mut last = last.ok_or(ApiError::Internal)?;
     last.logprobs = tokens;
     if let Some(u) = &last.usage {
         state.metrics().usage(u);
     }
-    Ok((last, first_at))
+    Ok((last, started))
 }
 
 /// A text-completion request that passed every check.

@@ -9,9 +9,6 @@ use crate::extract::ApiJson;
 use crate::wire::{EmbeddingRequest, Prompt};
 use crate::{ApiError, AppState};
 
-/// Most inputs in one request.
-const MAX_INPUTS: usize = 256;
-
 /// The embeddings handler.
 pub(crate) async fn handler(
     State(state): State<AppState>,
@@ -89,15 +86,9 @@ pub(crate) async fn native(
     Ok(Json(Value::Array(out)))
 }
 
-/// The input texts (token inputs are detokenized).
+/// The input texts (token inputs are detokenized; at most [`crate::prompts::MAX_PROMPTS`]).
 async fn inputs(llm: &wick::Llm, input: Option<Prompt>) -> Result<Vec<String>, ApiError> {
     let items = crate::prompts::items(input, "input")?;
-    if items.len() > MAX_INPUTS {
-        return Err(ApiError::bad(
-            "input",
-            format!("{} inputs given (allowed: 1 to {MAX_INPUTS})", items.len()),
-        ));
-    }
     let mut texts = Vec::with_capacity(items.len());
     for item in items {
         texts.push(crate::prompts::text(llm, item).await?);

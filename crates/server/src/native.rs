@@ -244,29 +244,17 @@ pub(crate) async fn handler(
         return Ok(axum::Json(body).into_response());
     }
     let item = crate::completions::only_one(inputs)?;
-    let input = crate::prompts::completion_input(&served.llm, item).await?;
-    let started = Instant::now();
-    let mut stream = served
-        .llm
-        .astream_complete_with(input, &options)
-        .await
-        .map_err(|e| ApiError::from(e).too_long_in("prompt"))?;
-    let first = match stream.next().await {
-        Some(item) => item?,
-        None => return Err(ApiError::Internal),
-    };
-    let first_at = Instant::now();
-    state.metrics().first_token(first_at - started);
+    let started = crate::completions::start(&state, &served.llm, item, &options).await?;
     let shutdown = state.shutdown_token();
     let run = StreamRun {
         _live: state.metrics().live(),
         state,
-        stream: sse::resume(Ok(first), stream),
         answer: Answer {
-            started,
-            first_at,
+            started: started.at,
+            first_at: started.first_at,
             ..base
         },
+        stream: started.stream,
         content: String::new(),
         done: false,
     };
@@ -288,12 +276,10 @@ async fn whole_bodies(
     return_tokens: bool,
 ) -> Result<Value, ApiError> {
     let mut bodies = futures_util::future::try_join_all(inputs.into_iter().map(|item| async {
-        let input = crate::prompts::completion_input(llm, item).await?;
-        let started = Instant::now();
-        let (mut last, first_at) = crate::completions::whole(state, llm, input, options).await?;
+        let (mut last, started) = crate::completions::whole(state, llm, item, options).await?;
         let answer = Answer {
-            started,
-            first_at,
+            started: started.at,
+            first_at: started.first_at,
             ..base.clone()
         };
         // The last item carries the whole text, assembled once by the library.

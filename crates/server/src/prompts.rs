@@ -35,21 +35,13 @@ pub(crate) fn items(prompt: Option<Prompt>, field: &'static str) -> Result<Vec<I
     let Some(Prompt(value)) = prompt else {
         return Err(ApiError::bad(field, format!("`{field}` is required")));
     };
-    let items = match value {
+    Ok(match value {
         Value::Array(list) if list.is_empty() => {
             return Err(ApiError::bad(field, format!("`{field}` is an empty list")))
         }
-        Value::Array(list) if list.iter().all(|v| v.is_number() || v.is_string()) => {
-            if list.iter().all(Value::is_string) {
-                list.into_iter()
-                    .map(|v| item(v, field))
-                    .collect::<Result<_, _>>()?
-            } else {
-                vec![sequence(&list, field)?]
-            }
-        }
-        // Ids beside something that is neither an id nor a text: one malformed prompt.
+        // Ids, with texts (or anything else) beside them: one prompt.
         Value::Array(list) if list.iter().any(Value::is_number) => vec![sequence(&list, field)?],
+        // Texts, id lists, prompt objects: a batch.
         Value::Array(list) => {
             if list.len() > MAX_PROMPTS {
                 return Err(ApiError::bad(
@@ -62,17 +54,7 @@ pub(crate) fn items(prompt: Option<Prompt>, field: &'static str) -> Result<Vec<I
                 .collect::<Result<_, _>>()?
         }
         other => vec![item(other, field)?],
-    };
-    if items.len() > MAX_PROMPTS {
-        return Err(ApiError::bad(
-            field,
-            format!(
-                "{} prompts given (allowed: 1 to {MAX_PROMPTS})",
-                items.len()
-            ),
-        ));
-    }
-    Ok(items)
+    })
 }
 
 /// One prompt: a text, a list of ids (and texts), or a JSON prompt object.

@@ -6,8 +6,25 @@ use wick::{ChatRequest, Error, GenerateOptions, Llm, Message, Role, Tool};
 use wick_backend::{BackendConfig, StubBackend};
 
 fn llm() -> Llm {
+    stub(Llm::builder().temperature(0.0))
+}
+
+/// An `Llm` over the stub backend with `builder`'s settings.
+fn stub(builder: wick::LlmBuilder) -> Llm {
     let backend = StubBackend::new(&BackendConfig::new("stub").with_n_ctx(1024)).expect("stub");
-    Llm::from_backend(Box::new(backend), Llm::builder().temperature(0.0)).expect("llm")
+    Llm::from_backend(Box::new(backend), builder).expect("llm")
+}
+
+/// The prompt tokens the answer to `request` reports in its usage.
+fn answered_prompt_tokens(llm: &Llm, request: &ChatRequest, options: &GenerateOptions) -> usize {
+    let answer = llm.stream_chat_with(request, options).expect("answer");
+    let usage = answer
+        .last()
+        .expect("items")
+        .expect("item")
+        .usage
+        .expect("usage");
+    usage.prompt_tokens as usize
 }
 
 fn request(parameters: serde_json::Value) -> ChatRequest {
@@ -45,14 +62,10 @@ fn the_prompt_text_and_tokens_of_a_request_agree() {
     let text = llm.chat_text(&request, &options).expect("text");
     assert!(text.contains("Weather?"), "{text}");
     let tokens = llm.chat_tokens(&request, &options).expect("tokens");
-    let answer = llm.stream_chat_with(&request, &options).expect("answer");
-    let usage = answer
-        .last()
-        .expect("items")
-        .expect("item")
-        .usage
-        .expect("usage");
-    assert_eq!(usage.prompt_tokens as usize, tokens.len());
+    assert_eq!(
+        answered_prompt_tokens(&llm, &request, &options),
+        tokens.len()
+    );
 }
 
 /// A template that shows the variables the library fills in.
@@ -61,8 +74,7 @@ const SHOWS_VARIABLES: &str = "{% for m in messages %}{{ m.role }}: {{ m.content
     effort={{ reasoning_effort }}";
 
 fn llm_with(builder: wick::LlmBuilder) -> Llm {
-    let backend = StubBackend::new(&BackendConfig::new("stub").with_n_ctx(1024)).expect("stub");
-    Llm::from_backend(Box::new(backend), builder.chat_template(SHOWS_VARIABLES)).expect("llm")
+    stub(builder.chat_template(SHOWS_VARIABLES))
 }
 
 fn shown(llm: &Llm, request: &ChatRequest) -> String {
@@ -130,12 +142,8 @@ fn an_answer_continues_the_last_message_and_adds_only_new_text() {
         "{closed}"
     );
     let tokens = llm.chat_tokens(&request, &options).expect("tokens");
-    let answer = llm.stream_chat_with(&request, &options).expect("answer");
-    let usage = answer
-        .last()
-        .expect("items")
-        .expect("item")
-        .usage
-        .expect("usage");
-    assert_eq!(usage.prompt_tokens as usize, tokens.len());
+    assert_eq!(
+        answered_prompt_tokens(&llm, &request, &options),
+        tokens.len()
+    );
 }
