@@ -254,7 +254,14 @@ pub fn logprobs_match_greedy_decoding(backend: &mut dyn Backend) {
         let results = backend
             .step(&[
                 (SeqId(1), StepOp::Decode(None)),
-                (SeqId(0), StepOp::DecodeLogprobs { sampler: None, top }),
+                (
+                    SeqId(0),
+                    StepOp::DecodeLogprobs {
+                        sampler: None,
+                        top,
+                        after_sampling: false,
+                    },
+                ),
             ])
             .unwrap();
         assert!(results[0].1.logprobs().is_none(), "a plain decode has none");
@@ -285,6 +292,66 @@ pub fn logprobs_match_greedy_decoding(backend: &mut dyn Backend) {
         (logprobs.top[0].logprob - solo[0].sampled.logprob).abs() < 1e-2,
         "the same position has the same distribution"
     );
+    backend.sampler_free(sampler).unwrap();
+}
+
+/// Log-probabilities after sampling: the distribution the sampler drew from. A banned token is
+/// not in it, a greedy pick is its top, and a top-k draw's candidates are at most k and hold
+/// all of its mass.
+pub fn sampled_logprobs_follow_the_sampler(backend: &mut dyn Backend) {
+    let p = prompt(backend, 0);
+    fresh(backend, SeqId(0), &p);
+    let plain = greedy(backend, SeqId(0), 1);
+    let after = |backend: &mut dyn Backend, sampler, top| {
+        let op = StepOp::DecodeLogprobs {
+            sampler: Some(sampler),
+            top,
+            after_sampling: true,
+        };
+        let results = backend.step(&[(SeqId(0), op)]).unwrap();
+        let decoded = results[0].1.decoded().expect("a decode has a token");
+        (decoded, results[0].1.logprobs().expect("logprobs").clone())
+    };
+
+    fresh(backend, SeqId(0), &p);
+    let banned = SamplerOpts {
+        logit_bias: vec![(plain[0], f32::NEG_INFINITY)],
+        ..SamplerOpts::greedy()
+    };
+    let sampler = backend.sampler_new(&banned).unwrap();
+    let (decoded, logprobs) = after(backend, sampler, 5);
+    check_logprobs(decoded, &logprobs, 5, true);
+    assert!(
+        logprobs.top.iter().all(|t| t.token != plain[0]),
+        "a banned token has no chance after sampling: {:?}",
+        logprobs.top
+    );
+    backend.sampler_free(sampler).unwrap();
+
+    fresh(backend, SeqId(0), &p);
+    let top_k = SamplerOpts {
+        temperature: 1.0,
+        top_k: 3,
+        top_p: 1.0,
+        min_p: 0.0,
+        seed: 7,
+        ..SamplerOpts::greedy()
+    };
+    let sampler = backend.sampler_new(&top_k).unwrap();
+    let (decoded, logprobs) = after(backend, sampler, 10);
+    assert!(
+        (1..=3).contains(&logprobs.top.len()),
+        "a top-3 draw has at most 3 candidates: {:?}",
+        logprobs.top
+    );
+    assert!(logprobs.top.iter().any(|t| t.token == decoded.token()));
+    let mass: f64 = logprobs
+        .top
+        .iter()
+        .map(|t| f64::from(t.logprob).exp())
+        .sum();
+    assert!((mass - 1.0).abs() < 1e-3, "the candidates hold {mass}");
+    assert!(logprobs.sampled.logprob > f32::NEG_INFINITY);
     backend.sampler_free(sampler).unwrap();
 }
 
@@ -614,6 +681,7 @@ macro_rules! backend_conformance {
             step_matches_solo_decoding,
             step_mixes_prefill_and_decode,
             logprobs_match_greedy_decoding,
+            sampled_logprobs_follow_the_sampler,
             kv_pack_unpack_continues_exactly,
             kv_unpack_rejects_bad_snapshots,
             seq_rm_last_then_redecode_reproduces,

@@ -109,6 +109,12 @@ pub enum StepOp {
         /// How many most likely alternatives to report (0: only the sampled token's; capped
         /// at [`MAX_TOP_LOGPROBS`]).
         top: u8,
+        /// Report the distribution the token was drawn from instead of the model's raw one:
+        /// the candidates left after logit bias, penalties, grammar, top-k, top-p, min-p and
+        /// temperature, renormalised (llama-server's `post_sampling_probs`). A greedy pick's
+        /// distribution is the softmax of the biased, penalised and masked logits. Tokens
+        /// with no chance there are never listed among the alternatives.
+        after_sampling: bool,
     },
     /// Append these tokens, then decode as the inner [`StepOp::Decode`] or
     /// [`StepOp::DecodeLogprobs`] says, in the same forward pass: a prompt's last chunk and its
@@ -137,6 +143,16 @@ impl StepOp {
             StepOp::DecodeLogprobs { top, .. } => Some((*top).min(MAX_TOP_LOGPROBS)),
             StepOp::PrefillDecode(_, decode) => decode.logprobs(),
             _ => None,
+        }
+    }
+
+    /// Whether a [`StepOp::DecodeLogprobs`] reports the sampled distribution rather than the
+    /// raw one (`after_sampling`); `false` for other ops.
+    pub fn after_sampling(&self) -> bool {
+        match self {
+            StepOp::DecodeLogprobs { after_sampling, .. } => *after_sampling,
+            StepOp::PrefillDecode(_, decode) => decode.after_sampling(),
+            _ => false,
         }
     }
 
@@ -384,7 +400,12 @@ pub trait Backend: Send {
         sampler: Option<SamplerId>,
         top: u8,
     ) -> Result<(Decoded, Logprobs)> {
-        let results = self.step(&[(seq, StepOp::DecodeLogprobs { sampler, top })])?;
+        let op = StepOp::DecodeLogprobs {
+            sampler,
+            top,
+            after_sampling: false,
+        };
+        let results = self.step(&[(seq, op)])?;
         match results.into_iter().next().map(|(_, r)| r) {
             Some(StepResult::WithLogprobs(inner, logprobs)) => inner
                 .decoded()

@@ -35,17 +35,7 @@ impl Logprobs {
     ///
     /// A `sampled` id outside `logits` gets `-inf`.
     pub fn from_logits<T: Copy + Into<f64>>(logits: &[T], sampled: TokenId, top: u8) -> Self {
-        let max = logits
-            .iter()
-            .map(|&l| l.into())
-            .filter(|l: &f64| !l.is_nan())
-            .fold(f64::NEG_INFINITY, f64::max);
-        let log_norm = if max == f64::NEG_INFINITY {
-            0.0
-        } else {
-            let sum: f64 = logits.iter().map(|&l| (l.into() - max).exp()).sum();
-            max + sum.ln()
-        };
+        let log_norm = log_norm(logits.iter().map(|&l| l.into()));
         #[allow(clippy::cast_possible_truncation)]
         let at = |id: TokenId| {
             logits.get(id.0 as usize).map_or(f32::NEG_INFINITY, |&l| {
@@ -53,7 +43,7 @@ impl Logprobs {
             })
         };
         let k = usize::from(top.min(MAX_TOP_LOGPROBS)).min(logits.len());
-        let top = top_k(logits, k)
+        let top = top_k((0u32..).zip(logits.iter().map(|&l| l.into())), k)
             .into_iter()
             .map(|token| TokenLogprob {
                 token,
@@ -68,22 +58,67 @@ impl Logprobs {
             top,
         }
     }
+
+    /// The log-probabilities of the distribution a sampler drew `sampled` from: `candidates`
+    /// are the tokens it kept, with the logits it drew by (after bias, penalties, filters and
+    /// temperature), in any order; their softmax is the distribution. The `top` most likely
+    /// come first (ties: lowest id first), and a token whose probability is 0 there (a `-inf`
+    /// logit, or one too small to show in `f32`) is never among them. A `sampled` token that
+    /// is not a candidate gets `-inf`.
+    pub fn from_candidates<T: Copy + Into<f64>>(
+        candidates: &[(TokenId, T)],
+        sampled: TokenId,
+        top: u8,
+    ) -> Self {
+        let log_norm = log_norm(candidates.iter().map(|&(_, l)| l.into()));
+        #[allow(clippy::cast_possible_truncation)]
+        let logprob = |l: T| (l.into() - log_norm).min(0.0) as f32;
+        let k = usize::from(top.min(MAX_TOP_LOGPROBS)).min(candidates.len());
+        let by_id = |id: TokenId| candidates.iter().find(|&&(t, _)| t == id).map(|&(_, l)| l);
+        let top = top_k(candidates.iter().map(|&(t, l)| (t.0, l.into())), k)
+            .into_iter()
+            .filter_map(|token| {
+                let logprob = logprob(by_id(token)?);
+                (logprob.exp() > 0.0).then_some(TokenLogprob { token, logprob })
+            })
+            .collect();
+        Logprobs {
+            sampled: TokenLogprob {
+                token: sampled,
+                logprob: by_id(sampled).map_or(f32::NEG_INFINITY, logprob),
+            },
+            top,
+        }
+    }
+}
+
+/// `ln Σ exp(l)` over the logits, stably (`0` when every logit is `-inf` or NaN).
+fn log_norm(logits: impl Iterator<Item = f64> + Clone) -> f64 {
+    let max = logits
+        .clone()
+        .filter(|l| !l.is_nan())
+        .fold(f64::NEG_INFINITY, f64::max);
+    if max == f64::NEG_INFINITY {
+        return 0.0;
+    }
+    let sum: f64 = logits.map(|l| (l - max).exp()).sum();
+    max + sum.ln()
 }
 
 /// The ids of the `k` highest logits, highest first, ties broken by the lowest id (as greedy
-/// decoding breaks them). NaN logits are never picked. Linear in the vocabulary for small `k`.
-fn top_k<T: Copy + Into<f64>>(logits: &[T], k: usize) -> Vec<TokenId> {
+/// decoding breaks them). NaN logits are never picked. Linear in the candidates for small `k`.
+fn top_k(logits: impl Iterator<Item = (u32, f64)>, k: usize) -> Vec<TokenId> {
     if k == 0 {
         return Vec::new();
     }
-    // Sorted best first; scanning ids upward, an equal logit never displaces an earlier id.
+    // Sorted best first: higher logit, then lower id.
     let mut best: Vec<(f64, u32)> = Vec::with_capacity(k + 1);
-    for (id, &l) in (0u32..).zip(logits) {
-        let l: f64 = l.into();
-        if l.is_nan() || (best.len() == k && l <= best[k - 1].0) {
+    let before = |a: (f64, u32), b: (f64, u32)| a.0 > b.0 || (a.0 == b.0 && a.1 < b.1);
+    for (id, l) in logits {
+        if l.is_nan() || (best.len() == k && !before((l, id), best[k - 1])) {
             continue;
         }
-        let at = best.partition_point(|&(b, _)| b >= l);
+        let at = best.partition_point(|&b| before(b, (l, id)));
         best.insert(at, (l, id));
         best.truncate(k);
     }
@@ -114,6 +149,30 @@ mod tests {
         assert!(lp.top.iter().all(|t| t.logprob.is_finite()));
         assert!(lp.sampled.logprob.is_infinite() && lp.sampled.logprob < 0.0);
         assert_eq!(Logprobs::from_logits(&logits, TokenId(9), 0).top, []);
+    }
+
+    #[test]
+    fn a_sampled_distribution_is_renormalised_over_its_candidates() {
+        // Unordered, one tie, one banned and one too unlikely for f32.
+        let cands = [
+            (TokenId(7), 0.0f32),
+            (TokenId(3), 2.0),
+            (TokenId(5), 2.0),
+            (TokenId(9), f32::NEG_INFINITY),
+            (TokenId(1), -200.0),
+        ];
+        let lp = Logprobs::from_candidates(&cands, TokenId(5), 20);
+        let ids: Vec<u32> = lp.top.iter().map(|t| t.token.0).collect();
+        assert_eq!(ids, [3, 5, 7]);
+        let sum: f64 = lp.top.iter().map(|t| f64::from(t.logprob).exp()).sum();
+        assert!((sum - 1.0).abs() < 1e-6, "{sum}");
+        assert_eq!(lp.sampled, lp.top[1]);
+        let gone = Logprobs::from_candidates(&cands, TokenId(42), 1);
+        assert_eq!(gone.sampled.logprob, f32::NEG_INFINITY);
+        assert_eq!(gone.top.len(), 1);
+        let one = Logprobs::from_candidates(&[(TokenId(4), -3.0)], TokenId(4), 5);
+        assert_eq!(one.sampled.logprob, 0.0);
+        assert_eq!(one.top, [one.sampled]);
     }
 
     #[test]

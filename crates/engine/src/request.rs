@@ -21,6 +21,10 @@ pub struct GenerateRequest {
     /// own and its position's `k` most likely alternatives (capped at 20), in
     /// [`GenEvent::TextWithLogprobs`] events instead of [`GenEvent::Text`].
     pub logprobs: Option<u8>,
+    /// With [`GenerateRequest::logprobs`]: report the distribution each token was drawn from
+    /// (after logit bias, penalties, grammar, top-k, top-p, min-p and temperature;
+    /// llama-server's `post_sampling_probs`) instead of the model's raw one.
+    pub logprobs_after_sampling: bool,
     /// The most tokens to draft per step by prompt lookup (speculative decoding, greedy
     /// requests without log-probabilities only; the answer is the same either way); `None`:
     /// the engine's [`crate::EngineConfig::spec_max`], `Some(0)`: off.

@@ -88,6 +88,8 @@ struct Job {
     stop: StopMatcher,
     /// How many alternatives to report per token, when log-probabilities are on.
     logprobs: Option<u8>,
+    /// Whether they are of the sampled distribution rather than the raw one.
+    after_sampling: bool,
     log: TokenLog,
     /// Speculative drafting (greedy requests without log-probabilities only).
     drafter: Drafter,
@@ -132,6 +134,7 @@ impl Job {
             Some(top) => StepOp::DecodeLogprobs {
                 sampler: self.sampler,
                 top,
+                after_sampling: self.after_sampling,
             },
             None => StepOp::Decode(self.sampler),
         }
@@ -472,6 +475,7 @@ impl State {
             text: Utf8Stream::default(),
             stop: StopMatcher::new(request.stop),
             logprobs: request.logprobs,
+            after_sampling: request.logprobs_after_sampling,
             log: TokenLog::default(),
             drafter: Drafter::new(spec_max),
             adapters: request.adapters,

@@ -139,3 +139,45 @@ fn tokens_cut_off_by_a_stop_string_are_not_reported() {
     let without_last = bytes.len() - tokens.last().expect("tokens").bytes.len();
     assert!(without_last < text.len());
 }
+
+#[test]
+fn after_sampling_reports_the_draws_distribution_and_changes_no_token() {
+    let engine = engine();
+    let sampler = SamplerOpts {
+        temperature: 0.7,
+        top_k: 4,
+        seed: 11,
+        ..SamplerOpts::greedy()
+    };
+    let raw = GenerateRequest {
+        sampler: sampler.clone(),
+        ..request(&engine, "The weather today is", 10)
+    };
+    let after = GenerateRequest {
+        logprobs_after_sampling: true,
+        ..raw.clone()
+    };
+    let (raw, _) = collect(engine.submit(raw).expect("submit"));
+    let (after, _) = collect(engine.submit(after).expect("submit"));
+    assert_eq!(text_of(&raw), text_of(&after), "the same seeded draws");
+    let tokens: Vec<&ScoredToken> = after.iter().flat_map(|(_, t)| t).collect();
+    assert!(!tokens.is_empty());
+    for t in tokens {
+        assert!(
+            (1..=4).contains(&t.top.len()),
+            "a top-4 draw has at most 4 candidates: {:?}",
+            t.top
+        );
+        let mass: f64 = t.top.iter().map(|a| f64::from(a.logprob).exp()).sum();
+        assert!((mass - 1.0).abs() < 1e-4, "the candidates hold {mass}");
+        assert!(t
+            .top
+            .iter()
+            .any(|a| a.token == t.token && a.logprob == t.logprob));
+    }
+    let raw_tokens: Vec<&ScoredToken> = raw.iter().flat_map(|(_, t)| t).collect();
+    assert!(
+        raw_tokens.iter().any(|t| t.top.len() == 10),
+        "raw log-probabilities list every asked alternative"
+    );
+}

@@ -11,9 +11,9 @@ use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use llama_cpp_2::token::logit_bias::LlamaLogitBias;
 use llama_cpp_2::token::LlamaToken;
 use wick_backend::{BackendError, SamplerId};
-use wick_types::{Grammar, SamplerOpts};
+use wick_types::{Grammar, SamplerOpts, TokenId};
 
-use crate::vocab::to_llama;
+use crate::vocab::{from_llama, to_llama};
 
 struct Entry {
     opts: SamplerOpts,
@@ -161,6 +161,53 @@ impl Samplers {
         }
     }
 
+    /// [`Samplers::sample`], and the candidates the pick was drawn from with the logits it was
+    /// drawn by (every token with a finite logit after bias, penalties and grammar for a
+    /// greedy chain; what top-k, top-p and min-p keep, scaled by the temperature, for a
+    /// draw): their softmax is the distribution llama-server reports as `post_sampling_probs`.
+    /// The pick is the one [`Samplers::sample`] makes (the same draw from the same random
+    /// stream), but a grammar masks the whole vocabulary first, so the distribution is the
+    /// constrained one.
+    ///
+    /// # Errors
+    ///
+    /// As [`Samplers::sample`].
+    pub(crate) fn sample_distribution(
+        &mut self,
+        id: Option<SamplerId>,
+        ctx: &LlamaContext<'_>,
+        idx: i32,
+    ) -> Result<(LlamaToken, Vec<(TokenId, f32)>), BackendError> {
+        let logits = ctx.get_logits_ith(idx);
+        let Some(id) = id else {
+            let token = self.greedy.sample(ctx, idx);
+            return Ok((token, finite((0..).zip(logits.iter().copied()))));
+        };
+        let entry = self
+            .entries
+            .get_mut(&id.0)
+            .ok_or(BackendError::UnknownSampler(id.0))?;
+        let mut cur = candidates(logits, std::mem::take(&mut self.candidates));
+        let token = match &mut entry.grammar {
+            None => {
+                cur.apply_sampler(&mut entry.chain);
+                let token = selected(&cur)?.id();
+                entry.chain.accept(token);
+                Ok(token)
+            }
+            Some(grammar) => {
+                masked_pick(&mut entry.chain, grammar, logits, &mut cur).and_then(|token| {
+                    accept_constrained(grammar, token)?;
+                    entry.chain.accept(token);
+                    Ok(token)
+                })
+            }
+        };
+        let distribution = finite(cur.data.iter().map(|d| (d.id().0, d.logit())));
+        self.candidates = cur.data;
+        Ok((token?, distribution))
+    }
+
     fn entry(&mut self, id: SamplerId) -> Result<&mut Entry, BackendError> {
         self.entries
             .get_mut(&id.0)
@@ -201,13 +248,26 @@ fn pick_constrained(
     };
     *buffer = cur.data;
     let token = token?;
+    accept_constrained(grammar, token)?;
+    chain.accept(token);
+    Ok(token)
+}
+
+/// Advances `grammar` past `token`.
+fn accept_constrained(grammar: &mut LlamaSampler, token: LlamaToken) -> Result<(), BackendError> {
     grammar
         .try_accept(token)
         .map_err(|e| BackendError::Grammar {
             reason: format!("llama.cpp could not advance the grammar ({e})"),
-        })?;
-    chain.accept(token);
-    Ok(token)
+        })
+}
+
+/// The `(token, logit)` pairs whose logit is finite (a token a sampler banned has `-inf`).
+fn finite(scored: impl Iterator<Item = (i32, f32)>) -> Vec<(TokenId, f32)> {
+    scored
+        .filter(|&(_, l)| l.is_finite())
+        .map(|(id, l)| (from_llama(LlamaToken(id)), l))
+        .collect()
 }
 
 /// The chain's pick from `logits` with the grammar applied first (the full mask), in `cur`.

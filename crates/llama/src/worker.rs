@@ -194,13 +194,22 @@ impl Worker<'_> {
                     predicted[p].push(from_llama(samplers.sample(None, ctx, idx)?));
                     return Ok(());
                 }
-                // The raw logits of this output, read before the sampler sees them.
-                let logits = op
-                    .logprobs()
-                    .map(|top| (ctx.get_logits_ith(idx).to_vec(), top));
-                let token = from_llama(samplers.sample(op.sampler(), ctx, idx)?);
-                let logprobs = logits.map(|(l, top)| Logprobs::from_logits(&l, token, top));
-                sampled[p] = Some((token, logprobs));
+                sampled[p] = Some(match op.logprobs() {
+                    None => (from_llama(samplers.sample(op.sampler(), ctx, idx)?), None),
+                    Some(top) if op.after_sampling() => {
+                        let (token, candidates) =
+                            samplers.sample_distribution(op.sampler(), ctx, idx)?;
+                        let token = from_llama(token);
+                        let logprobs = Logprobs::from_candidates(&candidates, token, top);
+                        (token, Some(logprobs))
+                    }
+                    Some(top) => {
+                        // The raw logits of this output, read before the sampler sees them.
+                        let logits = ctx.get_logits_ith(idx).to_vec();
+                        let token = from_llama(samplers.sample(op.sampler(), ctx, idx)?);
+                        (token, Some(Logprobs::from_logits(&logits, token, top)))
+                    }
+                });
                 Ok(())
             },
         )?;

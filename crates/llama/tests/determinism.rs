@@ -37,6 +37,7 @@ fn next(backend: &mut dyn Backend, seq: SeqId) -> Fingerprint {
             StepOp::DecodeLogprobs {
                 sampler: None,
                 top: 20,
+                after_sampling: false,
             },
         )])
         .expect("decode");
@@ -115,6 +116,7 @@ fn logits_do_not_depend_on_chunking_co_batching_decoding_or_threads() {
                 Box::new(StepOp::DecodeLogprobs {
                     sampler: None,
                     top: 20,
+                    after_sampling: false,
                 }),
             ),
         )])
@@ -145,6 +147,7 @@ fn logits_do_not_depend_on_chunking_co_batching_decoding_or_threads() {
                 StepOp::DecodeLogprobs {
                     sampler: None,
                     top: 20,
+                    after_sampling: false,
                 },
             ),
             (s1, StepOp::Decode(None)),

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
+use serde_json::Value;
 use wick::{Alternative, ScoredToken};
 
 /// What OpenAI reports for a token the model gives no chance at all (`-inf` is not JSON).
@@ -130,19 +131,41 @@ impl Serialize for TopMap<'_> {
 }
 
 /// llama-server's `completion_probabilities` for `tokens`: per token `{id, token, logprob,
-/// bytes, top_logprobs: [{id, token, logprob, bytes}]}`.
-pub(crate) fn native(tokens: &[ScoredToken]) -> serde_json::Value {
-    let entry = |id: u32, bytes: &[u8], lp: f32| serde_json::json!({"id": id, "token": text(bytes), "logprob": logprob(lp), "bytes": bytes});
+/// bytes, top_logprobs: [{id, token, logprob, bytes}]}`; `after_sampling` (the tokens carry
+/// the sampled distribution, `post_sampling_probs`): `prob` and `top_probs` with plain
+/// probabilities instead.
+pub(crate) fn native(tokens: &[ScoredToken], after_sampling: bool) -> Value {
+    let (value_key, top_key) = if after_sampling {
+        ("prob", "top_probs")
+    } else {
+        ("logprob", "top_logprobs")
+    };
+    let value = |lp: f32| {
+        if after_sampling {
+            f64::from(lp).exp()
+        } else {
+            logprob(lp)
+        }
+    };
+    let entry = |id: u32, bytes: &[u8], lp: f32| {
+        let mut e = serde_json::Map::new();
+        e.insert("id".into(), id.into());
+        e.insert("token".into(), text(bytes).into());
+        e.insert(value_key.into(), value(lp).into());
+        e.insert("bytes".into(), bytes.into());
+        e
+    };
     tokens
         .iter()
         .map(|t| {
             let mut e = entry(t.token.0, &t.bytes, t.logprob);
-            e["top_logprobs"] = t
+            let top = t
                 .top
                 .iter()
-                .map(|a| entry(a.token.0, &a.bytes, a.logprob))
+                .map(|a| Value::Object(entry(a.token.0, &a.bytes, a.logprob)))
                 .collect();
-            e
+            e.insert(top_key.into(), Value::Array(top));
+            Value::Object(e)
         })
         .collect()
 }
@@ -150,7 +173,7 @@ pub(crate) fn native(tokens: &[ScoredToken]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::{json, Value};
+    use serde_json::json;
     use wick::TokenId;
 
     fn token(bytes: &[u8], logprob: f32, top: &[(&[u8], f32)]) -> ScoredToken {
@@ -184,6 +207,22 @@ mod tests {
         assert_eq!(e["bytes"], json!([72, 105]));
         assert_eq!(e["top_logprobs"][1]["logprob"], -9999.0);
         assert_eq!(e["top_logprobs"][1]["bytes"], json!([72, 111]));
+    }
+
+    #[test]
+    fn native_entries_name_probabilities_after_sampling() {
+        let tokens = [token(b"Hi", -0.5, &[(b"Hi", -0.5), (b"Ho", -1.0)])];
+        let raw = native(&tokens, false);
+        assert_eq!(raw[0]["logprob"], -0.5);
+        assert_eq!(raw[0]["top_logprobs"][1]["logprob"], -1.0);
+        assert_eq!(raw[0]["top_logprobs"][1]["bytes"], json!([72, 111]));
+        assert!(raw[0].get("prob").is_none());
+        let after = native(&tokens, true);
+        assert_eq!(after[0]["prob"], f64::from(-0.5f32).exp());
+        assert_eq!(after[0]["top_probs"][1]["prob"], f64::from(-1.0f32).exp());
+        assert_eq!(after[0]["top_probs"][0]["token"], "Hi");
+        assert_eq!(after[0]["id"], 1);
+        assert!(after[0].get("logprob").is_none() && after[0].get("top_logprobs").is_none());
     }
 
     #[test]

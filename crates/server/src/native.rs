@@ -49,6 +49,9 @@ pub(crate) struct NativeRequest {
     /// The most likely tokens to list at each generated position (0–20), with the sampled
     /// one: `completion_probabilities`.
     n_probs: Option<i64>,
+    /// With `n_probs`: list the probabilities of the distribution each token was drawn from
+    /// (after the samplers: `prob`, `top_probs`) instead of the model's raw log-probabilities.
+    post_sampling_probs: Option<bool>,
     /// Accepted: wick always reuses cached prompt prefixes (they give the cold answer).
     cache_prompt: Option<bool>,
     /// LoRA adapter scales (`[{"id", "scale"}]`; adapters left out are off).
@@ -220,6 +223,8 @@ pub(crate) async fn handler(
     if streamed || return_tokens || n_probs.is_some() {
         options.logprobs = Some(n_probs.unwrap_or(0));
     }
+    let post_sampling = n_probs.is_some() && req.post_sampling_probs == Some(true);
+    options.logprobs_after_sampling = post_sampling;
     let n_predict = i64::from(
         options
             .max_tokens
@@ -235,6 +240,7 @@ pub(crate) async fn handler(
         started: now,
         first_at: now,
         n_probs: n_probs.is_some(),
+        post_sampling,
         logit_bias: bias,
     };
     let inputs = valid.inputs().to_vec();
@@ -291,7 +297,8 @@ async fn whole_bodies(
         };
         let mut body = answer.last(&text, &ids, &last);
         if answer.n_probs {
-            body["completion_probabilities"] = crate::logprobs::native(&last.logprobs);
+            body["completion_probabilities"] =
+                crate::logprobs::native(&last.logprobs, answer.post_sampling);
         }
         Ok::<_, ApiError>(body)
     }))
@@ -312,6 +319,8 @@ struct Answer {
     first_at: Instant,
     /// Whether each part lists `completion_probabilities` (`n_probs` > 0).
     n_probs: bool,
+    /// Whether they are probabilities after the samplers (`post_sampling_probs`).
+    post_sampling: bool,
     /// The biases `logit_bias` and `ignore_eos` added, echoed in `generation_settings`.
     logit_bias: Vec<(wick::TokenId, f32)>,
 }
@@ -437,7 +446,8 @@ impl StreamRun {
                         "id_slot": 0,
                     });
                     if self.answer.n_probs {
-                        chunk["completion_probabilities"] = crate::logprobs::native(&item.logprobs);
+                        chunk["completion_probabilities"] =
+                            crate::logprobs::native(&item.logprobs, self.answer.post_sampling);
                     }
                     frames.push(sse::event(&chunk));
                 }

@@ -237,6 +237,7 @@ pub(crate) fn options(
         stop: stops(s.stop.clone())?,
         tool_choice: ToolChoice::Auto,
         logprobs: None,
+        logprobs_after_sampling: false,
         spec_max: spec_max(s)?,
         lora: s.lora.as_ref().map(lora).transpose()?,
     })

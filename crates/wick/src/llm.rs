@@ -629,6 +629,7 @@ impl Llm {
             sampler,
             stop,
             logprobs: options.logprobs,
+            logprobs_after_sampling: options.logprobs_after_sampling,
             spec_max: options.spec_max,
             adapters: self.loaded.adapters.set(&scales),
         };

@@ -17,6 +17,11 @@ pub struct GenerateOptions {
     /// log-probability and its position's `k` most likely alternatives (capped at 20), in the
     /// responses' `logprobs`.
     pub logprobs: Option<u8>,
+    /// With [`GenerateOptions::logprobs`]: report the distribution each token was drawn from
+    /// (after logit bias, penalties, grammar, top-k, top-p, min-p and temperature;
+    /// llama-server's `post_sampling_probs`) instead of the model's raw one. Alternatives
+    /// with no chance there are left out, so fewer than asked for may come.
+    pub logprobs_after_sampling: bool,
     /// The most tokens to draft per step by prompt lookup (speculative decoding, for greedy
     /// answers without log-probabilities; the answer is the same either way); `None`: the
     /// model's [`crate::ModelKwargs::spec_max`], `Some(0)`: off.

@@ -237,23 +237,25 @@ impl StubBackend {
 
     /// The next token of sequence `i` (already checked), drawn with a copy of `sampler` kept in
     /// `staged`: nothing changes until the caller commits the staged samplers, so a failure
-    /// leaves every sampler as it was.
+    /// leaves every sampler as it was. With `distribution`, also the candidates a sampler drew
+    /// from (`None` for greedy without a sampler: its distribution is the raw one).
     fn sample_next(
         &self,
         i: usize,
         sampler: Option<SamplerId>,
         staged: &mut HashMap<u64, Sampler>,
-    ) -> Result<TokenId> {
+        distribution: bool,
+    ) -> Result<(TokenId, Option<Vec<(TokenId, f64)>>)> {
         let seq = &self.seqs[i];
         let Some(id) = sampler else {
-            return Ok(self.greedy_after(seq.hash()));
+            return Ok((self.greedy_after(seq.hash()), None));
         };
         let sampler = match staged.entry(id.0) {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => e.insert(self.sampler(id)?.clone()),
         };
         let logits = model::logits(&self.vocab, model::context_hash(seq.hash(), &self.active));
-        sampler.sample(&self.vocab, logits, seq.tokens())
+        sampler.sample(&self.vocab, logits, seq.tokens(), distribution)
     }
 
     /// The log-probabilities of sequence `i`'s next position (raw logits, no sampler), for
@@ -359,7 +361,7 @@ impl Backend for StubBackend {
     fn decode_one(&mut self, seq: SeqId, sampler: Option<SamplerId>) -> Result<Decoded> {
         let i = self.check_decode(seq, sampler)?;
         let mut staged = HashMap::new();
-        let token = self.sample_next(i, sampler, &mut staged)?;
+        let (token, _) = self.sample_next(i, sampler, &mut staged, false)?;
         self.samplers.extend(staged);
         self.seqs[i].extend(&[token]);
         Ok(self.decoded(token))
@@ -424,8 +426,16 @@ impl Backend for StubBackend {
                 decode => {
                     // The prompt's last chunk goes in before its first token is sampled.
                     self.seqs[i].extend(decode.prefix());
-                    let token = self.sample_next(i, decode.sampler(), &mut staged)?;
-                    let logprobs = decode.logprobs().map(|top| self.logprobs(i, token, top));
+                    let (token, candidates) = self.sample_next(
+                        i,
+                        decode.sampler(),
+                        &mut staged,
+                        decode.after_sampling(),
+                    )?;
+                    let logprobs = decode.logprobs().map(|top| match &candidates {
+                        Some(candidates) => Logprobs::from_candidates(candidates, token, top),
+                        None => self.logprobs(i, token, top),
+                    });
                     Ok(Planned::Decode(token, logprobs))
                 }
             })

@@ -64,7 +64,9 @@ impl Sampler {
     }
 
     /// Picks the next token from the model's `logits` after `history`, and records it in the
-    /// grammar.
+    /// grammar. With `distribution`, also the candidates it was drawn from with the logits it
+    /// was drawn by (their softmax is the draw's distribution; see
+    /// [`crate::Logprobs::from_candidates`]).
     ///
     /// # Errors
     ///
@@ -75,7 +77,8 @@ impl Sampler {
         vocab: &Vocab,
         mut logits: Vec<f64>,
         history: &[TokenId],
-    ) -> Result<TokenId> {
+        distribution: bool,
+    ) -> Result<(TokenId, Option<Vec<(TokenId, f64)>>)> {
         for &(token, bias) in &self.opts.logit_bias {
             if let Some(l) = logits.get_mut(token.0 as usize) {
                 *l += f64::from(bias);
@@ -85,10 +88,23 @@ impl Sampler {
         if let Some(g) = &self.grammar {
             g.mask(vocab, &mut logits);
         }
-        let picked = if self.opts.is_greedy() {
-            argmax(&logits)
+        let (picked, candidates) = if self.opts.is_greedy() {
+            let candidates = distribution.then(|| {
+                (0u32..)
+                    .zip(&logits)
+                    .filter(|&(_, &l)| l > f64::NEG_INFINITY)
+                    .map(|(id, &l)| (TokenId(id), l))
+                    .collect()
+            });
+            (argmax(&logits), candidates)
         } else {
-            self.draw(&logits)
+            let kept = self.kept(&logits);
+            let candidates = distribution.then(|| {
+                kept.iter()
+                    .map(|&(id, logit, _)| (TokenId(id), logit))
+                    .collect()
+            });
+            (self.draw(&kept), candidates)
         };
         let token = picked.ok_or_else(|| match self.grammar {
             Some(_) => BackendError::Grammar {
@@ -102,7 +118,7 @@ impl Sampler {
         if let Some(g) = &mut self.grammar {
             g.accept(vocab, token);
         }
-        Ok(token)
+        Ok((token, candidates))
     }
 
     /// Applies the repetition, frequency and presence penalties over the last
@@ -133,59 +149,72 @@ impl Sampler {
         }
     }
 
-    /// A seeded draw: temperature, then top-k, top-p and min-p (each keeping at least one
-    /// token), then one step of the sampler's random stream. `None` when every logit is `-inf`.
-    fn draw(&mut self, logits: &[f64]) -> Option<TokenId> {
+    /// The tokens a seeded draw chooses among, most likely first: temperature, then top-k,
+    /// top-p and min-p (each keeping at least one token). Each comes with its logit scaled by
+    /// the temperature and its probability before top-p and min-p cut (the draw renormalises
+    /// over what is kept). Empty when every logit is `-inf`.
+    fn kept(&self, logits: &[f64]) -> Vec<(u32, f64, f64)> {
         let mut cands: Vec<(u32, f64)> = (0u32..)
             .zip(logits.iter().copied())
             .filter(|&(_, l)| l > f64::NEG_INFINITY)
             .collect();
         cands.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let top = cands.first()?.1;
+        let Some(&(_, top)) = cands.first() else {
+            return Vec::new();
+        };
         if self.opts.top_k > 0 {
             cands.truncate(self.opts.top_k as usize);
         }
         let temperature = f64::from(self.opts.temperature);
-        let mut probs: Vec<f64> = cands
+        let mut kept: Vec<(u32, f64, f64)> = cands
             .iter()
-            .map(|&(_, l)| ((l - top) / temperature).exp())
+            .map(|&(id, l)| {
+                let scaled = (l - top) / temperature;
+                (id, scaled, scaled.exp())
+            })
             .collect();
-        let sum: f64 = probs.iter().sum();
-        for p in &mut probs {
-            *p /= sum;
+        let sum: f64 = kept.iter().map(|k| k.2).sum();
+        for k in &mut kept {
+            k.2 /= sum;
         }
 
-        let mut keep = probs.len();
+        let mut keep = kept.len();
         let top_p = f64::from(self.opts.top_p);
         if top_p < 1.0 {
             let mut cumulative = 0.0;
-            keep = probs
+            keep = kept
                 .iter()
-                .position(|p| {
-                    cumulative += p;
+                .position(|k| {
+                    cumulative += k.2;
                     cumulative >= top_p
                 })
                 .map_or(keep, |i| i + 1);
         }
         let min_p = f64::from(self.opts.min_p);
         if min_p > 0.0 {
-            let threshold = min_p * probs[0];
-            keep = probs[..keep]
+            let threshold = min_p * kept[0].2;
+            keep = kept[..keep]
                 .iter()
-                .take_while(|&&p| p >= threshold)
+                .take_while(|k| k.2 >= threshold)
                 .count()
                 .max(1);
         }
+        kept.truncate(keep);
+        kept
+    }
 
-        let kept = &probs[..keep];
-        let mut r = unit(self.next_random()) * kept.iter().sum::<f64>();
-        for (i, p) in kept.iter().enumerate() {
-            if r < *p {
-                return Some(TokenId(cands[i].0));
+    /// One step of the sampler's random stream over the `kept` tokens. `None` when there are
+    /// none.
+    fn draw(&mut self, kept: &[(u32, f64, f64)]) -> Option<TokenId> {
+        let &(last, _, _) = kept.last()?;
+        let mut r = unit(self.next_random()) * kept.iter().map(|k| k.2).sum::<f64>();
+        for &(id, _, p) in kept {
+            if r < p {
+                return Some(TokenId(id));
             }
             r -= p;
         }
-        Some(TokenId(cands[keep - 1].0))
+        Some(TokenId(last))
     }
 
     /// The next number of the random stream.
@@ -228,13 +257,16 @@ mod tests {
         logits[50] = 3.0;
         logits[60] = 2.0;
         let mut s = Sampler::new(&vocab, &opts()).unwrap();
-        assert_eq!(s.sample(&vocab, logits.clone(), &[]).unwrap(), TokenId(50));
+        assert_eq!(
+            s.sample(&vocab, logits.clone(), &[], false).unwrap().0,
+            TokenId(50)
+        );
         let biased = SamplerOpts {
             logit_bias: vec![(TokenId(50), f32::NEG_INFINITY), (TokenId(70), 2.5)],
             ..opts()
         };
         let mut s = Sampler::new(&vocab, &biased).unwrap();
-        assert_eq!(s.sample(&vocab, logits, &[]).unwrap(), TokenId(70));
+        assert_eq!(s.sample(&vocab, logits, &[], false).unwrap().0, TokenId(70));
     }
 
     #[test]
@@ -272,7 +304,7 @@ mod tests {
         let logits = flat(&vocab);
         let draw_many = |s: &mut Sampler| -> Vec<TokenId> {
             (0..32)
-                .map(|_| s.sample(&vocab, logits.clone(), &[]).unwrap())
+                .map(|_| s.sample(&vocab, logits.clone(), &[], false).unwrap().0)
                 .collect()
         };
         let hot = |seed| SamplerOpts {
@@ -301,7 +333,7 @@ mod tests {
         let only = |o: SamplerOpts, allowed: &[u32]| {
             let mut s = Sampler::new(&vocab, &o).unwrap();
             for _ in 0..64 {
-                let t = s.sample(&vocab, logits.clone(), &[]).unwrap();
+                let t = s.sample(&vocab, logits.clone(), &[], false).unwrap().0;
                 assert!(allowed.contains(&t.0), "{t:?} with {o:?}");
             }
         };
@@ -350,7 +382,7 @@ mod tests {
         let mut s = Sampler::new(&vocab, &o).unwrap();
         let run = |s: &mut Sampler| -> Vec<TokenId> {
             (0..3)
-                .map(|_| s.sample(&vocab, flat(&vocab), &[]).unwrap())
+                .map(|_| s.sample(&vocab, flat(&vocab), &[], false).unwrap().0)
                 .collect()
         };
         let a = TokenId(7 + u32::from(b'a'));
@@ -359,7 +391,7 @@ mod tests {
         s.clear();
         assert_eq!(run(&mut s), [a, b, TokenId(0)]);
         s.set_grammar(None);
-        let free = s.sample(&vocab, flat(&vocab), &[]).unwrap();
+        let free = s.sample(&vocab, flat(&vocab), &[], false).unwrap().0;
         assert_eq!(free, TokenId(0), "flat logits: lowest id wins");
     }
 
@@ -372,13 +404,13 @@ mod tests {
             ..opts()
         };
         let mut s = Sampler::new(&vocab, &o).unwrap();
-        let err = s.sample(&vocab, flat(&vocab), &[]).unwrap_err();
+        let err = s.sample(&vocab, flat(&vocab), &[], false).unwrap_err();
         assert!(matches!(err, BackendError::Grammar { .. }), "{err:?}");
 
         let mut s = Sampler::new(&vocab, &opts()).unwrap();
         let banned = vec![f64::NEG_INFINITY; vocab.n_vocab() as usize];
         assert!(matches!(
-            s.sample(&vocab, banned, &[]),
+            s.sample(&vocab, banned, &[], false),
             Err(BackendError::Decode { .. })
         ));
     }
