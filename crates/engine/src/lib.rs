@@ -15,6 +15,7 @@
 //! for event in engine.submit(request)? {
 //!     match event {
 //!         GenEvent::Text(t) | GenEvent::TextWithLogprobs { text: t, .. } => text.push_str(&t),
+//!         GenEvent::Progress(_) => unreachable!("only a request with `progress` gets these"),
 //!         GenEvent::Done(done) => assert!(done.usage.completion_tokens <= 8),
 //!         GenEvent::Error(e) => return Err(e.into()),
 //!     }
@@ -42,7 +43,7 @@ pub use diskcache::{is_stale_temp, is_temp, remove_stale_temp_files, CacheStats,
 pub use error::EngineError;
 pub use logprobs::{Alternative, ScoredToken};
 pub use prompt::{check_size, segment_tokens, special_texts, ChatFormat, RenderedPrompt};
-pub use request::{Finished, GenEvent, GenerateRequest};
+pub use request::{Finished, GenEvent, GenerateRequest, PromptProgress};
 pub use stop::{StopMatcher, StopScan};
 pub use utf8::Utf8Stream;
 pub use worker::{Engine, EngineThread, Generation};

@@ -25,6 +25,9 @@ pub struct GenerateRequest {
     /// (after logit bias, penalties, grammar, top-k, top-p, min-p and temperature;
     /// llama-server's `post_sampling_probs`) instead of the model's raw one.
     pub logprobs_after_sampling: bool,
+    /// Report the prompt's progress ([`GenEvent::Progress`]): once when the request starts
+    /// (what the prompt cache held) and after each chunk of the prompt is computed.
+    pub progress: bool,
     /// The most tokens to draft per step by prompt lookup (speculative decoding, greedy
     /// requests without log-probabilities only; the answer is the same either way); `None`:
     /// the engine's [`crate::EngineConfig::spec_max`], `Some(0)`: off.
@@ -46,6 +49,19 @@ pub struct Finished {
     pub stop: Option<String>,
 }
 
+/// How far a request's prompt is computed (llama-server's `prompt_progress`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PromptProgress {
+    /// The prompt's length in tokens.
+    pub total: u32,
+    /// How many of them came from the prompt cache, at most all but the last: the last
+    /// prompt position is computed with the first token even when the cache held it (as
+    /// llama-server counts; a request's usage counts a prompt held whole as all cached).
+    pub cached: u32,
+    /// How many are computed so far, the cached ones included (`total` once it is done).
+    pub processed: u32,
+}
+
 /// One event of a generation's stream.
 #[derive(Debug)]
 pub enum GenEvent {
@@ -61,6 +77,10 @@ pub enum GenEvent {
         /// The generated tokens this text completes.
         tokens: Vec<ScoredToken>,
     },
+    /// The prompt's progress, for a request with [`GenerateRequest::progress`]: first when it
+    /// starts (`processed == cached`), then after each computed chunk, the last one
+    /// (`processed == total`) before any text.
+    Progress(PromptProgress),
     /// The end; nothing follows.
     Done(Finished),
     /// The generation failed; nothing follows.

@@ -36,7 +36,9 @@ use crate::spec::{ngram_draft, DraftModel, Drafter};
 use crate::stop::{StopMatcher, StopScan};
 use crate::ticket::Ticket;
 use crate::utf8::Utf8Stream;
-use crate::{EngineConfig, EngineError, Finished, GenEvent, GenerateRequest, ScoredToken};
+use crate::{
+    EngineConfig, EngineError, Finished, GenEvent, GenerateRequest, PromptProgress, ScoredToken,
+};
 
 /// A request waiting for a free sequence.
 #[derive(Debug)]
@@ -90,6 +92,8 @@ struct Job {
     logprobs: Option<u8>,
     /// Whether they are of the sampled distribution rather than the raw one.
     after_sampling: bool,
+    /// Whether the prompt's progress is reported.
+    progress: bool,
     log: TokenLog,
     /// Speculative drafting (greedy requests without log-probabilities only).
     drafter: Drafter,
@@ -125,6 +129,23 @@ impl Job {
             let _ = self
                 .events
                 .send(GenEvent::TextWithLogprobs { text, tokens });
+        }
+    }
+
+    /// Reports how far the prompt is computed, when the request asked: `processed` tokens
+    /// (the cached ones included). As llama-server counts, the cache holds at most all but
+    /// the last prompt token: a prompt held whole still has its last position computed again
+    /// with the first token (a decode feeds the sequence's last token).
+    fn report_progress(&self, processed: usize) {
+        if self.progress {
+            let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+            let total = count(self.prompt.len());
+            let cached = self.cached.min(total.saturating_sub(1));
+            let _ = self.events.send(GenEvent::Progress(PromptProgress {
+                total,
+                cached,
+                processed: count(processed).max(cached),
+            }));
         }
     }
 
@@ -476,11 +497,15 @@ impl State {
             stop: StopMatcher::new(request.stop),
             logprobs: request.logprobs,
             after_sampling: request.logprobs_after_sampling,
+            progress: request.progress,
             log: TokenLog::default(),
             drafter: Drafter::new(spec_max),
             adapters: request.adapters,
             stepped: self.clock,
         });
+        if let Some(job) = slot.job.as_ref().filter(|j| !j.restoring) {
+            job.report_progress(0);
+        }
         Ok(())
     }
 
@@ -669,6 +694,7 @@ impl State {
                     job.restoring = false;
                     job.fed = cached;
                     job.cached = u32::try_from(cached).unwrap_or(u32::MAX);
+                    job.report_progress(0);
                 }
                 Err(e) => self.fail(backend, index, e),
             }
@@ -826,6 +852,16 @@ impl State {
             let prefix = op.prefix();
             slot.tokens.extend_from_slice(prefix);
             job.fed += prefix.len();
+            // Each prompt chunk, and the step that samples the first token (which computes
+            // the prompt's last position even when the cache held it all).
+            if job.generated == 0 && (!prefix.is_empty() || op.decodes()) {
+                let processed = if op.decodes() {
+                    job.prompt.len()
+                } else {
+                    job.fed
+                };
+                job.report_progress(processed);
+            }
             if let StepOp::Verify(draft) = op {
                 let accepted = result.each().len().saturating_sub(1);
                 job.drafter.record(draft.len(), accepted);

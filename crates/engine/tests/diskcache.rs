@@ -47,6 +47,7 @@ fn run(engine: &Engine, prompt: Vec<TokenId>) -> (String, Finished) {
             GenEvent::Done(done) => return (text, done),
             GenEvent::Error(e) => panic!("{e}"),
             GenEvent::TextWithLogprobs { .. } => panic!("no logprobs were asked for"),
+            GenEvent::Progress(_) => panic!("no progress was asked for"),
         }
     }
     panic!("no Done")

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use wick_backend::{AdapterId, AdapterSet, Backend, BackendConfig, Decoded, StubBackend};
-use wick_engine::{Engine, EngineConfig, EngineError, Finished, GenEvent, GenerateRequest};
+use wick_engine::{
+    Engine, EngineConfig, EngineError, Finished, GenEvent, GenerateRequest, PromptProgress,
+};
 use wick_types::{FinishReason, SamplerOpts, SeqId, TokenId};
 
 fn stub(n_seq: u32, n_ctx: u32) -> StubBackend {
@@ -62,6 +64,7 @@ fn collect(events: impl Iterator<Item = GenEvent>) -> (String, Finished) {
             GenEvent::Done(done) => return (text, done),
             GenEvent::Error(e) => panic!("generation failed: {e}"),
             GenEvent::TextWithLogprobs { .. } => panic!("no logprobs were asked for"),
+            GenEvent::Progress(_) => panic!("no progress was asked for"),
         }
     }
     panic!("the stream ended without Done")
@@ -446,6 +449,7 @@ async fn async_streams_yield_events_as_they_come() {
             GenEvent::Done(d) => done = Some(d),
             GenEvent::Error(e) => panic!("{e}"),
             GenEvent::TextWithLogprobs { .. } => panic!("no logprobs were asked for"),
+            GenEvent::Progress(_) => panic!("no progress was asked for"),
         }
     }
     assert!(done.is_some());
@@ -484,6 +488,7 @@ fn multibyte_characters_split_across_tokens_are_never_split_in_the_text() {
             GenEvent::Done(d) => done = Some(d),
             GenEvent::Error(e) => panic!("{e}"),
             GenEvent::TextWithLogprobs { .. } => panic!("no logprobs were asked for"),
+            GenEvent::Progress(_) => panic!("no progress was asked for"),
         }
     }
     let done = done.expect("done");
@@ -811,4 +816,58 @@ fn a_draft_model_with_a_smaller_context_is_refused_by_name() {
     )
     .expect_err("two sequences cannot twin four");
     assert!(err.to_string().contains("model_draft"), "{err}");
+}
+
+/// Every progress report of a generation, in order, and whether text came before the last.
+fn progress_reports(events: impl Iterator<Item = GenEvent>) -> (Vec<PromptProgress>, bool) {
+    let (mut reports, mut text_first) = (Vec::new(), false);
+    for event in events {
+        match event {
+            GenEvent::Progress(p) => reports.push(p),
+            GenEvent::Text(_) => text_first |= reports.last().is_none_or(|p| p.processed < p.total),
+            GenEvent::TextWithLogprobs { .. } => panic!("no logprobs were asked for"),
+            GenEvent::Done(_) => return (reports, text_first),
+            GenEvent::Error(e) => panic!("generation failed: {e}"),
+        }
+    }
+    panic!("the stream ended without Done")
+}
+
+#[test]
+fn progress_reports_start_at_the_cache_and_end_at_the_whole_prompt_before_any_text() {
+    let config = EngineConfig {
+        prefill_budget: 16,
+        prefill_budget_decoding: 16,
+        ..EngineConfig::default()
+    };
+    let engine = engine(1, config);
+    let long = "a prompt long enough for several prefill chunks of sixteen tokens each, ".repeat(2);
+    let ask = |text: &str| GenerateRequest {
+        progress: true,
+        ..request(text, 4)
+    };
+    let (cold, text_first) = progress_reports(engine.submit(ask(&long)).expect("submit"));
+    assert!(!text_first, "the prompt is done before the first text");
+    let total = u32::try_from(prompt(&long).len()).unwrap();
+    assert!(cold.len() >= 3, "a start and a report per chunk: {cold:?}");
+    assert_eq!(cold[0].cached, 0);
+    assert_eq!(cold[0].processed, 0);
+    assert!(cold.iter().all(|p| p.total == total && p.cached == 0));
+    assert!(
+        cold.windows(2)
+            .all(|w| w[0].processed < w[1].processed && w[1].processed - w[0].processed <= 16),
+        "one report per chunk of at most the budget: {cold:?}"
+    );
+    assert_eq!(cold.last().unwrap().processed, total);
+
+    // The same prompt again: it starts from the cache (all but the last token, which the
+    // first token's step computes) and finishes in one step.
+    let (warm, _) = progress_reports(engine.submit(ask(&long)).expect("submit"));
+    assert_eq!(warm.len(), 2, "{warm:?}");
+    assert_eq!((warm[0].cached, warm[0].processed), (total - 1, total - 1));
+    assert_eq!((warm[1].cached, warm[1].processed), (total - 1, total));
+
+    // Without asking, none.
+    let (none, _) = progress_reports(engine.submit(request(&long, 4)).expect("submit"));
+    assert!(none.is_empty());
 }

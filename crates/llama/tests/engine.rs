@@ -43,6 +43,7 @@ fn collect(events: impl Iterator<Item = GenEvent>) -> (String, Finished) {
             GenEvent::Done(done) => return (text, done),
             GenEvent::Error(e) => panic!("generation failed: {e}"),
             GenEvent::TextWithLogprobs { .. } => panic!("no logprobs were asked for"),
+            GenEvent::Progress(_) => panic!("no progress was asked for"),
         }
     }
     panic!("the stream ended without Done")
@@ -261,6 +262,7 @@ fn fingerprint(events: impl Iterator<Item = GenEvent>) -> (Vec<(u32, u32)>, Fini
                 out.extend(tokens.iter().map(|t| (t.token.0, t.logprob.to_bits())));
             }
             GenEvent::Text(_) => panic!("logprobs were asked for"),
+            GenEvent::Progress(_) => panic!("no progress was asked for"),
             GenEvent::Done(done) => return (out, done),
             GenEvent::Error(e) => panic!("generation failed: {e}"),
         }

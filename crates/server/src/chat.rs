@@ -12,7 +12,8 @@ use wick::{AsyncChatStream, ChatRequest, ChatResponse, Event, GenerateOptions, S
 use crate::error::Dialect;
 use crate::extract::ApiJson;
 use crate::metrics::LiveGuard;
-use crate::objects::{ChatChoice, ChunkChoice, Head, UsageField, NO_CHOICES};
+use crate::objects::{ChatChoice, ChunkChoice, Head, UsageField, NO_CHOICES, PROGRESS_CHOICE};
+use crate::telemetry::{Asked, Clock};
 use crate::wire::ChatCompletionRequest;
 use crate::{sse, validate, ApiError, AppState, ServedModel};
 
@@ -22,23 +23,32 @@ pub(crate) async fn handler(
     ApiJson(req): ApiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
     let valid = validate::chat(req, &state.config().sampling)?;
+    let shows_logprobs = valid.options.logprobs.is_some();
+    let mut options = valid.options;
+    if valid.telemetry.timings_per_token {
+        // Each item then reports its tokens, which the timings count.
+        options.logprobs.get_or_insert(0);
+    }
     let Begun {
         served,
         stream,
         first,
         live,
-    } = begin(&state, valid.model.as_deref(), valid.chat, &valid.options).await?;
+        clock,
+    } = begin(&state, valid.model.as_deref(), valid.chat, &options).await?;
     let head = Head::new("chatcmpl", served.id.clone());
     if valid.stream {
         let shutdown = state.shutdown_token();
         let run = StreamRun {
             state,
             stream: sse::resume(Ok(first), stream),
+            clock,
+            telemetry: valid.telemetry,
             deltas: DeltaBuilder::new(),
             head,
             include_usage: valid.include_usage,
             single_call: valid.single_call,
-            held: valid.options.logprobs.map(|_| Vec::new()),
+            held: shows_logprobs.then(Vec::new),
             last: Instant::now(),
             done: false,
             _live: live,
@@ -49,14 +59,13 @@ pub(crate) async fn handler(
     if valid.single_call {
         last.message.tool_calls.truncate(1);
     }
-    let logprobs = valid
-        .options
-        .logprobs
-        .map(|_| crate::logprobs::chat(&last.logprobs));
+    let logprobs = shows_logprobs.then(|| crate::logprobs::chat(&last.logprobs));
     let finish_reason = last.finish_reason.or(last.message.finish_reason);
     let choice = ChatChoice::new(&last.message, logprobs, finish_reason);
-    let usage = UsageField::Counts(last.usage.unwrap_or_default());
-    let body = head.object("chat.completion", [choice], usage);
+    let usage = last.usage.unwrap_or_default();
+    let body = head
+        .object("chat.completion", [choice], UsageField::Counts(usage))
+        .with_timings(clock.timings(Some(&usage)));
     Ok(axum::Json(body).into_response())
 }
 
@@ -67,6 +76,9 @@ pub(crate) struct Begun {
     pub(crate) stream: AsyncChatStream,
     pub(crate) first: ChatResponse,
     pub(crate) live: LiveGuard,
+    /// The answer's clock: the time to its first token is recorded once it comes (after the
+    /// prompt's progress reports, when the request asked for them).
+    pub(crate) clock: Clock,
 }
 
 /// Starts answering `chat` on the model `model` names: every chat API's way into the engine.
@@ -80,17 +92,22 @@ pub(crate) async fn begin(
     let started = Instant::now();
     let live = state.metrics().live();
     let mut stream = served.llm.astream_chat_with(&chat, options).await?;
-    // The first item decides between an HTTP error and a 200 (prefill errors are 4xx).
+    // The first item decides between an HTTP error and a 200 (prefill errors are 4xx); a
+    // progress report means the prompt was taken.
     let first = match stream.next().await {
         Some(item) => item?,
         None => return Err(ApiError::Internal),
     };
-    state.metrics().first_token(started.elapsed());
+    let mut clock = Clock::new(started, stream.prompt_tokens());
+    if first.progress.is_none() {
+        clock.answered(state, 0);
+    }
     Ok(Begun {
         served,
         stream,
         first,
         live,
+        clock,
     })
 }
 
@@ -101,6 +118,7 @@ async fn finish(
     mut stream: AsyncChatStream,
     first: ChatResponse,
 ) -> Result<ChatResponse, ApiError> {
+    debug_assert!(first.progress.is_none(), "only streams report progress");
     let mut last = first;
     let mut logprobs = std::mem::take(&mut last.logprobs);
     while let Some(item) = stream.next().await {
@@ -126,6 +144,9 @@ pub(crate) fn is_later_call(e: &Event) -> bool {
 struct StreamRun {
     state: AppState,
     stream: sse::Resumed<AsyncChatStream>,
+    clock: Clock,
+    /// The telemetry the request asked for.
+    telemetry: Asked,
     deltas: DeltaBuilder,
     head: Head,
     include_usage: bool,
@@ -170,6 +191,16 @@ impl StreamRun {
     }
 
     fn chunks(&mut self, mut item: ChatResponse) -> Vec<Bytes> {
+        if let Some(progress) = item.progress {
+            let progress = self.clock.progress(&progress);
+            if !self.telemetry.progress {
+                return Vec::new();
+            }
+            let usage = UsageField::null_if(self.include_usage);
+            let chunk = self.head.object(CHUNK, [PROGRESS_CHOICE], usage);
+            return vec![sse::event(&chunk.with_progress(progress))];
+        }
+        self.clock.answered(&self.state, item.logprobs.len());
         if let Some(held) = &mut self.held {
             held.append(&mut item.logprobs);
         }
@@ -185,6 +216,10 @@ impl StreamRun {
             }
         }
         let include_usage = self.include_usage;
+        let timings = self
+            .telemetry
+            .timings_per_token
+            .then(|| self.clock.timings(None));
         let mut out = Vec::new();
         for choice in self.deltas.push(&events) {
             // The held tokens go with the first chunk of this item.
@@ -192,13 +227,22 @@ impl StreamRun {
             let logprobs = (!tokens.is_empty()).then(|| crate::logprobs::chat(&tokens));
             let choice = ChunkChoice::new(choice, logprobs);
             let usage = UsageField::null_if(include_usage);
-            out.push(sse::event(&self.head.object(CHUNK, [choice], usage)));
+            let mut chunk = self.head.object(CHUNK, [choice], usage);
+            if let Some(timings) = timings {
+                chunk = chunk.with_timings(timings);
+            }
+            out.push(sse::event(&chunk));
         }
         if let Some(usage) = item.usage {
             self.state.metrics().usage(&usage);
             if include_usage {
-                let usage = UsageField::Counts(usage);
-                out.push(sse::event(&self.head.object(CHUNK, NO_CHOICES, usage)));
+                // llama-server's `timings` of the whole answer go with the usage.
+                let timings = self.clock.timings(Some(&usage));
+                let chunk = self
+                    .head
+                    .object(CHUNK, NO_CHOICES, UsageField::Counts(usage))
+                    .with_timings(timings);
+                out.push(sse::event(&chunk));
             }
         }
         out

@@ -90,6 +90,9 @@ pub(crate) struct Started {
     pub(crate) stream: sse::Resumed<AsyncCompletionStream>,
     pub(crate) at: Instant,
     pub(crate) first_at: Instant,
+    /// The first item was a progress report: the first token is still to come, and its time
+    /// is the reader's to record.
+    pub(crate) untimed: bool,
 }
 
 /// Starts the completion of `item` and waits for its first item, which decides between an
@@ -111,11 +114,16 @@ pub(crate) async fn start(
     };
     let first = first?;
     let first_at = Instant::now();
-    state.metrics().first_token(first_at - at);
+    // A progress report (asked for by a stream) comes before the first token.
+    let untimed = first.progress.is_some();
+    if !untimed {
+        state.metrics().first_token(first_at - at);
+    }
     Ok(Started {
         stream: sse::resume(Ok(first), stream),
         at,
         first_at,
+        untimed,
     })
 }
 

@@ -45,6 +45,7 @@ mod responses;
 mod routes;
 mod sse;
 mod state;
+mod telemetry;
 mod tokens;
 mod ui;
 mod validate;

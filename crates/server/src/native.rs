@@ -11,10 +11,11 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use wick::{AsyncCompletionStream, CompletionResponse, FinishReason, Usage};
+use wick::{AsyncCompletionStream, CompletionResponse, FinishReason};
 
 use crate::extract::ApiJson;
 use crate::metrics::LiveGuard;
+use crate::telemetry::{Progress, Timings};
 use crate::wire::{CompletionRequest, Prompt, Stop, WireSampling};
 use crate::{sse, ApiError, AppState};
 
@@ -52,6 +53,8 @@ pub(crate) struct NativeRequest {
     /// With `n_probs`: list the probabilities of the distribution each token was drawn from
     /// (after the samplers: `prob`, `top_probs`) instead of the model's raw log-probabilities.
     post_sampling_probs: Option<bool>,
+    /// A stream reports the prompt's progress (`prompt_progress`) before its first token.
+    return_progress: Option<bool>,
     /// Accepted: wick always reuses cached prompt prefixes (they give the cold answer).
     cache_prompt: Option<bool>,
     /// LoRA adapter scales (`[{"id", "scale"}]`; adapters left out are off).
@@ -225,6 +228,7 @@ pub(crate) async fn handler(
     }
     let post_sampling = n_probs.is_some() && req.post_sampling_probs == Some(true);
     options.logprobs_after_sampling = post_sampling;
+    options.progress = streamed && req.return_progress == Some(true);
     let n_predict = i64::from(
         options
             .max_tokens
@@ -261,6 +265,7 @@ pub(crate) async fn handler(
             ..base
         },
         stream: started.stream,
+        untimed: started.untimed,
         content: String::new(),
         done: false,
     };
@@ -346,7 +351,7 @@ impl Answer {
             "truncated": false,
             "stop_type": stop_type,
             "stopping_word": word,
-            "timings": self.timings(&usage),
+            "timings": Timings::of(&usage, self.started, self.first_at),
         })
     }
 
@@ -368,35 +373,6 @@ impl Answer {
             })).collect::<Vec<_>>(),
         })
     }
-
-    /// llama-server's `timings`: the prompt tokens computed (not read from the cache) and the
-    /// time to the first token, then the generated tokens and the time after it.
-    #[allow(clippy::cast_precision_loss)] // token counts and milliseconds
-    fn timings(&self, usage: &Usage) -> Value {
-        let prompt_n = usage.prompt_tokens.saturating_sub(usage.cached_tokens);
-        let prompt_ms = (self.first_at - self.started).as_secs_f64() * 1000.0;
-        let predicted_n = usage.completion_tokens;
-        let predicted_ms = self.first_at.elapsed().as_secs_f64() * 1000.0;
-        let per = |ms: f64, n: u32| if n == 0 { 0.0 } else { ms / f64::from(n) };
-        let rate = |ms: f64, n: u32| {
-            if ms <= 0.0 {
-                0.0
-            } else {
-                f64::from(n) * 1000.0 / ms
-            }
-        };
-        json!({
-            "cache_n": usage.cached_tokens,
-            "prompt_n": prompt_n,
-            "prompt_ms": prompt_ms,
-            "prompt_per_token_ms": per(prompt_ms, prompt_n),
-            "prompt_per_second": rate(prompt_ms, prompt_n),
-            "predicted_n": predicted_n,
-            "predicted_ms": predicted_ms,
-            "predicted_per_token_ms": per(predicted_ms, predicted_n),
-            "predicted_per_second": rate(predicted_ms, predicted_n),
-        })
-    }
 }
 
 /// llama-server's `stop_type` and `stopping_word`: `limit` (the token budget), `word` (a stop
@@ -415,6 +391,8 @@ struct StreamRun {
     state: AppState,
     stream: sse::Resumed<AsyncCompletionStream>,
     answer: Answer,
+    /// The first token is still to come after progress reports: its time is recorded here.
+    untimed: bool,
     content: String,
     done: bool,
     _live: LiveGuard,
@@ -434,7 +412,25 @@ impl StreamRun {
         let item = futures_util::StreamExt::next(&mut self.stream).await;
         let mut frames = Vec::new();
         match item {
+            Some(Ok(item)) if item.progress.is_some() => {
+                let progress = item.progress.unwrap_or_default();
+                frames.push(sse::event(&json!({
+                    "index": 0,
+                    "content": "",
+                    "tokens": [],
+                    "stop": false,
+                    "id_slot": 0,
+                    "tokens_predicted": 0,
+                    "tokens_evaluated": progress.total,
+                    "prompt_progress": Progress::new(&progress, self.answer.started),
+                })));
+            }
             Some(Ok(item)) => {
+                if std::mem::take(&mut self.untimed) {
+                    self.answer.first_at = Instant::now();
+                    let ttft = self.answer.first_at - self.answer.started;
+                    self.state.metrics().first_token(ttft);
+                }
                 let ids: Vec<u32> = item.logprobs.iter().map(|t| t.token.0).collect();
                 if !item.delta.is_empty() || !ids.is_empty() {
                     self.content.push_str(&item.delta);

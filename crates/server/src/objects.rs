@@ -8,6 +8,7 @@ use wick::ChoiceDelta;
 use wick::{FinishReason, ParsedMessage, ParsedToolCall, Usage};
 
 use crate::logprobs::{ChatLogprobs, LegacyLogprobs};
+use crate::telemetry::{Progress, Timings};
 
 /// What every object of one response shares.
 #[derive(Debug, Clone)]
@@ -41,6 +42,8 @@ impl Head {
             model: &self.model,
             choices,
             usage,
+            prompt_progress: None,
+            timings: None,
         }
     }
 }
@@ -71,7 +74,58 @@ pub(crate) struct Envelope<'a, C> {
     choices: C,
     #[serde(skip_serializing_if = "UsageField::is_absent")]
     usage: UsageField,
+    /// llama-server's `prompt_progress` (`return_progress`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_progress: Option<Progress>,
+    /// llama-server's `timings`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timings: Option<Timings>,
 }
+
+impl<C> Envelope<'_, C> {
+    /// The same object with llama-server's `prompt_progress`.
+    pub(crate) fn with_progress(self, progress: Progress) -> Self {
+        Envelope {
+            prompt_progress: Some(progress),
+            ..self
+        }
+    }
+
+    /// The same object with llama-server's `timings`.
+    pub(crate) fn with_timings(self, timings: Timings) -> Self {
+        Envelope {
+            timings: Some(timings),
+            ..self
+        }
+    }
+}
+
+/// The choice of a chat chunk that reports the prompt's progress (llama-server's shape): the
+/// assistant's role, no content yet.
+#[derive(Debug, Serialize)]
+pub(crate) struct ProgressChoice {
+    index: u32,
+    delta: ProgressDelta,
+    logprobs: (),
+    finish_reason: (),
+}
+
+#[derive(Debug, Serialize)]
+struct ProgressDelta {
+    role: &'static str,
+    content: (),
+}
+
+/// [`ProgressChoice`]'s one value.
+pub(crate) const PROGRESS_CHOICE: ProgressChoice = ProgressChoice {
+    index: 0,
+    delta: ProgressDelta {
+        role: "assistant",
+        content: (),
+    },
+    logprobs: (),
+    finish_reason: (),
+};
 
 /// An object's `usage` field: left out (chunks without `include_usage`), `null` (the chunks
 /// before the usage chunk), or the counts.

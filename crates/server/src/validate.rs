@@ -21,6 +21,8 @@ pub(crate) struct ValidChat {
     pub(crate) include_usage: bool,
     /// `parallel_tool_calls: false`: keep the first tool call only.
     pub(crate) single_call: bool,
+    /// llama-server's telemetry a stream asked for.
+    pub(crate) telemetry: crate::telemetry::Asked,
 }
 
 #[cfg(test)]
@@ -63,6 +65,13 @@ pub(crate) fn chat(
     let mut options = options(&req.sampling, max, field, d)?;
     options.tool_choice = tool_choice;
     options.logprobs = logprobs;
+    let stream = req.stream.unwrap_or(false);
+    let telemetry = crate::telemetry::Asked {
+        progress: stream && req.sampling.return_progress == Some(true),
+        timings_per_token: stream && req.sampling.timings_per_token == Some(true),
+    };
+    // Timings along the way need what the prompt cache held, which progress reports say.
+    options.progress = telemetry.progress || telemetry.timings_per_token;
     if let Some(format) = response_format(req.response_format.as_ref())? {
         if req.sampling.grammar.is_some() || req.sampling.json_schema.is_some() {
             return Err(ApiError::bad(
@@ -115,12 +124,13 @@ pub(crate) fn chat(
             ..ChatRequest::default()
         },
         options,
-        stream: req.stream.unwrap_or(false),
+        stream,
         include_usage: req
             .stream_options
             .and_then(|o| o.include_usage)
             .unwrap_or(false),
         single_call: req.parallel_tool_calls == Some(false),
+        telemetry,
     })
 }
 
@@ -238,6 +248,8 @@ pub(crate) fn options(
         tool_choice: ToolChoice::Auto,
         logprobs: None,
         logprobs_after_sampling: false,
+        // Streams turn it on where they report progress (only a stream can show it).
+        progress: false,
         spec_max: spec_max(s)?,
         lora: s.lora.as_ref().map(lora).transpose()?,
     })

@@ -61,6 +61,11 @@ pub(crate) struct WireSampling {
     /// LoRA adapter scales, llama-server's `[{"id": 0, "scale": 0.5}, …]` (adapters left out
     /// are off); absent: the server's defaults.
     pub(crate) lora: Option<Value>,
+    /// llama-server's: a streamed answer reports the prompt's progress (`prompt_progress`)
+    /// before its first token.
+    pub(crate) return_progress: Option<bool>,
+    /// llama-server's: streamed chunks carry `timings` as the answer goes.
+    pub(crate) timings_per_token: Option<bool>,
 }
 
 /// `stop`: one string or several.

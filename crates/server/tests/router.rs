@@ -1204,3 +1204,99 @@ async fn rerank_is_refused_clearly_for_a_generative_model() {
         );
     }
 }
+
+#[tokio::test]
+async fn return_progress_and_timings_per_token_follow_llama_server() {
+    let app = app();
+    let body = chat_body(
+        &json!({"stream": true, "return_progress": true, "max_tokens": 6,
+        "timings_per_token": true, "stream_options": {"include_usage": true}}),
+    );
+    let (_, _, text) = send(app.clone(), post("/v1/chat/completions", body.to_string())).await;
+    let events = sse_events(&text);
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    // Progress chunks first: the role and no content, counts up to the whole prompt.
+    let progress: Vec<&Value> = chunks
+        .iter()
+        .take_while(|c| c.get("prompt_progress").is_some())
+        .collect();
+    assert!(!progress.is_empty(), "{chunks:?}");
+    let first = &progress[0]["prompt_progress"];
+    assert_eq!(first["cache"], first["processed"]);
+    let last = &progress.last().unwrap()["prompt_progress"];
+    assert_eq!(last["processed"], last["total"]);
+    assert!(last["total"].as_u64().unwrap() > 0 && last["time_ms"].is_u64());
+    assert_eq!(
+        progress[0]["choices"][0]["delta"],
+        json!({"role": "assistant", "content": null})
+    );
+    let rest = &chunks[progress.len()..];
+    assert!(rest.iter().all(|c| c.get("prompt_progress").is_none()));
+    // Timings on every chunk after them, the whole answer's with the usage.
+    assert!(rest
+        .iter()
+        .all(|c| c["timings"]["predicted_per_second"].is_f64()));
+    let (usage, _) = rest.split_last().unwrap();
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(
+        usage["timings"]["predicted_n"],
+        usage["usage"]["completion_tokens"]
+    );
+    // The request's own logprobs stay off: timings counting tokens does not show them.
+    assert!(rest.iter().all(|c| c["choices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|ch| ch["logprobs"].is_null())));
+
+    // Without asking: no progress, no per-token timings; a whole answer has its timings.
+    let body = chat_body(&json!({"stream": true}));
+    let (_, _, text) = send(app.clone(), post("/v1/chat/completions", body.to_string())).await;
+    assert!(!text.contains("prompt_progress") && !text.contains("timings"));
+    let (_, whole) = post_json(app.clone(), "/v1/chat/completions", &chat_body(&json!({}))).await;
+    assert!(whole["timings"]["prompt_per_second"].is_f64(), "{whole}");
+
+    // The native route and Responses report progress too.
+    let body =
+        json!({"prompt": "Once upon", "n_predict": 4, "stream": true, "return_progress": true});
+    let (_, _, text) = send(app.clone(), post("/completion", body.to_string())).await;
+    let first: Value = serde_json::from_str(
+        text.split("\n\n")
+            .next()
+            .unwrap()
+            .trim_start_matches("data: "),
+    )
+    .unwrap();
+    assert_eq!(first["content"], "");
+    assert_eq!(
+        first["prompt_progress"]["cache"],
+        first["prompt_progress"]["processed"]
+    );
+    let body = json!({"model": "stub", "input": "Hello", "stream": true, "max_output_tokens": 4,
+        "return_progress": true, "timings_per_token": true});
+    let (_, _, text) = send(app, post("/v1/responses", body.to_string())).await;
+    let events: Vec<Value> = text
+        .split_terminator("\n\n")
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let reports: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.get("prompt_progress").is_some())
+        .collect();
+    assert!(!reports.is_empty());
+    assert!(reports.iter().all(|e| e["type"] == "response.in_progress"));
+    let deltas = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_text.delta");
+    assert!(deltas.clone().count() > 0);
+    assert!(deltas
+        .into_iter()
+        .all(|e| e["timings"]["prompt_per_second"].is_f64()));
+    let end = events.last().unwrap();
+    assert!(end["type"].as_str().unwrap().starts_with("response."));
+    assert!(end["timings"]["predicted_n"].as_u64().unwrap() > 0, "{end}");
+}

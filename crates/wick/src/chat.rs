@@ -5,7 +5,7 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use wick_engine::ScoredToken;
+use wick_engine::{PromptProgress, ScoredToken};
 use wick_parse::{EndedBy, Event, Format, ParseOptions, ParsedMessage, Parser, ToolSchemas};
 use wick_types::{FinishReason, Usage};
 
@@ -36,6 +36,9 @@ pub struct ChatResponse {
     pub logprobs: Vec<ScoredToken>,
     /// The stop string that ended the answer, when one did: last item only.
     pub stop_sequence: Option<String>,
+    /// With [`crate::GenerateOptions::progress`]: how far the prompt is computed, on a
+    /// stream item that carries nothing else. `None` otherwise.
+    pub progress: Option<PromptProgress>,
 }
 
 impl ChatResponse {
@@ -104,6 +107,7 @@ impl ChatParser {
             usage: item.usage,
             logprobs: item.logprobs,
             stop_sequence: item.stop_sequence,
+            progress: item.progress,
         })
     }
 }

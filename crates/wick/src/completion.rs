@@ -49,6 +49,10 @@ impl CompletionStream {
         let response = match event {
             Some(GenEvent::Text(delta)) => self.delta(delta, Vec::new()),
             Some(GenEvent::TextWithLogprobs { text, tokens }) => self.delta(text, tokens),
+            Some(GenEvent::Progress(progress)) => CompletionResponse {
+                progress: Some(progress),
+                ..CompletionResponse::default()
+            },
             Some(GenEvent::Done(done)) => {
                 self.done = true;
                 CompletionResponse {
@@ -58,6 +62,7 @@ impl CompletionStream {
                     usage: Some(done.usage),
                     logprobs: Vec::new(),
                     stop_sequence: done.stop,
+                    progress: None,
                 }
             }
             Some(GenEvent::Error(e)) => {

@@ -54,7 +54,9 @@ pub use wick_backend::{
     check_gbnf, BackendConfig, BackendError, GbnfError, KernelMode, LayerPlacement, ModelInfo,
     SpecialTokens, StubBackend,
 };
-pub use wick_engine::{Alternative, CacheStats, EngineError, EngineThread, ScoredToken};
+pub use wick_engine::{
+    Alternative, CacheStats, EngineError, EngineThread, PromptProgress, ScoredToken,
+};
 #[cfg(feature = "llama")]
 pub use wick_llama::{probe_rpc_worker, serve_rpc_worker, RpcWorkerConfig};
 /// The model store (references, verified downloads, the local index), for servers and tools

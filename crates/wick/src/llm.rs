@@ -630,6 +630,7 @@ impl Llm {
             stop,
             logprobs: options.logprobs,
             logprobs_after_sampling: options.logprobs_after_sampling,
+            progress: options.progress,
             spec_max: options.spec_max,
             adapters: self.loaded.adapters.set(&scales),
         };

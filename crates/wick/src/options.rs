@@ -22,6 +22,10 @@ pub struct GenerateOptions {
     /// llama-server's `post_sampling_probs`) instead of the model's raw one. Alternatives
     /// with no chance there are left out, so fewer than asked for may come.
     pub logprobs_after_sampling: bool,
+    /// Stream items that report the prompt's progress
+    /// ([`crate::CompletionResponse::progress`]): one when the request starts (what the
+    /// prompt cache held), then one after each computed chunk, before the first text.
+    pub progress: bool,
     /// The most tokens to draft per step by prompt lookup (speculative decoding, for greedy
     /// answers without log-probabilities; the answer is the same either way); `None`: the
     /// model's [`crate::ModelKwargs::spec_max`], `Some(0)`: off.

@@ -1,6 +1,6 @@
 //! What completions and chats return.
 
-use wick_engine::ScoredToken;
+use wick_engine::{PromptProgress, ScoredToken};
 use wick_types::{FinishReason, Usage};
 
 /// A whole completion, or one item of a streamed one.
@@ -25,6 +25,9 @@ pub struct CompletionResponse {
     pub logprobs: Vec<ScoredToken>,
     /// The stop string that ended the answer, when one did: set on the last item only.
     pub stop_sequence: Option<String>,
+    /// With [`crate::GenerateOptions::progress`]: how far the prompt is computed, on a
+    /// stream item that carries nothing else. `None` otherwise.
+    pub progress: Option<PromptProgress>,
 }
 
 /// Facts about the model an [`crate::Llm`] runs.

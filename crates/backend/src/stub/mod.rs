@@ -245,7 +245,7 @@ impl StubBackend {
         sampler: Option<SamplerId>,
         staged: &mut HashMap<u64, Sampler>,
         distribution: bool,
-    ) -> Result<(TokenId, Option<Vec<(TokenId, f64)>>)> {
+    ) -> Result<(TokenId, Option<sampler::Candidates>)> {
         let seq = &self.seqs[i];
         let Some(id) = sampler else {
             return Ok((self.greedy_after(seq.hash()), None));

@@ -10,6 +10,9 @@ use super::model::{argmax, splitmix64, unit};
 use super::vocab::Vocab;
 use crate::{BackendError, Result};
 
+/// The tokens a pick was drawn from, with the logits it was drawn by.
+pub(super) type Candidates = Vec<(TokenId, f64)>;
+
 /// Keeps the random draws of samplers apart from every other hash stream.
 const RNG_SALT: u64 = 0x7361_6D70_6C65_0006;
 
@@ -78,7 +81,7 @@ impl Sampler {
         mut logits: Vec<f64>,
         history: &[TokenId],
         distribution: bool,
-    ) -> Result<(TokenId, Option<Vec<(TokenId, f64)>>)> {
+    ) -> Result<(TokenId, Option<Candidates>)> {
         for &(token, bias) in &self.opts.logit_bias {
             if let Some(l) = logits.get_mut(token.0 as usize) {
                 *l += f64::from(bias);

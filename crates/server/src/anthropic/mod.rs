@@ -79,6 +79,7 @@ async fn answer(
         stream,
         first,
         live,
+        ..
     } = begin(&state, valid.model.as_deref(), valid.chat, &valid.options).await?;
     let id = message_id();
     if valid.stream {

@@ -103,6 +103,8 @@ pub(crate) fn convert(
             max_tokens: req.max_output_tokens,
             temperature: req.temperature,
             top_p: req.top_p,
+            return_progress: req.return_progress,
+            timings_per_token: req.timings_per_token,
             ..WireSampling::default()
         },
         stream: req.stream,

@@ -26,6 +26,7 @@ use crate::chat::{begin, is_later_call, Begun};
 use crate::error::Dialect;
 use crate::extract::ApiJson;
 use crate::metrics::LiveGuard;
+use crate::telemetry::{Asked, Clock, Progress, Timings};
 use crate::SamplingDefaults;
 use crate::{sse, ApiError, AppState};
 use convert::{Converted, Echo};
@@ -59,12 +60,19 @@ pub(crate) async fn create(
     };
     let Converted { valid, items, echo } =
         convert::convert(req, &history, &state.config().sampling)?;
+    let timings_per_token = valid.telemetry.timings_per_token;
+    let mut options = valid.options;
+    if timings_per_token {
+        // Each item then reports its tokens, which the timings count.
+        options.logprobs.get_or_insert(0);
+    }
     let Begun {
         served,
         stream,
         first,
         live,
-    } = begin(&state, valid.model.as_deref(), valid.chat, &valid.options)
+        clock,
+    } = begin(&state, valid.model.as_deref(), valid.chat, &options)
         .await
         .map_err(|e| e.too_long_in("input"))?;
     let mut conversation = history;
@@ -84,6 +92,8 @@ pub(crate) async fn create(
             output: Output::default(),
             head,
             single_call: valid.single_call,
+            clock,
+            telemetry: valid.telemetry,
             last: Instant::now(),
             sequence: 0,
             started: false,
@@ -247,12 +257,16 @@ impl Head {
     }
 }
 
-/// An event with its `sequence_number`.
+/// An event with its `sequence_number` (and llama-server's telemetry where it goes).
 #[derive(Serialize)]
 struct Numbered<'a, T: Serialize> {
     #[serde(flatten)]
     event: &'a T,
     sequence_number: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_progress: Option<Progress>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timings: Option<Timings>,
 }
 
 /// A streamed answer in progress.
@@ -262,6 +276,10 @@ struct StreamRun {
     output: Output,
     head: Head,
     single_call: bool,
+    clock: Clock,
+    /// The telemetry the request asked for (progress as `response.in_progress` events,
+    /// timings on text deltas).
+    telemetry: Asked,
     last: Instant,
     /// The next event's `sequence_number`.
     sequence: u64,
@@ -278,24 +296,44 @@ impl sse::Run for StreamRun {
 }
 
 impl StreamRun {
-    /// One event, framed and numbered.
-    fn frame(&mut self, name: &str, event: &impl Serialize) -> Bytes {
+    /// One event, framed and numbered, with the telemetry given.
+    fn frame(
+        &mut self,
+        name: &str,
+        event: &impl Serialize,
+        prompt_progress: Option<Progress>,
+        timings: Option<Timings>,
+    ) -> Bytes {
         let numbered = Numbered {
             event,
             sequence_number: self.sequence,
+            prompt_progress,
+            timings,
         };
         self.sequence += 1;
         sse::named(name, &numbered)
     }
 
+    /// The item events, text deltas with `timings` when the request asked.
     fn frames(&mut self, events: &[ItemEvent]) -> Vec<Bytes> {
-        events.iter().map(|e| self.frame(e.name(), e)).collect()
+        let timings = self
+            .telemetry
+            .timings_per_token
+            .then(|| self.clock.timings(None));
+        events
+            .iter()
+            .map(|e| {
+                let name = e.name();
+                let timings = timings.filter(|_| name == "response.output_text.delta");
+                self.frame(name, e, None, timings)
+            })
+            .collect()
     }
 
     /// A response-level event (`response.created`, `.completed`…).
     fn response_event(&mut self, kind: &str, response: &Value) -> Bytes {
         let event = json!({"type": kind, "response": response});
-        self.frame(kind, &event)
+        self.frame(kind, &event, None, None)
     }
 
     /// The frames of the next item; `None` after the end.
@@ -315,7 +353,17 @@ impl StreamRun {
         self.state.metrics().token(now - self.last);
         self.last = now;
         match item {
+            Some(Ok(item)) if item.progress.is_some() => {
+                let progress = item.progress.as_ref().map(|p| self.clock.progress(p));
+                if self.telemetry.progress {
+                    let response = self.head.object("in_progress", &[], None);
+                    let kind = "response.in_progress";
+                    let event = json!({"type": kind, "response": response});
+                    frames.push(self.frame(kind, &event, progress, None));
+                }
+            }
             Some(Ok(mut item)) => {
+                self.clock.answered(&self.state, item.logprobs.len());
                 let mut out = Vec::new();
                 self.output
                     .push(&events(&mut item, self.single_call), &mut out);
@@ -350,7 +398,10 @@ impl StreamRun {
         } else {
             "response.completed"
         };
-        frames.push(self.response_event(kind, &response));
+        // llama-server's `timings` of the whole answer beside the response.
+        let timings = self.clock.timings(Some(&usage));
+        let event = json!({"type": kind, "response": response});
+        frames.push(self.frame(kind, &event, None, Some(timings)));
         frames
     }
 }

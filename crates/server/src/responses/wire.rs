@@ -32,6 +32,11 @@ pub(crate) struct ResponsesRequest {
     pub(crate) metadata: Option<Map<String, Value>>,
     /// Echoed back; otherwise ignored.
     pub(crate) user: Option<String>,
+    /// llama-server's: a stream reports the prompt's progress in `response.in_progress`
+    /// events (`prompt_progress`).
+    pub(crate) return_progress: Option<bool>,
+    /// llama-server's: a stream's text deltas carry `timings`.
+    pub(crate) timings_per_token: Option<bool>,
 }
 
 /// One tool of `tools`: flat, `{"type": "function", "name", "description", "parameters",
