@@ -27,7 +27,7 @@ pub(crate) fn seq_state_bytes(ctx: &LlamaContext<'_>, seq: i32) -> Option<Vec<u8
 /// Restores sequence `seq` from bytes made by [`seq_state_bytes`].
 ///
 /// Callers only pass bytes that came out of [`seq_state_bytes`] for the same model and context
-/// layout: the snapshot envelope (`wick_backend::snapshot`) checks a SHA-256 and the layout
+/// layout: the snapshot envelope (`wick_backend::snapshot`) checks an XXH3-128 checksum and the layout
 /// fingerprint before the bytes get here.
 pub(crate) fn set_seq_state_bytes(ctx: &mut LlamaContext<'_>, seq: i32, bytes: &[u8]) -> bool {
     // SAFETY: llama.cpp reads at most `bytes.len()` bytes (it is passed the length and bounds-
