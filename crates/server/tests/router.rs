@@ -1245,6 +1245,16 @@ async fn return_progress_and_timings_per_token_follow_llama_server() {
         usage["timings"]["predicted_n"],
         usage["usage"]["completion_tokens"]
     );
+    // The first token's time is recorded once, at the first token, not at a progress report.
+    let (_, _, metrics) = send(
+        app.clone(),
+        Request::get("/metrics").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert!(
+        metrics.contains("wick_time_to_first_token_seconds_count 1\n"),
+        "{metrics}"
+    );
     // The request's own logprobs stay off: timings counting tokens does not show them.
     assert!(rest.iter().all(|c| c["choices"]
         .as_array()

@@ -350,7 +350,10 @@ impl StreamRun {
         }
         let item = futures_util::StreamExt::next(&mut self.stream).await;
         let now = Instant::now();
-        self.state.metrics().token(now - self.last);
+        // A progress report is not a token.
+        if !matches!(&item, Some(Ok(i)) if i.progress.is_some()) {
+            self.state.metrics().token(now - self.last);
+        }
         self.last = now;
         match item {
             Some(Ok(item)) if item.progress.is_some() => {
