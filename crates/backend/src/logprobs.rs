@@ -45,7 +45,7 @@ impl Logprobs {
         let k = usize::from(top.min(MAX_TOP_LOGPROBS)).min(logits.len());
         let top = top_k((0u32..).zip(logits.iter().map(|&l| l.into())), k)
             .into_iter()
-            .map(|token| TokenLogprob {
+            .map(|(token, _)| TokenLogprob {
                 token,
                 logprob: at(token),
             })
@@ -72,20 +72,21 @@ impl Logprobs {
     ) -> Self {
         let log_norm = log_norm(candidates.iter().map(|&(_, l)| l.into()));
         #[allow(clippy::cast_possible_truncation)]
-        let logprob = |l: T| (l.into() - log_norm).min(0.0) as f32;
+        let logprob = |l: f64| (l - log_norm).min(0.0) as f32;
         let k = usize::from(top.min(MAX_TOP_LOGPROBS)).min(candidates.len());
-        let by_id = |id: TokenId| candidates.iter().find(|&&(t, _)| t == id).map(|&(_, l)| l);
         let top = top_k(candidates.iter().map(|&(t, l)| (t.0, l.into())), k)
             .into_iter()
-            .filter_map(|token| {
-                let logprob = logprob(by_id(token)?);
-                (logprob.exp() > 0.0).then_some(TokenLogprob { token, logprob })
+            .map(|(token, l)| TokenLogprob {
+                token,
+                logprob: logprob(l),
             })
+            .filter(|t| t.logprob.exp() > 0.0)
             .collect();
+        let sampled_logit = candidates.iter().find(|&&(t, _)| t == sampled);
         Logprobs {
             sampled: TokenLogprob {
                 token: sampled,
-                logprob: by_id(sampled).map_or(f32::NEG_INFINITY, logprob),
+                logprob: sampled_logit.map_or(f32::NEG_INFINITY, |&(_, l)| logprob(l.into())),
             },
             top,
         }
@@ -105,9 +106,10 @@ fn log_norm(logits: impl Iterator<Item = f64> + Clone) -> f64 {
     max + sum.ln()
 }
 
-/// The ids of the `k` highest logits, highest first, ties broken by the lowest id (as greedy
-/// decoding breaks them). NaN logits are never picked. Linear in the candidates for small `k`.
-fn top_k(logits: impl Iterator<Item = (u32, f64)>, k: usize) -> Vec<TokenId> {
+/// The ids of the `k` highest logits with their logits, highest first, ties broken by the
+/// lowest id (as greedy decoding breaks them). NaN logits are never picked. Linear in the
+/// candidates for small `k`.
+fn top_k(logits: impl Iterator<Item = (u32, f64)>, k: usize) -> Vec<(TokenId, f64)> {
     if k == 0 {
         return Vec::new();
     }
@@ -122,7 +124,7 @@ fn top_k(logits: impl Iterator<Item = (u32, f64)>, k: usize) -> Vec<TokenId> {
         best.insert(at, (l, id));
         best.truncate(k);
     }
-    best.into_iter().map(|(_, id)| TokenId(id)).collect()
+    best.into_iter().map(|(l, id)| (TokenId(id), l)).collect()
 }
 
 #[cfg(test)]

@@ -161,28 +161,25 @@ impl Samplers {
         }
     }
 
-    /// [`Samplers::sample`], and the candidates the pick was drawn from with the logits it was
-    /// drawn by (every token with a finite logit after bias, penalties and grammar for a
-    /// greedy chain; what top-k, top-p and min-p keep, scaled by the temperature, for a
-    /// draw): their softmax is the distribution llama-server reports as `post_sampling_probs`.
-    /// The pick is the one [`Samplers::sample`] makes (the same draw from the same random
-    /// stream), but a grammar masks the whole vocabulary first, so the distribution is the
-    /// constrained one.
+    /// [`Samplers::sample`] with sampler `id`, and the candidates the pick was drawn from with
+    /// the logits it was drawn by (every token with a finite logit after bias, penalties and
+    /// grammar for a greedy chain; what top-k, top-p and min-p keep, scaled by the
+    /// temperature, for a draw): their softmax is the distribution llama-server reports as
+    /// `post_sampling_probs`. The pick is the one [`Samplers::sample`] makes (the chain runs
+    /// as `llama_sampler_sample` runs it: the same draw from the same random stream), but a
+    /// grammar masks the whole vocabulary first, so the distribution is the constrained one.
+    /// (Greedy decoding without a sampler draws from the raw distribution.)
     ///
     /// # Errors
     ///
     /// As [`Samplers::sample`].
     pub(crate) fn sample_distribution(
         &mut self,
-        id: Option<SamplerId>,
+        id: SamplerId,
         ctx: &LlamaContext<'_>,
         idx: i32,
     ) -> Result<(LlamaToken, Vec<(TokenId, f32)>), BackendError> {
         let logits = ctx.get_logits_ith(idx);
-        let Some(id) = id else {
-            let token = self.greedy.sample(ctx, idx);
-            return Ok((token, finite((0..).zip(logits.iter().copied()))));
-        };
         let entry = self
             .entries
             .get_mut(&id.0)
@@ -191,21 +188,23 @@ impl Samplers {
         let token = match &mut entry.grammar {
             None => {
                 cur.apply_sampler(&mut entry.chain);
-                let token = selected(&cur)?.id();
-                entry.chain.accept(token);
-                Ok(token)
+                selected(&cur).map(|t| t.id())
             }
-            Some(grammar) => {
-                masked_pick(&mut entry.chain, grammar, logits, &mut cur).and_then(|token| {
-                    accept_constrained(grammar, token)?;
-                    entry.chain.accept(token);
-                    Ok(token)
-                })
-            }
+            Some(grammar) => masked_pick(&mut entry.chain, grammar, logits, &mut cur),
         };
-        let distribution = finite(cur.data.iter().map(|d| (d.id().0, d.logit())));
+        let distribution = cur
+            .data
+            .iter()
+            .filter(|d| d.logit().is_finite())
+            .map(|d| (from_llama(d.id()), d.logit()))
+            .collect();
         self.candidates = cur.data;
-        Ok((token?, distribution))
+        let token = token?;
+        if let Some(grammar) = &mut entry.grammar {
+            accept_constrained(grammar, token)?;
+        }
+        entry.chain.accept(token);
+        Ok((token, distribution))
     }
 
     fn entry(&mut self, id: SamplerId) -> Result<&mut Entry, BackendError> {
@@ -260,14 +259,6 @@ fn accept_constrained(grammar: &mut LlamaSampler, token: LlamaToken) -> Result<(
         .map_err(|e| BackendError::Grammar {
             reason: format!("llama.cpp could not advance the grammar ({e})"),
         })
-}
-
-/// The `(token, logit)` pairs whose logit is finite (a token a sampler banned has `-inf`).
-fn finite(scored: impl Iterator<Item = (i32, f32)>) -> Vec<(TokenId, f32)> {
-    scored
-        .filter(|&(_, l)| l.is_finite())
-        .map(|(id, l)| (from_llama(LlamaToken(id)), l))
-        .collect()
 }
 
 /// The chain's pick from `logits` with the grammar applied first (the full mask), in `cur`.

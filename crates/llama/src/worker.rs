@@ -196,9 +196,9 @@ impl Worker<'_> {
                 }
                 sampled[p] = Some(match op.logprobs() {
                     None => (from_llama(samplers.sample(op.sampler(), ctx, idx)?), None),
-                    Some(top) if op.after_sampling() => {
-                        let (token, candidates) =
-                            samplers.sample_distribution(op.sampler(), ctx, idx)?;
+                    // Greedy decoding without a sampler draws from the raw distribution.
+                    Some(top) if let (true, Some(id)) = (op.after_sampling(), op.sampler()) => {
+                        let (token, candidates) = samplers.sample_distribution(id, ctx, idx)?;
                         let token = from_llama(token);
                         let logprobs = Logprobs::from_candidates(&candidates, token, top);
                         (token, Some(logprobs))

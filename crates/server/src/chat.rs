@@ -23,19 +23,14 @@ pub(crate) async fn handler(
     ApiJson(req): ApiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
     let valid = validate::chat(req, &state.config().sampling)?;
-    let shows_logprobs = valid.options.logprobs.is_some();
-    let mut options = valid.options;
-    if valid.telemetry.timings_per_token {
-        // Each item then reports its tokens, which the timings count.
-        options.logprobs.get_or_insert(0);
-    }
+    let shows_logprobs = valid.shown_logprobs.is_some();
     let Begun {
         served,
         stream,
         first,
         live,
         clock,
-    } = begin(&state, valid.model.as_deref(), valid.chat, &options).await?;
+    } = begin(&state, valid.model.as_deref(), valid.chat, &valid.options).await?;
     let head = Head::new("chatcmpl", served.id.clone());
     if valid.stream {
         let shutdown = state.shutdown_token();
@@ -98,10 +93,12 @@ pub(crate) async fn begin(
         Some(item) => item?,
         None => return Err(ApiError::Internal),
     };
-    let mut clock = Clock::new(started, stream.prompt_tokens());
-    if first.progress.is_none() {
-        clock.answered(state, 0);
-    }
+    let clock = Clock::first_item(
+        state,
+        started,
+        stream.prompt_tokens(),
+        first.progress.is_some(),
+    );
     Ok(Begun {
         served,
         stream,

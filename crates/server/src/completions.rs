@@ -11,6 +11,7 @@ use crate::error::Dialect;
 use crate::extract::ApiJson;
 use crate::metrics::LiveGuard;
 use crate::objects::{Head, TextChoice, UsageField, NO_CHOICES};
+use crate::telemetry::Clock;
 use crate::wire::CompletionRequest;
 use crate::{prompts, sse, validate, ApiError, AppState};
 
@@ -84,19 +85,14 @@ pub(crate) fn only_one(inputs: Vec<prompts::Item>) -> Result<prompts::Item, ApiE
     }
 }
 
-/// A completion started: its stream (the first item put back in front), when it started and
-/// when its first item came.
+/// A completion started: its stream (the first item put back in front) and its clock.
 pub(crate) struct Started {
     pub(crate) stream: sse::Resumed<AsyncCompletionStream>,
-    pub(crate) at: Instant,
-    pub(crate) first_at: Instant,
-    /// The first item was a progress report: the first token is still to come, and its time
-    /// is the reader's to record.
-    pub(crate) untimed: bool,
+    pub(crate) clock: Clock,
 }
 
 /// Starts the completion of `item` and waits for its first item, which decides between an
-/// HTTP error and a 200 (a prompt too long is one); records the time to first token.
+/// HTTP error and a 200 (a prompt too long is one); its clock records the time to first token.
 pub(crate) async fn start(
     state: &AppState,
     llm: &wick::Llm,
@@ -113,22 +109,16 @@ pub(crate) async fn start(
         return Err(ApiError::Internal);
     };
     let first = first?;
-    let first_at = Instant::now();
     // A progress report (asked for by a stream) comes before the first token.
-    let untimed = first.progress.is_some();
-    if !untimed {
-        state.metrics().first_token(first_at - at);
-    }
+    let clock = Clock::first_item(state, at, stream.prompt_tokens(), first.progress.is_some());
     Ok(Started {
         stream: sse::resume(Ok(first), stream),
-        at,
-        first_at,
-        untimed,
+        clock,
     })
 }
 
 /// The whole answer to `item`: the last item, with the text and every token's report, and
-/// when it started and when the first item came.
+/// its clock.
 pub(crate) async fn whole(
     state: &AppState,
     llm: &wick::Llm,

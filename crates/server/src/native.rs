@@ -4,8 +4,6 @@
 //! `data:` lines whose last one has `"stop": true`. The request goes through the same checks
 //! and pipeline as `POST /v1/completions`.
 
-use std::time::Instant;
-
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -15,7 +13,7 @@ use wick::{AsyncCompletionStream, CompletionResponse, FinishReason};
 
 use crate::extract::ApiJson;
 use crate::metrics::LiveGuard;
-use crate::telemetry::{Progress, Timings};
+use crate::telemetry::Clock;
 use crate::wire::{CompletionRequest, Prompt, Stop, WireSampling};
 use crate::{sse, ApiError, AppState};
 
@@ -234,23 +232,27 @@ pub(crate) async fn handler(
             .max_tokens
             .unwrap_or_else(|| served.llm.metadata().num_output),
     );
-    let now = Instant::now();
-    let base = Answer {
+    let answer = Answer {
         model: served.id.clone(),
         settings: Settings {
             n_predict: Some(n_predict),
             ..settings
         },
-        started: now,
-        first_at: now,
         n_probs: n_probs.is_some(),
         post_sampling,
         logit_bias: bias,
     };
     let inputs = valid.inputs().to_vec();
     if !streamed {
-        let body =
-            whole_bodies(&state, &served.llm, inputs, &options, &base, return_tokens).await?;
+        let body = whole_bodies(
+            &state,
+            &served.llm,
+            inputs,
+            &options,
+            &answer,
+            return_tokens,
+        )
+        .await?;
         return Ok(axum::Json(body).into_response());
     }
     let item = crate::completions::only_one(inputs)?;
@@ -259,13 +261,9 @@ pub(crate) async fn handler(
     let run = StreamRun {
         _live: state.metrics().live(),
         state,
-        answer: Answer {
-            started: started.at,
-            first_at: started.first_at,
-            ..base
-        },
+        answer,
         stream: started.stream,
-        untimed: started.untimed,
+        clock: started.clock,
         content: String::new(),
         done: false,
     };
@@ -283,16 +281,11 @@ async fn whole_bodies(
     llm: &wick::Llm,
     inputs: Vec<crate::prompts::Item>,
     options: &wick::GenerateOptions,
-    base: &Answer,
+    answer: &Answer,
     return_tokens: bool,
 ) -> Result<Value, ApiError> {
     let mut bodies = futures_util::future::try_join_all(inputs.into_iter().map(|item| async {
         let (mut last, started) = crate::completions::whole(state, llm, item, options).await?;
-        let answer = Answer {
-            started: started.at,
-            first_at: started.first_at,
-            ..base.clone()
-        };
         // The last item carries the whole text, assembled once by the library.
         let text = std::mem::take(&mut last.text);
         let ids: Vec<u32> = if return_tokens {
@@ -300,7 +293,7 @@ async fn whole_bodies(
         } else {
             Vec::new()
         };
-        let mut body = answer.last(&text, &ids, &last);
+        let mut body = answer.last(&text, &ids, &last, &started.clock);
         if answer.n_probs {
             body["completion_probabilities"] =
                 crate::logprobs::native(&last.logprobs, answer.post_sampling);
@@ -316,12 +309,9 @@ async fn whole_bodies(
 }
 
 /// What every part of one answer shares.
-#[derive(Clone)]
 struct Answer {
     model: String,
     settings: Settings,
-    started: Instant,
-    first_at: Instant,
     /// Whether each part lists `completion_probabilities` (`n_probs` > 0).
     n_probs: bool,
     /// Whether they are probabilities after the samplers (`post_sampling_probs`).
@@ -332,8 +322,14 @@ struct Answer {
 
 impl Answer {
     /// The final object: the whole `content` (empty when streamed: the chunks carried it), the
-    /// counts, how it stopped, and the timings.
-    fn last(&self, content: &str, tokens: &[u32], last: &CompletionResponse) -> Value {
+    /// counts, how it stopped, and the timings `clock` kept.
+    fn last(
+        &self,
+        content: &str,
+        tokens: &[u32],
+        last: &CompletionResponse,
+        clock: &Clock,
+    ) -> Value {
         let usage = last.usage.unwrap_or_default();
         let (stop_type, word) = stop_type(last.finish_reason, last.stop_sequence.as_deref());
         json!({
@@ -351,7 +347,7 @@ impl Answer {
             "truncated": false,
             "stop_type": stop_type,
             "stopping_word": word,
-            "timings": Timings::of(&usage, self.started, self.first_at),
+            "timings": clock.timings(Some(&usage)),
         })
     }
 
@@ -391,8 +387,7 @@ struct StreamRun {
     state: AppState,
     stream: sse::Resumed<AsyncCompletionStream>,
     answer: Answer,
-    /// The first token is still to come after progress reports: its time is recorded here.
-    untimed: bool,
+    clock: Clock,
     content: String,
     done: bool,
     _live: LiveGuard,
@@ -422,15 +417,11 @@ impl StreamRun {
                     "id_slot": 0,
                     "tokens_predicted": 0,
                     "tokens_evaluated": progress.total,
-                    "prompt_progress": Progress::new(&progress, self.answer.started),
+                    "prompt_progress": self.clock.progress(&progress),
                 })));
             }
             Some(Ok(item)) => {
-                if std::mem::take(&mut self.untimed) {
-                    self.answer.first_at = Instant::now();
-                    let ttft = self.answer.first_at - self.answer.started;
-                    self.state.metrics().first_token(ttft);
-                }
+                self.clock.answered(&self.state, 0);
                 let ids: Vec<u32> = item.logprobs.iter().map(|t| t.token.0).collect();
                 if !item.delta.is_empty() || !ids.is_empty() {
                     self.content.push_str(&item.delta);
@@ -452,7 +443,7 @@ impl StreamRun {
                     if let Some(u) = &item.usage {
                         self.state.metrics().usage(u);
                     }
-                    let mut last = self.answer.last("", &[], &item);
+                    let mut last = self.answer.last("", &[], &item, &self.clock);
                     last["has_new_line"] = json!(self.content.contains('\n'));
                     frames.push(sse::event(&last));
                 }

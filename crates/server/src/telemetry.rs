@@ -35,7 +35,7 @@ pub(crate) struct Timings {
 impl Timings {
     /// `cached` and `prompt` (computed) tokens in `prompt_time`, then `predicted` tokens in
     /// `predicted_time`.
-    pub(crate) fn new(
+    fn new(
         cached: u32,
         prompt: u32,
         prompt_time: Duration,
@@ -64,18 +64,6 @@ impl Timings {
             predicted_per_second: rate(predicted_ms, predicted),
         }
     }
-
-    /// The timings of an answer whose `usage` is known, started at `started`, whose first
-    /// token came at `first_at`.
-    pub(crate) fn of(usage: &Usage, started: Instant, first_at: Instant) -> Self {
-        Timings::new(
-            usage.cached_tokens,
-            usage.prompt_tokens.saturating_sub(usage.cached_tokens),
-            first_at - started,
-            usage.completion_tokens,
-            first_at.elapsed(),
-        )
-    }
 }
 
 /// llama-server's `prompt_progress`: `{total, cache, processed, time_ms}`.
@@ -87,21 +75,10 @@ pub(crate) struct Progress {
     time_ms: u64,
 }
 
-impl Progress {
-    /// `p`, reported `started.elapsed()` after the request started.
-    pub(crate) fn new(p: &PromptProgress, started: Instant) -> Self {
-        Progress {
-            total: p.total,
-            cache: p.cached,
-            processed: p.processed,
-            time_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        }
-    }
-}
-
-/// A streamed answer's clock: when it started, when its first token came, what the prompt
-/// cache held and how many tokens came so far, for `prompt_progress` and `timings` sent
-/// along the way (`return_progress`, `timings_per_token`).
+/// An answer's clock: when it started, when its first token came, what the prompt cache held
+/// and how many tokens came so far, for `timings`, for `prompt_progress` and `timings` sent
+/// along a stream (`return_progress`, `timings_per_token`), and for the time-to-first-token
+/// metric, recorded once, at the first token.
 #[derive(Debug, Clone)]
 pub(crate) struct Clock {
     started: Instant,
@@ -113,7 +90,7 @@ pub(crate) struct Clock {
 
 impl Clock {
     /// A clock for an answer to a prompt of `prompt` tokens, started at `started`.
-    pub(crate) fn new(started: Instant, prompt: u32) -> Self {
+    fn new(started: Instant, prompt: u32) -> Self {
         Clock {
             started,
             first_at: None,
@@ -123,11 +100,31 @@ impl Clock {
         }
     }
 
+    /// The clock of an answer to a prompt of `prompt` tokens, started at `started`, whose first
+    /// item just came: unless that item is a `progress` report, it is the first token.
+    pub(crate) fn first_item(
+        state: &AppState,
+        started: Instant,
+        prompt: u32,
+        progress: bool,
+    ) -> Self {
+        let mut clock = Clock::new(started, prompt);
+        if !progress {
+            clock.answered(state, 0);
+        }
+        clock
+    }
+
     /// Records a progress report; the `prompt_progress` to send for it.
     pub(crate) fn progress(&mut self, p: &PromptProgress) -> Progress {
         self.prompt = p.total;
         self.cached = p.cached;
-        Progress::new(p, self.started)
+        Progress {
+            total: p.total,
+            cache: p.cached,
+            processed: p.processed,
+            time_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        }
     }
 
     /// Records an item of the answer (not a progress report) with `tokens` generated tokens
@@ -155,16 +152,17 @@ impl Clock {
     /// The timings so far; with the answer's `usage`, its final counts.
     pub(crate) fn timings(&self, usage: Option<&Usage>) -> Timings {
         let first_at = self.first_at.unwrap_or_else(Instant::now);
-        match usage {
-            Some(usage) => Timings::of(usage, self.started, first_at),
-            None => Timings::new(
-                self.cached,
-                self.prompt.saturating_sub(self.cached),
-                first_at - self.started,
-                self.generated,
-                first_at.elapsed(),
-            ),
-        }
+        let (cached, prompt, generated) = match usage {
+            Some(u) => (u.cached_tokens, u.prompt_tokens, u.completion_tokens),
+            None => (self.cached, self.prompt, self.generated),
+        };
+        Timings::new(
+            cached,
+            prompt.saturating_sub(cached),
+            first_at - self.started,
+            generated,
+            first_at.elapsed(),
+        )
     }
 }
 

@@ -23,6 +23,9 @@ pub(crate) struct ValidChat {
     pub(crate) single_call: bool,
     /// llama-server's telemetry a stream asked for.
     pub(crate) telemetry: crate::telemetry::Asked,
+    /// The log-probabilities the answer shows (`logprobs`, `top_logprobs`); `options` may
+    /// report tokens without showing them (for `timings_per_token`).
+    pub(crate) shown_logprobs: Option<u8>,
 }
 
 #[cfg(test)]
@@ -70,8 +73,12 @@ pub(crate) fn chat(
         progress: stream && req.sampling.return_progress == Some(true),
         timings_per_token: stream && req.sampling.timings_per_token == Some(true),
     };
-    // Timings along the way need what the prompt cache held, which progress reports say.
+    // Timings along the way need what the prompt cache held, which progress reports say, and
+    // the tokens so far, which per-token reports count.
     options.progress = telemetry.progress || telemetry.timings_per_token;
+    if telemetry.timings_per_token {
+        options.logprobs.get_or_insert(0);
+    }
     if let Some(format) = response_format(req.response_format.as_ref())? {
         if req.sampling.grammar.is_some() || req.sampling.json_schema.is_some() {
             return Err(ApiError::bad(
@@ -131,6 +138,7 @@ pub(crate) fn chat(
             .unwrap_or(false),
         single_call: req.parallel_tool_calls == Some(false),
         telemetry,
+        shown_logprobs: logprobs,
     })
 }
 

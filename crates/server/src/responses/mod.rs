@@ -60,19 +60,13 @@ pub(crate) async fn create(
     };
     let Converted { valid, items, echo } =
         convert::convert(req, &history, &state.config().sampling)?;
-    let timings_per_token = valid.telemetry.timings_per_token;
-    let mut options = valid.options;
-    if timings_per_token {
-        // Each item then reports its tokens, which the timings count.
-        options.logprobs.get_or_insert(0);
-    }
     let Begun {
         served,
         stream,
         first,
         live,
         clock,
-    } = begin(&state, valid.model.as_deref(), valid.chat, &options)
+    } = begin(&state, valid.model.as_deref(), valid.chat, &valid.options)
         .await
         .map_err(|e| e.too_long_in("input"))?;
     let mut conversation = history;
