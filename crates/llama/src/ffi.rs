@@ -1,6 +1,7 @@
 //! The only `unsafe` in wick: raw per-sequence KV state bytes, which `llama-cpp-2` exposes only
 //! as unsafe functions (its safe `SeqState` is opaque and cannot be written to disk), and the
-//! switch to ggml's batch-invariant CPU kernels, which llama.cpp does not expose at all, and
+//! switch to ggml's batch-invariant CPU kernels (with wick's own flash attention in them), which
+//! llama.cpp does not expose at all, and
 //! llama.cpp's RPC backend, whose functions ggml hands out only as untyped pointers.
 #![allow(unsafe_code)]
 
@@ -121,8 +122,294 @@ unsafe extern "C" fn init_backend_hook(
         // live CPU backend (`ggml_backend_cpu_set_use_ref` asserts `ggml_backend_is_cpu`), and
         // nothing else holds it yet.
         unsafe { sys::ggml_backend_cpu_set_use_ref(backend, true) };
+        // SAFETY: the same live CPU backend, not yet handed to anyone.
+        unsafe { install_attention(backend) };
     }
     backend
+}
+
+/// ggml's `struct ggml_backend_i` (`ggml/src/ggml-backend-impl.h` of the pinned llama.cpp):
+/// a backend's function table, in declared order. Only the members wick reads are typed.
+#[repr(C)]
+struct BackendIface {
+    get_name: Option<unsafe extern "C" fn(sys::ggml_backend_t) -> *const std::ffi::c_char>,
+    free: *const std::ffi::c_void,
+    set_tensor_async: *const std::ffi::c_void,
+    get_tensor_async: *const std::ffi::c_void,
+    set_tensor_2d_async: *const std::ffi::c_void,
+    get_tensor_2d_async: *const std::ffi::c_void,
+    cpy_tensor_async: *const std::ffi::c_void,
+    synchronize: *const std::ffi::c_void,
+    graph_plan_create: *const std::ffi::c_void,
+    graph_plan_free: *const std::ffi::c_void,
+    graph_plan_update: *const std::ffi::c_void,
+    graph_plan_compute: *const std::ffi::c_void,
+    graph_compute: Option<GraphCompute>,
+    event_record: *const std::ffi::c_void,
+    event_wait: *const std::ffi::c_void,
+    graph_optimize: *const std::ffi::c_void,
+}
+
+/// ggml's `struct ggml_backend`: its guid, its function table by value, its device and context.
+#[repr(C)]
+struct BackendHead {
+    guid: sys::ggml_guid_t,
+    iface: BackendIface,
+    device: sys::ggml_backend_dev_t,
+    context: *mut std::ffi::c_void,
+}
+
+type GraphCompute =
+    unsafe extern "C" fn(sys::ggml_backend_t, *mut sys::ggml_cgraph) -> sys::ggml_status;
+
+/// The CPU backend's own `graph_compute`, saved before [`install_attention`] replaces it.
+static ORIGINAL_COMPUTE: OnceLock<GraphCompute> = OnceLock::new();
+
+/// Points a reference-kernel CPU backend's `graph_compute` at [`graph_compute_hook`], which
+/// hands its flash attention to wick's batch-invariant kernel ([`crate::attention`]), after
+/// checking the backend's layout against ggml's public accessors. When the layout does not
+/// match, nothing is written and ggml's reference attention (also batch-invariant, slower)
+/// runs.
+///
+/// # Safety
+///
+/// `backend` is a live CPU backend that nothing else uses yet.
+unsafe fn install_attention(backend: sys::ggml_backend_t) {
+    let head = backend.cast::<BackendHead>();
+    // SAFETY: a `ggml_backend` is laid out as `BackendHead` in the pinned llama.cpp. That is
+    // checked before anything is written: the guid and device members must be what
+    // `ggml_backend_guid` and `ggml_backend_get_device` return (so the table between them has
+    // the expected length), `get_name` must return `ggml_backend_name`'s pointer, and the CPU
+    // backend's asynchronous members must be empty, as ggml-cpu declares them. The backend is
+    // new, so no thread computes on it while its table changes.
+    unsafe {
+        let head = &mut *head;
+        let Some(get_name) = head.iface.get_name else {
+            return;
+        };
+        let Some(original) = head.iface.graph_compute else {
+            return;
+        };
+        let matches = head.guid == sys::ggml_backend_guid(backend)
+            && head.device == sys::ggml_backend_get_device(backend)
+            && get_name(backend) == sys::ggml_backend_name(backend)
+            && head.iface.set_tensor_async.is_null()
+            && head.iface.get_tensor_async.is_null()
+            && head.iface.cpy_tensor_async.is_null()
+            && head.iface.synchronize.is_null();
+        if !matches {
+            tracing::warn!(
+                "ggml's CPU backend is not laid out as expected: \
+                 ggml's reference attention runs (batch-invariant, slower)"
+            );
+            return;
+        }
+        let original = *ORIGINAL_COMPUTE.get_or_init(|| original);
+        if head
+            .iface
+            .graph_compute
+            .is_some_and(|f| std::ptr::fn_addr_eq(f, original))
+        {
+            head.iface.graph_compute = Some(graph_compute_hook);
+        }
+    }
+}
+
+/// ggml's `struct ggml_custom_op_params` (`ggml/src/ggml-impl.h`): what a `GGML_OP_CUSTOM`
+/// node keeps at the start of its `op_params`.
+#[repr(C)]
+struct CustomOpParams {
+    fun: sys::ggml_custom_op_t,
+    n_tasks: std::ffi::c_int,
+    userdata: *mut std::ffi::c_void,
+}
+
+/// Where a converted node keeps its flash attention's `scale`, `max_bias` and `softcap`
+/// (`op_params` indices), past the custom op's parameters.
+const SAVED_PARAMS: usize = 8;
+const _: () = assert!(std::mem::size_of::<CustomOpParams>() <= SAVED_PARAMS * 4);
+
+/// The CPU backend's `graph_compute`, with every flash attention the kernel supports turned
+/// into a custom op that runs it ([`attention_op`]) first. A node is converted once: a graph
+/// llama.cpp reuses keeps it converted.
+unsafe extern "C" fn graph_compute_hook(
+    backend: sys::ggml_backend_t,
+    cgraph: *mut sys::ggml_cgraph,
+) -> sys::ggml_status {
+    // SAFETY: ggml calls this in place of the CPU backend's `graph_compute`, with a live graph
+    // that only this call computes; its nodes are live tensors, rewritten before any thread
+    // computes them. A converted node keeps its sources and shape; its `op_params` (16 `i32`s)
+    // take the custom op's parameters at the start and keep the attention's three floats at
+    // `SAVED_PARAMS`.
+    unsafe {
+        for i in 0..sys::ggml_graph_n_nodes(cgraph) {
+            let node = &mut *sys::ggml_graph_node(cgraph, i);
+            if node.op != sys::GGML_OP_FLASH_ATTN_EXT || attention_of(node).is_none() {
+                continue;
+            }
+            let saved = [node.op_params[0], node.op_params[1], node.op_params[2]];
+            node.op_params[SAVED_PARAMS..SAVED_PARAMS + 3].copy_from_slice(&saved);
+            let custom = CustomOpParams {
+                fun: Some(attention_op),
+                n_tasks: -1, // GGML_N_TASKS_MAX: every thread
+                userdata: std::ptr::null_mut(),
+            };
+            std::ptr::write_unaligned(node.op_params.as_mut_ptr().cast::<CustomOpParams>(), custom);
+            node.op = sys::GGML_OP_CUSTOM;
+        }
+        let original = ORIGINAL_COMPUTE
+            .get()
+            .expect("saved before the hook is installed");
+        original(backend, cgraph)
+    }
+}
+
+/// ggml's per-thread call of a converted attention node.
+unsafe extern "C" fn attention_op(
+    dst: *mut sys::ggml_tensor,
+    ith: std::ffi::c_int,
+    nth: std::ffi::c_int,
+    _userdata: *mut std::ffi::c_void,
+) {
+    // SAFETY: ggml passes the converted node, whose sources and data are live for the op; its
+    // inputs were checked by `attention_of` when it was converted (shape, types, contiguity)
+    // and are only read. Each output row is written by exactly one thread (the kernel splits
+    // the rows between `nth` threads by `ith`), inside `dst`'s data: row `i` of `dv` floats at
+    // `i * dv` floats (`nb[1]` is `4 · dv`, checked), `i` below `streams × rows × heads`, which `attention_of` checked is its size.
+    unsafe {
+        let node = &*dst;
+        let Some(attention) = attention_of(node) else {
+            return;
+        };
+        let base = node.data.cast::<f32>();
+        let width = attention.shape.dv;
+        let (ith, nth) = (usize::try_from(ith), usize::try_from(nth));
+        let (Ok(ith), Ok(nth)) = (ith, nth) else {
+            return;
+        };
+        attention.run(ith, nth, &mut |row, values| {
+            std::ptr::copy_nonoverlapping(values.as_ptr(), base.add(row * width), values.len());
+        });
+    }
+}
+
+/// The attention a flash-attention node (or one converted from it) computes, as views, when
+/// the kernel supports it: F32 queries, F16 keys and values, an F16 mask (or none), F32 sinks
+/// (or none), rows contiguous, and an F32 output in ggml's permuted layout.
+///
+/// # Safety
+///
+/// `node` is a live `GGML_OP_FLASH_ATTN_EXT` node (or one `graph_compute_hook` converted)
+/// whose sources' data is allocated.
+unsafe fn attention_of(node: &sys::ggml_tensor) -> Option<crate::attention::Attention<'_>> {
+    use crate::attention::{Attention, Params, Shape};
+    // SAFETY: the caller's contract: sources 0–2 are set, 3 and 4 may be null.
+    let (query, key, value, mask, sinks) = unsafe {
+        (
+            node.src[0].as_ref()?,
+            node.src[1].as_ref()?,
+            node.src[2].as_ref()?,
+            node.src[3].as_ref(),
+            node.src[4].as_ref(),
+        )
+    };
+    let dim = |t: &sys::ggml_tensor, i: usize| usize::try_from(t.ne[i]).ok();
+    let shape = Shape {
+        dk: dim(key, 0)?,
+        dv: dim(value, 0)?,
+        rows: dim(query, 1)?,
+        heads: dim(query, 2)?,
+        streams: dim(query, 3)?,
+        cells: dim(key, 1)?,
+        k_heads: dim(key, 2)?,
+        k_streams: dim(key, 3)?,
+        v_heads: dim(value, 2)?,
+        v_streams: dim(value, 3)?,
+        mask_heads: mask.map_or(Some(1), |m| dim(m, 2))?,
+        mask_streams: mask.map_or(Some(1), |m| dim(m, 3))?,
+    };
+    let fits = query.type_ == sys::GGML_TYPE_F32
+        && key.type_ == sys::GGML_TYPE_F16
+        && value.type_ == sys::GGML_TYPE_F16
+        && node.type_ == sys::GGML_TYPE_F32
+        && dim(query, 0)? == shape.dk
+        && dim(value, 1)? == shape.cells
+        && mask.is_none_or(|m| {
+            m.type_ == sys::GGML_TYPE_F16
+                && dim(m, 0) >= Some(shape.cells)
+                && dim(m, 1) >= Some(shape.rows)
+        })
+        && sinks.is_none_or(|s| s.type_ == sys::GGML_TYPE_F32 && dim(s, 0) >= Some(shape.heads))
+        && dim(node, 0)? == shape.dv
+        && dim(node, 1)? == shape.heads
+        && dim(node, 2)? == shape.rows
+        && dim(node, 3)? == shape.streams
+        && node.nb[0] == 4
+        && node.nb[1] == 4 * shape.dv
+        && node.nb[2] == node.nb[1] * shape.heads
+        && node.nb[3] == node.nb[2] * shape.rows
+        && Attention::supported(&shape);
+    if !fits {
+        return None;
+    }
+    let params = if node.op == sys::GGML_OP_CUSTOM {
+        &node.op_params[SAVED_PARAMS..SAVED_PARAMS + 3]
+    } else {
+        &node.op_params[..3]
+    };
+    let params = Params {
+        scale: f32::from_ne_bytes(params[0].to_ne_bytes()),
+        max_bias: f32::from_ne_bytes(params[1].to_ne_bytes()),
+        softcap: f32::from_ne_bytes(params[2].to_ne_bytes()),
+    };
+    // SAFETY: each view spans its tensor's elements as ggml addresses them (the last element
+    // is at the sum of (ne[i] − 1) · nb[i] bytes), inside the tensor's allocated data, and the
+    // element type matches (checked above). The data is only read while the op runs.
+    unsafe {
+        Some(Attention {
+            shape,
+            params,
+            q: view::<f32>(query)?,
+            k: view::<u16>(key)?,
+            v: view::<u16>(value)?,
+            mask: match mask {
+                Some(m) => Some(view::<u16>(m)?),
+                None => None,
+            },
+            sinks: match sinks {
+                Some(s) => Some(view::<f32>(s)?.data),
+                None => None,
+            },
+        })
+    }
+}
+
+/// A tensor's elements as a [`crate::attention::View`], when dimension 0 is contiguous and the
+/// strides are whole elements.
+///
+/// # Safety
+///
+/// `t`'s data is allocated and holds elements of `T`, and is not written while the view lives.
+unsafe fn view<T>(t: &sys::ggml_tensor) -> Option<crate::attention::View<'_, T>> {
+    let size = std::mem::size_of::<T>();
+    if t.data.is_null() || t.nb[0] != size || t.nb[1..].iter().any(|&b| b % size != 0) {
+        return None;
+    }
+    let mut last = 0usize;
+    for i in 0..4 {
+        let ne = usize::try_from(t.ne[i]).ok()?;
+        if ne == 0 {
+            return None;
+        }
+        last += (ne - 1) * t.nb[i];
+    }
+    let len = last / size + 1;
+    // SAFETY: the caller's contract; `len` elements reach exactly the tensor's last element.
+    let data = unsafe { std::slice::from_raw_parts(t.data.cast::<T>(), len) };
+    Some(crate::attention::View {
+        data,
+        stride: [t.nb[1] / size, t.nb[2] / size, t.nb[3] / size],
+    })
 }
 
 /// Replaces the CPU device's `init_backend` with [`init_backend_hook`], once per process, after

@@ -19,6 +19,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod attention;
 mod eval;
 mod ffi;
 mod gguf;

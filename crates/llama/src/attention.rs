@@ -1,0 +1,629 @@
+//! Flash attention whose floats do not depend on the batch: wick's kernel for ggml's
+//! `FLASH_ATTN_EXT` in the deterministic mode.
+//!
+//! ggml's reference attention (what `ggml_backend_cpu_set_use_ref` selects) is batch-invariant
+//! but slow: one query row at a time, a scalar `expf` and an F16 accumulator per cached key. Its
+//! fast paths (tiled for many query rows, split over the keys for one) group the work by the
+//! batch's shape, so a row's floats change with it. This kernel keeps the property and wins the
+//! speed back:
+//!
+//! - **A row's arithmetic depends on that row alone.** Its keys are the cached cells its mask
+//!   leaves open, in cell order; they are taken in blocks of [`BLOCK`] *open* keys (not cells),
+//!   so where the cells sit, how long the KV view is, which other rows share the step and how
+//!   the work is split between threads change nothing. Each block runs the same fixed sequence
+//!   of operations (a dot product per key in key-dimension order, the block maximum, an
+//!   exponential per key, a fixed-shape sum, and the value accumulation in key order).
+//! - **The work is shared where rows agree.** Rows of one sequence see nested key lists, so a
+//!   block of keys and values is converted from F16 once and serves a tile of [`TILE`] rows and
+//!   every query head of a key-value head (grouped-query attention).
+//! - **Everything is F32 and vectorisable**: fixed-width lane loops with `mul_add`, which the
+//!   workspace's `target-cpu=native` turns into FMA vector code.
+//!
+//! The answers are not bit-equal to ggml's reference kernel (which accumulates values in F16);
+//! they are equal to themselves whatever the batch, which is the property wick needs.
+
+use std::ops::Range;
+
+/// Open keys per block.
+pub(crate) const BLOCK: usize = 64;
+/// Query rows per unit of work.
+pub(crate) const TILE: usize = 32;
+/// Lanes of the block sum.
+const LANES: usize = 16;
+/// The F16 bit pattern of −∞, what ggml's masks hold for a closed cell.
+const F16_NEG_INF: u16 = 0xFC00;
+
+/// A 4-dimensional view: `data` from the view's first element, strides in elements for
+/// dimensions 1, 2 and 3 (dimension 0 is contiguous).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct View<'a, T> {
+    pub(crate) data: &'a [T],
+    pub(crate) stride: [usize; 3],
+}
+
+impl<'a, T> View<'a, T> {
+    /// The `len` elements of row `(i1, i2, i3)`.
+    fn row(&self, i1: usize, i2: usize, i3: usize, len: usize) -> &'a [T] {
+        let at = i1 * self.stride[0] + i2 * self.stride[1] + i3 * self.stride[2];
+        &self.data[at..at + len]
+    }
+}
+
+/// The shape of one `FLASH_ATTN_EXT` (ggml's names in brackets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Shape {
+    /// Key and query width (`DK`).
+    pub(crate) dk: usize,
+    /// Value width (`DV`).
+    pub(crate) dv: usize,
+    /// Query rows (`neq1`).
+    pub(crate) rows: usize,
+    /// Query heads (`neq2`).
+    pub(crate) heads: usize,
+    /// Query streams (`neq3`).
+    pub(crate) streams: usize,
+    /// Cached cells in the view (`nek1`).
+    pub(crate) cells: usize,
+    /// Key heads (`nek2`) and key streams (`nek3`).
+    pub(crate) k_heads: usize,
+    pub(crate) k_streams: usize,
+    /// Value heads (`nev2`) and value streams (`nev3`).
+    pub(crate) v_heads: usize,
+    pub(crate) v_streams: usize,
+    /// The mask's heads and streams (`mask->ne[2]`, `mask->ne[3]`), broadcast by modulo.
+    pub(crate) mask_heads: usize,
+    pub(crate) mask_streams: usize,
+}
+
+/// The op's scalar parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Params {
+    pub(crate) scale: f32,
+    pub(crate) max_bias: f32,
+    pub(crate) softcap: f32,
+}
+
+/// One `FLASH_ATTN_EXT`: queries F32, keys and values F16 (as bits), mask F16 (as bits).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Attention<'a> {
+    pub(crate) shape: Shape,
+    pub(crate) params: Params,
+    pub(crate) q: View<'a, f32>,
+    pub(crate) k: View<'a, u16>,
+    pub(crate) v: View<'a, u16>,
+    pub(crate) mask: Option<View<'a, u16>>,
+    /// One logit per query head, joined to every row's softmax (attention sinks).
+    pub(crate) sinks: Option<&'a [f32]>,
+}
+
+/// What a thread works on: a tile of rows of one stream, for a run of query heads that read
+/// the same key and value heads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Unit {
+    stream: usize,
+    heads: Range<usize>,
+    rows: Range<usize>,
+}
+
+impl Attention<'_> {
+    /// Whether the shape is one this kernel computes (the caller leaves others to ggml).
+    pub(crate) fn supported(shape: &Shape) -> bool {
+        let divides = |a: usize, b: usize| b != 0 && a % b == 0;
+        shape.dk % LANES == 0
+            && shape.dv % LANES == 0
+            && shape.dk > 0
+            && shape.dv > 0
+            && divides(shape.heads, shape.k_heads)
+            && divides(shape.heads, shape.v_heads)
+            && divides(shape.streams, shape.k_streams)
+            && divides(shape.streams, shape.v_streams)
+            && shape.mask_heads > 0
+            && shape.mask_streams > 0
+    }
+
+    /// Computes thread `ith`'s share (of `nth`) and hands each finished output row to `out`:
+    /// its index among the `streams × rows × heads` rows of width `dv` (ggml's permuted
+    /// layout) and its values.
+    pub(crate) fn run(&self, ith: usize, nth: usize, out: &mut dyn FnMut(usize, &[f32])) {
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            for unit in self.units().skip(ith).step_by(nth.max(1)) {
+                self.unit(&unit, &mut scratch, out);
+            }
+        });
+    }
+
+    /// The units of work, in a fixed order. Query heads that share their key and value heads
+    /// go together (their blocks are converted once) unless that leaves fewer than four units,
+    /// as one decoded row does: then each head is a unit, so the threads share the work. Either
+    /// way a row's arithmetic is the same.
+    fn units(&self) -> impl Iterator<Item = Unit> + '_ {
+        let s = &self.shape;
+        let group = s.heads / s.k_heads;
+        let same_groups = s.heads / s.v_heads == group;
+        let tiles = s.rows.div_ceil(TILE);
+        let grouped = s.streams * s.k_heads * tiles;
+        let per_head = group == 1 || !same_groups || s.mask_heads > 1 || grouped < 4;
+        let width = if per_head { 1 } else { group };
+        let runs = s.heads / width;
+        (0..s.streams).flat_map(move |stream| {
+            (0..runs).flat_map(move |run| {
+                (0..tiles).map(move |tile| Unit {
+                    stream,
+                    heads: run * width..(run + 1) * width,
+                    rows: tile * TILE..((tile + 1) * TILE).min(s.rows),
+                })
+            })
+        })
+    }
+
+    /// The `ALiBi` slope of query head `h` (1 without a bias), as ggml computes it.
+    #[allow(clippy::cast_precision_loss)] // head counts are small
+    fn slope(&self, h: usize) -> f32 {
+        let max_bias = self.params.max_bias;
+        if max_bias <= 0.0 {
+            return 1.0;
+        }
+        let n_head_log2 = 1usize << self.shape.heads.max(1).ilog2();
+        let m0 = 2f32.powf(-max_bias / n_head_log2 as f32);
+        let m1 = 2f32.powf(-(max_bias / 2.0) / n_head_log2 as f32);
+        if h < n_head_log2 {
+            m0.powf((h + 1) as f32)
+        } else {
+            m1.powf((2 * (h - n_head_log2) + 1) as f32)
+        }
+    }
+
+    fn unit(&self, unit: &Unit, scratch: &mut Scratch, out: &mut dyn FnMut(usize, &[f32])) {
+        let s = &self.shape;
+        let (dk, dv) = (s.dk, s.dv);
+        let n_rows = unit.rows.len();
+        let n_heads = unit.heads.len();
+        scratch.reset(n_rows, n_heads, dk, dv);
+        let h0 = unit.heads.start;
+        let (kh, ks) = (
+            h0 / (s.heads / s.k_heads),
+            unit.stream / (s.streams / s.k_streams),
+        );
+        let (vh, vs) = (
+            h0 / (s.heads / s.v_heads),
+            unit.stream / (s.streams / s.v_streams),
+        );
+        let mask_rows: Vec<Option<&[u16]>> = unit
+            .rows
+            .clone()
+            .map(|row| {
+                self.mask.map(|m| {
+                    m.row(
+                        row,
+                        h0 % s.mask_heads,
+                        unit.stream % s.mask_streams,
+                        s.cells,
+                    )
+                })
+            })
+            .collect();
+        let slopes: Vec<f32> = unit.heads.clone().map(|h| self.slope(h)).collect();
+        while scratch.next_blocks(&mask_rows, s.cells) {
+            let Scratch {
+                cells,
+                marks,
+                counts,
+                maxes,
+                sums,
+                acc,
+                kt,
+                vb,
+                cached,
+                row_f32,
+                ..
+            } = &mut *scratch;
+            cached.clear();
+            // The last rows of a causal tile see the most keys: converting their block first
+            // lets the earlier rows reuse it (their keys are its prefix).
+            for r in (0..n_rows).rev() {
+                let n = counts[r];
+                if n == 0 {
+                    continue;
+                }
+                let row_cells = &cells[r * BLOCK..r * BLOCK + n];
+                if !(n <= cached.len() && cached[..n] == *row_cells) {
+                    convert_block(
+                        row_cells,
+                        |c| self.k.row(c, kh, ks, dk),
+                        |c| self.v.row(c, vh, vs, dv),
+                        dk,
+                        dv,
+                        kt,
+                        vb,
+                        row_f32,
+                    );
+                    cached.clear();
+                    cached.extend_from_slice(row_cells);
+                }
+                let row = unit.rows.start + r;
+                for (j, h) in unit.heads.clone().enumerate() {
+                    let q = self.q.row(row, h, unit.stream, dk);
+                    let at = r * n_heads + j;
+                    block_update(
+                        q,
+                        &marks[r * BLOCK..(r + 1) * BLOCK],
+                        n,
+                        slopes[j],
+                        self.params,
+                        kt,
+                        vb,
+                        dv,
+                        &mut maxes[at],
+                        &mut sums[at],
+                        &mut acc[at * dv..(at + 1) * dv],
+                    );
+                }
+            }
+        }
+        let Scratch {
+            maxes, sums, acc, ..
+        } = scratch;
+        for r in 0..n_rows {
+            let row = unit.rows.start + r;
+            for (j, h) in unit.heads.clone().enumerate() {
+                let at = r * n_heads + j;
+                let values = &mut acc[at * dv..(at + 1) * dv];
+                let sink = self.sinks.map(|sinks| sinks[h]);
+                finish(values, maxes[at], sums[at], sink);
+                out((unit.stream * s.rows + row) * s.heads + h, values);
+            }
+        }
+    }
+}
+
+/// Joins a row's sink logit (if any) to its softmax and divides the values by the sum.
+fn finish(values: &mut [f32], max: f32, mut sum: f32, sink: Option<f32>) {
+    if let Some(sink) = sink {
+        if sink > max {
+            let ms = (max - sink).exp();
+            for x in values.iter_mut() {
+                *x *= ms;
+            }
+            sum = sum * ms + 1.0;
+        } else {
+            sum += (sink - max).exp();
+        }
+    }
+    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+    for x in values.iter_mut() {
+        *x *= inv;
+    }
+}
+
+/// Per-thread buffers, kept between ops.
+#[derive(Debug, Default)]
+struct Scratch {
+    /// Per row: the next cell its mask has not been read at.
+    cursor: Vec<usize>,
+    /// Per row: the cells of its current block, and their mask values.
+    cells: Vec<usize>,
+    marks: Vec<f32>,
+    /// Per row: how many keys its current block has.
+    counts: Vec<usize>,
+    /// Per row and head: the running maximum, the running sum and the value accumulator.
+    maxes: Vec<f32>,
+    sums: Vec<f32>,
+    acc: Vec<f32>,
+    /// The converted block: keys transposed (`dk × BLOCK`), values (`BLOCK × dv`), its cells.
+    kt: Vec<f32>,
+    vb: Vec<f32>,
+    cached: Vec<usize>,
+    /// One converted row.
+    row_f32: Vec<f32>,
+}
+
+impl Scratch {
+    /// Moves every row to its next block of open cells; false when no row has one left.
+    fn next_blocks(&mut self, mask_rows: &[Option<&[u16]>], n_cells: usize) -> bool {
+        let mut any = false;
+        for (r, mask) in mask_rows.iter().enumerate() {
+            self.counts[r] = next_block(
+                *mask,
+                n_cells,
+                &mut self.cursor[r],
+                &mut self.cells[r * BLOCK..(r + 1) * BLOCK],
+                &mut self.marks[r * BLOCK..(r + 1) * BLOCK],
+            );
+            any |= self.counts[r] > 0;
+        }
+        any
+    }
+
+    fn reset(&mut self, rows: usize, heads: usize, dk: usize, dv: usize) {
+        let fill = |v: &mut Vec<f32>, n: usize, x: f32| {
+            v.clear();
+            v.resize(n, x);
+        };
+        self.cursor.clear();
+        self.cursor.resize(rows, 0);
+        self.cells.clear();
+        self.cells.resize(rows * BLOCK, 0);
+        fill(&mut self.marks, rows * BLOCK, 0.0);
+        self.counts.clear();
+        self.counts.resize(rows, 0);
+        fill(&mut self.maxes, rows * heads, f32::NEG_INFINITY);
+        fill(&mut self.sums, rows * heads, 0.0);
+        fill(&mut self.acc, rows * heads * dv, 0.0);
+        fill(&mut self.kt, dk * BLOCK, 0.0);
+        fill(&mut self.vb, BLOCK * dv, 0.0);
+        self.cached.clear();
+        fill(&mut self.row_f32, dk.max(dv), 0.0);
+    }
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch::default());
+}
+
+/// Fills `cells` and `marks` with the next (up to [`BLOCK`]) cells `mask` leaves open from
+/// `cursor` on, and their mask values; returns how many. Without a mask every cell is open.
+fn next_block(
+    mask: Option<&[u16]>,
+    n_cells: usize,
+    cursor: &mut usize,
+    cells: &mut [usize],
+    marks: &mut [f32],
+) -> usize {
+    let mut n = 0;
+    let Some(mask) = mask else {
+        while n < BLOCK && *cursor < n_cells {
+            cells[n] = *cursor;
+            marks[n] = 0.0;
+            n += 1;
+            *cursor += 1;
+        }
+        return n;
+    };
+    while n < BLOCK && *cursor < n_cells {
+        let c = *cursor;
+        // Take a run of open cells with no bias at once (a causal mask's past).
+        let run = (BLOCK - n).min(n_cells - c);
+        if mask[c..c + run].iter().fold(0u16, |any, &bits| any | bits) == 0 {
+            for (i, (cell, mark)) in cells[n..n + run]
+                .iter_mut()
+                .zip(&mut marks[n..n + run])
+                .enumerate()
+            {
+                *cell = c + i;
+                *mark = 0.0;
+            }
+            n += run;
+            *cursor += run;
+            continue;
+        }
+        // Skip 64 closed cells at a time (the tail of a causal mask, other sequences' cells).
+        if c % 64 == 0 && c + 64 <= n_cells {
+            let open = mask[c..c + 64]
+                .iter()
+                .fold(0u16, |any, &bits| any | (bits ^ F16_NEG_INF));
+            if open == 0 {
+                *cursor += 64;
+                continue;
+            }
+        }
+        let bits = mask[c];
+        *cursor += 1;
+        if bits != F16_NEG_INF {
+            cells[n] = c;
+            marks[n] = f16_to_f32(bits);
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Converts the keys (transposed: `kt[d * BLOCK + j]`) and values (`vb[j * dv + d]`) of
+/// `cells` to F32; the key columns past them are zeroed.
+#[allow(clippy::too_many_arguments)]
+fn convert_block<'a>(
+    cells: &[usize],
+    key: impl Fn(usize) -> &'a [u16],
+    value: impl Fn(usize) -> &'a [u16],
+    dk: usize,
+    dv: usize,
+    kt: &mut [f32],
+    vb: &mut [f32],
+    row: &mut [f32],
+) {
+    for (j, &cell) in cells.iter().enumerate() {
+        let row = &mut row[..dk];
+        for (x, &bits) in row.iter_mut().zip(key(cell)) {
+            *x = f16_to_f32(bits);
+        }
+        for (d, &x) in row.iter().enumerate() {
+            kt[d * BLOCK + j] = x;
+        }
+        for (x, &bits) in vb[j * dv..(j + 1) * dv].iter_mut().zip(value(cell)) {
+            *x = f16_to_f32(bits);
+        }
+    }
+    for d in 0..dk {
+        kt[d * BLOCK + cells.len()..(d + 1) * BLOCK].fill(0.0);
+    }
+}
+
+/// One block of one row and head: scores, the online softmax and the value accumulation.
+#[allow(clippy::too_many_arguments)]
+fn block_update(
+    q: &[f32],
+    marks: &[f32],
+    n: usize,
+    slope: f32,
+    params: Params,
+    kt: &[f32],
+    vb: &[f32],
+    dv: usize,
+    max: &mut f32,
+    sum: &mut f32,
+    acc: &mut [f32],
+) {
+    let marks: &[f32; BLOCK] = marks.try_into().expect("a block of marks");
+    let mut s = scores(q, kt);
+    // Lanes past the block's keys become −∞ (their exponential is exactly 0); the loops run
+    // over whole blocks, branch-free, so that they vectorise.
+    if params.softcap == 0.0 {
+        for x in &mut s {
+            *x *= params.scale;
+        }
+    } else {
+        let scale = params.scale / params.softcap;
+        for x in &mut s {
+            *x = params.softcap * (*x * scale).tanh();
+        }
+    }
+    for l in 0..BLOCK {
+        let x = slope.mul_add(marks[l], s[l]);
+        s[l] = if l < n { x } else { f32::NEG_INFINITY };
+    }
+    let mut lane_max = [f32::NEG_INFINITY; LANES];
+    for chunk in s.chunks_exact(LANES) {
+        for l in 0..LANES {
+            lane_max[l] = if chunk[l] > lane_max[l] {
+                chunk[l]
+            } else {
+                lane_max[l]
+            };
+        }
+    }
+    let block_max = lane_max
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
+    if block_max > *max {
+        let correction = (*max - block_max).exp();
+        for x in acc.iter_mut() {
+            *x *= correction;
+        }
+        *sum *= correction;
+        *max = block_max;
+    }
+    if *max == f32::NEG_INFINITY {
+        // Every key of the block is masked by an infinite bias: it adds nothing.
+        return;
+    }
+    let mut p = [0f32; BLOCK];
+    for l in 0..BLOCK {
+        p[l] = exp_nonpositive(s[l] - *max);
+    }
+    let mut part = [0f32; LANES];
+    for chunk in p.chunks_exact(LANES) {
+        for l in 0..LANES {
+            part[l] += chunk[l];
+        }
+    }
+    *sum += tree_sum(&part);
+    if dv % 64 == 0 {
+        accumulate::<64>(acc, &p[..n], vb, dv);
+    } else {
+        accumulate::<LANES>(acc, &p[..n], vb, dv);
+    }
+}
+
+/// The block's dot products `q · k_j`, each summed in key-dimension order. Four 16-lane
+/// accumulators, kept apart so that they stay in registers.
+#[inline]
+fn scores(q: &[f32], kt: &[f32]) -> [f32; BLOCK] {
+    let mut a = [[0f32; LANES]; 4];
+    for (d, &qd) in q.iter().enumerate() {
+        let col: &[f32; BLOCK] = kt[d * BLOCK..(d + 1) * BLOCK]
+            .try_into()
+            .expect("a block column");
+        let [a0, a1, a2, a3] = &mut a;
+        for l in 0..LANES {
+            a0[l] = qd.mul_add(col[l], a0[l]);
+            a1[l] = qd.mul_add(col[LANES + l], a1[l]);
+            a2[l] = qd.mul_add(col[2 * LANES + l], a2[l]);
+            a3[l] = qd.mul_add(col[3 * LANES + l], a3[l]);
+        }
+    }
+    let mut s = [0f32; BLOCK];
+    for (chunk, lanes) in s.chunks_exact_mut(LANES).zip(&a) {
+        chunk.copy_from_slice(lanes);
+    }
+    s
+}
+
+/// `acc += Σ_j p[j] · vb[j]`, in key order, `W` lanes of `acc` at a time (held in registers).
+fn accumulate<const W: usize>(acc: &mut [f32], p: &[f32], vb: &[f32], dv: usize) {
+    for g in (0..dv).step_by(W) {
+        let mut a: [f32; W] = acc[g..g + W].try_into().expect("a lane group");
+        for (j, &pj) in p.iter().enumerate() {
+            let v: &[f32; W] = vb[j * dv + g..j * dv + g + W]
+                .try_into()
+                .expect("a lane group");
+            for l in 0..W {
+                a[l] = pj.mul_add(v[l], a[l]);
+            }
+        }
+        acc[g..g + W].copy_from_slice(&a);
+    }
+}
+
+/// The sum of 16 lanes in a fixed pairwise order.
+fn tree_sum(part: &[f32; LANES]) -> f32 {
+    let mut x = *part;
+    let mut width = LANES / 2;
+    while width > 0 {
+        for l in 0..width {
+            x[l] += x[l + width];
+        }
+        width /= 2;
+    }
+    x[0]
+}
+
+/// `e^x` for `x ≤ 0` (−∞ gives 0), within 2 ulp: Cephes' polynomial after a reduction by
+/// `ln 2`, written without branches so that lanes vectorise.
+#[inline]
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // `whole` is in −126..=0
+fn exp_nonpositive(arg: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // 1.5 · 2^23: adding it rounds to an integer (ties to even), kept in the low bits.
+    const ROUND: f32 = 12_582_912.0;
+    const LOW: f32 = -87.0;
+    let under = arg < LOW;
+    let clamped = arg.max(LOW);
+    let shifted = clamped.mul_add(LOG2E, ROUND);
+    let whole = shifted - ROUND;
+    let rest = whole.mul_add(-LN2_HI, clamped);
+    let rest = whole.mul_add(-LN2_LO, rest);
+    let mut poly = 1.987_569_1e-4f32;
+    poly = poly.mul_add(rest, 1.398_199_9e-3);
+    poly = poly.mul_add(rest, 8.333_452e-3);
+    poly = poly.mul_add(rest, 4.166_579_6e-2);
+    poly = poly.mul_add(rest, 0.166_666_65);
+    poly = poly.mul_add(rest, 0.5);
+    let poly = poly.mul_add(rest * rest, rest) + 1.0;
+    let power = f32::from_bits(((whole as i32 + 127) as u32) << 23);
+    if under {
+        0.0
+    } else {
+        poly * power
+    }
+}
+
+/// An F16 (its bits) as F32, exactly: normal, subnormal, infinite and NaN values.
+#[inline]
+pub(crate) fn f16_to_f32(bits: u16) -> f32 {
+    let sign = u32::from(bits & 0x8000) << 16;
+    let rest = u32::from(bits & 0x7FFF);
+    // Shifted into an F32's exponent and mantissa, the value is 2^-112 of the F16's (exact for
+    // subnormals too, the multiplication by 2^112 is exact); infinities and NaNs get the F32's
+    // all-ones exponent.
+    let magnitude = if rest >= 0x7C00 {
+        (rest << 13) | 0x7F80_0000
+    } else {
+        (f32::from_bits(rest << 13) * f32::from_bits(0x7780_0000)).to_bits()
+    };
+    f32::from_bits(sign | magnitude)
+}
+
+#[cfg(test)]
+mod tests;

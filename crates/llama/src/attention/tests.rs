@@ -1,0 +1,448 @@
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_precision_loss,
+    clippy::float_cmp,
+    clippy::many_single_char_names
+)]
+
+use super::*;
+use proptest::prelude::*;
+
+/// A small deterministic generator (xorshift), so cases need no extra crate.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A random F16 (its bits) of magnitude between 2^-5 and 2^2.
+    fn half(&mut self) -> u16 {
+        let r = self.next();
+        let sign = ((r & 1) as u16) << 15;
+        let exponent = 10 + (r >> 1) as u16 % 8;
+        let mantissa = (r >> 8) as u16 & 0x3FF;
+        sign | exponent << 10 | mantissa
+    }
+
+    fn float(&mut self) -> f32 {
+        f16_to_f32(self.half())
+    }
+}
+
+/// Owned tensors for one attention, contiguous, and the view of them.
+struct Case {
+    shape: Shape,
+    params: Params,
+    q: Vec<f32>,
+    k: Vec<u16>,
+    v: Vec<u16>,
+    mask: Option<Vec<u16>>,
+    sinks: Option<Vec<f32>>,
+}
+
+const OPEN: u16 = 0x0000;
+const CLOSED: u16 = F16_NEG_INF;
+
+impl Case {
+    fn attention(&self) -> Attention<'_> {
+        let s = &self.shape;
+        Attention {
+            shape: *s,
+            params: self.params,
+            q: View {
+                data: &self.q,
+                stride: [s.dk, s.dk * s.rows, s.dk * s.rows * s.heads],
+            },
+            k: View {
+                data: &self.k,
+                stride: [s.dk, s.dk * s.cells, s.dk * s.cells * s.k_heads],
+            },
+            v: View {
+                data: &self.v,
+                stride: [s.dv, s.dv * s.cells, s.dv * s.cells * s.v_heads],
+            },
+            mask: self.mask.as_ref().map(|m| View {
+                data: m,
+                stride: [s.cells, s.cells * s.rows, s.cells * s.rows * s.mask_heads],
+            }),
+            sinks: self.sinks.as_deref(),
+        }
+    }
+
+    /// The kernel's output (`streams × rows × heads` rows of `dv`), split between `nth`
+    /// threads (run one after another).
+    fn run(&self, nth: usize) -> Vec<f32> {
+        let s = &self.shape;
+        let mut out = vec![f32::NAN; s.streams * s.rows * s.heads * s.dv];
+        let attention = self.attention();
+        for ith in 0..nth {
+            attention.run(ith, nth, &mut |row, values| {
+                out[row * s.dv..(row + 1) * s.dv].copy_from_slice(values);
+            });
+        }
+        out
+    }
+
+    /// The same attention in F64, straight from the definition.
+    fn reference(&self) -> Vec<f64> {
+        let s = &self.shape;
+        let a = self.attention();
+        let mut out = vec![0.0; s.streams * s.rows * s.heads * s.dv];
+        for stream in 0..s.streams {
+            for row in 0..s.rows {
+                for h in 0..s.heads {
+                    let q = a.q.row(row, h, stream, s.dk);
+                    let kh = h / (s.heads / s.k_heads);
+                    let ks = stream / (s.streams / s.k_streams);
+                    let vh = h / (s.heads / s.v_heads);
+                    let vs = stream / (s.streams / s.v_streams);
+                    let slope = f64::from(a.slope(h));
+                    let mut scores = Vec::new();
+                    for c in 0..s.cells {
+                        let bias = match a.mask {
+                            Some(m) => {
+                                let bits =
+                                    m.row(row, h % s.mask_heads, stream % s.mask_streams, s.cells)
+                                        [c];
+                                if bits == CLOSED {
+                                    continue;
+                                }
+                                slope * f64::from(f16_to_f32(bits))
+                            }
+                            None => 0.0,
+                        };
+                        let k = a.k.row(c, kh, ks, s.dk);
+                        let dot: f64 = q
+                            .iter()
+                            .zip(k)
+                            .map(|(&x, &y)| f64::from(x) * f64::from(f16_to_f32(y)))
+                            .sum();
+                        let mut x = dot * f64::from(self.params.scale);
+                        if self.params.softcap != 0.0 {
+                            let cap = f64::from(self.params.softcap);
+                            x = cap * (x / cap).tanh();
+                        }
+                        scores.push((c, x + bias));
+                    }
+                    let sink = self.sinks.as_ref().map(|s| f64::from(s[h]));
+                    let max = scores
+                        .iter()
+                        .map(|&(_, x)| x)
+                        .chain(sink)
+                        .fold(f64::NEG_INFINITY, f64::max);
+                    let mut total = sink.map_or(0.0, |x| (x - max).exp());
+                    let at = ((stream * s.rows + row) * s.heads + h) * s.dv;
+                    for &(c, x) in &scores {
+                        let p = (x - max).exp();
+                        total += p;
+                        let v = a.v.row(c, vh, vs, s.dv);
+                        for d in 0..s.dv {
+                            out[at + d] += p * f64::from(f16_to_f32(v[d]));
+                        }
+                    }
+                    if total > 0.0 {
+                        out[at..at + s.dv].iter_mut().for_each(|x| *x /= total);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+fn shape(dk: usize, dv: usize, rows: usize, heads: usize, k_heads: usize, cells: usize) -> Shape {
+    Shape {
+        dk,
+        dv,
+        rows,
+        heads,
+        streams: 1,
+        cells,
+        k_heads,
+        k_streams: 1,
+        v_heads: k_heads,
+        v_streams: 1,
+        mask_heads: 1,
+        mask_streams: 1,
+    }
+}
+
+fn params() -> Params {
+    Params {
+        scale: 0.125,
+        max_bias: 0.0,
+        softcap: 0.0,
+    }
+}
+
+/// Random tensors for `shape`; the mask opens cell `c` to row `r` when `open(r, c)`.
+fn case(shape: Shape, params: Params, seed: u64, open: impl Fn(usize, usize) -> bool) -> Case {
+    let mut rng = Rng(seed | 1);
+    let s = &shape;
+    let q = (0..s.dk * s.rows * s.heads * s.streams)
+        .map(|_| rng.float())
+        .collect();
+    let k = (0..s.dk * s.cells * s.k_heads * s.k_streams)
+        .map(|_| rng.half())
+        .collect();
+    let v = (0..s.dv * s.cells * s.v_heads * s.v_streams)
+        .map(|_| rng.half())
+        .collect();
+    let mut mask = Vec::new();
+    for _ in 0..s.mask_streams * s.mask_heads {
+        for r in 0..s.rows {
+            mask.extend((0..s.cells).map(|c| if open(r, c) { OPEN } else { CLOSED }));
+        }
+    }
+    Case {
+        shape,
+        params,
+        q,
+        k,
+        v,
+        mask: Some(mask),
+        sinks: None,
+    }
+}
+
+fn assert_close(got: &[f32], want: &[f64]) {
+    assert_eq!(got.len(), want.len());
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let err = (f64::from(g) - w).abs();
+        assert!(err <= 2e-5 + 2e-5 * w.abs(), "element {i}: {g} against {w}");
+    }
+}
+
+#[test]
+fn f16_conversion_is_exact_for_every_bit_pattern() {
+    for bits in 0..=u16::MAX {
+        let sign = if bits & 0x8000 != 0 { -1.0 } else { 1.0 };
+        let exponent = i32::from((bits >> 10) & 0x1F);
+        let mantissa = f64::from(bits & 0x3FF);
+        let want = match exponent {
+            0 => sign * mantissa * 2f64.powi(-24),
+            31 if mantissa == 0.0 => sign * f64::INFINITY,
+            31 => f64::NAN,
+            e => sign * (1.0 + mantissa / 1024.0) * 2f64.powi(e - 15),
+        };
+        let got = f16_to_f32(bits);
+        if want.is_nan() {
+            assert!(got.is_nan(), "{bits:#06x}");
+        } else {
+            assert_eq!(f64::from(got), want, "{bits:#06x}");
+            assert_eq!(got.is_sign_negative(), bits & 0x8000 != 0, "{bits:#06x}");
+        }
+    }
+}
+
+#[test]
+fn exp_is_within_two_ulp_and_zero_at_minus_infinity() {
+    assert_eq!(exp_nonpositive(0.0), 1.0);
+    assert_eq!(exp_nonpositive(f32::NEG_INFINITY), 0.0);
+    assert_eq!(exp_nonpositive(-200.0), 0.0);
+    let mut x = -87.0f32;
+    while x <= 0.0 {
+        let want = f64::from(x).exp();
+        let got = f64::from(exp_nonpositive(x));
+        let ulp = f64::from(f32::EPSILON) * want;
+        assert!(
+            (got - want).abs() <= 2.0 * ulp,
+            "exp({x}) = {got}, want {want}"
+        );
+        x += 0.0137;
+    }
+}
+
+#[test]
+fn matches_the_definition_with_a_causal_mask_and_grouped_heads() {
+    for (dk, dv, rows, heads, k_heads) in
+        [(64, 64, 70, 9, 3), (128, 80, 5, 4, 4), (32, 48, 1, 6, 2)]
+    {
+        let cells = 256;
+        let start = 150;
+        let c = case(
+            shape(dk, dv, rows, heads, k_heads, cells),
+            params(),
+            7,
+            |r, cell| cell <= start + r,
+        );
+        assert_close(&c.run(2), &c.reference());
+    }
+}
+
+#[test]
+fn matches_the_definition_with_alibi_softcap_sinks_streams_and_holes() {
+    let mut s = shape(64, 64, 40, 8, 2, 200);
+    s.streams = 2;
+    s.k_streams = 2;
+    s.v_streams = 2;
+    s.mask_streams = 2;
+    let mut c = case(
+        s,
+        Params {
+            scale: 0.1,
+            max_bias: 8.0,
+            softcap: 30.0,
+        },
+        11,
+        |r, cell| cell % 7 != 3 && cell <= 120 + r,
+    );
+    // ALiBi-style biases on the open cells.
+    for (i, bits) in c.mask.as_mut().unwrap().iter_mut().enumerate() {
+        if *bits == OPEN {
+            *bits = [0x0000, 0xBC00, 0xC000, 0xC200][i % 4];
+        }
+    }
+    c.sinks = Some((0..8).map(|h| h as f32 * 0.5 - 1.0).collect());
+    assert_close(&c.run(3), &c.reference());
+}
+
+#[test]
+fn a_row_with_every_cell_closed_is_zero_and_no_mask_opens_every_cell() {
+    let c = case(shape(32, 32, 3, 2, 1, 40), params(), 5, |r, _| r != 1);
+    let out = c.run(1);
+    assert!(out[2 * 32..4 * 32].iter().all(|&x| x == 0.0));
+    assert_close(&out, &c.reference());
+    let mut open = case(shape(32, 32, 3, 2, 1, 40), params(), 5, |_, _| true);
+    open.mask = None;
+    assert_close(&open.run(2), &open.reference());
+}
+
+/// The output rows of the query at `position` (all heads) from a case where `query_rows`
+/// lists the positions of its rows.
+fn rows_of(c: &Case, out: &[f32], query_rows: &[usize], position: usize) -> Vec<u32> {
+    let s = &c.shape;
+    let r = query_rows.iter().position(|&p| p == position).unwrap();
+    out[r * s.heads * s.dv..(r + 1) * s.heads * s.dv]
+        .iter()
+        .map(|x| x.to_bits())
+        .collect()
+}
+
+/// One sequence of `len` tokens (keys and values from `seed`), its tokens at cells `place(p)`
+/// of a view of `cells` cells (the others hold other data, closed), queried by the rows at
+/// `query_rows` (causal), split between `nth` threads.
+fn sequence_case(
+    len: usize,
+    cells: usize,
+    place: &dyn Fn(usize) -> usize,
+    query_rows: &[usize],
+    seed: u64,
+) -> Case {
+    let (dk, dv, heads, k_heads) = (64, 64, 9, 3);
+    let mut s = shape(dk, dv, query_rows.len(), heads, k_heads, cells);
+    s.rows = query_rows.len();
+    let mut tokens = Rng(seed | 1);
+    let mut other = Rng(seed.wrapping_mul(31) | 1);
+    let mut k = vec![0u16; dk * cells * k_heads];
+    let mut v = vec![0u16; dv * cells * k_heads];
+    // Other cells first: junk that must never be read.
+    for x in k.iter_mut().chain(v.iter_mut()) {
+        *x = other.half();
+    }
+    let mut q_of = Vec::new();
+    for p in 0..len {
+        let cell = place(p);
+        for h in 0..k_heads {
+            for d in 0..dk {
+                k[(h * cells + cell) * dk + d] = tokens.half();
+            }
+            for d in 0..dv {
+                v[(h * cells + cell) * dv + d] = tokens.half();
+            }
+        }
+        q_of.push(
+            (0..heads * dk)
+                .map(|_| tokens.float())
+                .collect::<Vec<f32>>(),
+        );
+    }
+    let mut q = vec![0f32; dk * s.rows * heads];
+    for (r, &p) in query_rows.iter().enumerate() {
+        for h in 0..heads {
+            q[(h * s.rows + r) * dk..(h * s.rows + r + 1) * dk]
+                .copy_from_slice(&q_of[p][h * dk..(h + 1) * dk]);
+        }
+    }
+    let mut mask = vec![CLOSED; cells * s.rows];
+    for (r, &p) in query_rows.iter().enumerate() {
+        for seen in 0..=p {
+            mask[r * cells + place(seen)] = OPEN;
+        }
+    }
+    Case {
+        shape: s,
+        params: params(),
+        q,
+        k,
+        v,
+        mask: Some(mask),
+        sinks: None,
+    }
+}
+
+#[test]
+fn a_row_is_the_same_whatever_its_batch_placement_and_threads() {
+    let len = 300;
+    let all: Vec<usize> = (0..len).collect();
+    let batch = sequence_case(len, 512, &|p| p, &all, 3);
+    let batch_out = batch.run(2);
+    for position in [0, 1, 63, 64, 65, 150, 299] {
+        let want = rows_of(&batch, &batch_out, &all, position);
+        // Alone, in a longer view, one or three threads.
+        let alone = sequence_case(len, 768, &|p| p, &[position], 3);
+        for nth in [1, 3] {
+            assert_eq!(
+                rows_of(&alone, &alone.run(nth), &[position], position),
+                want,
+                "alone at {position}"
+            );
+        }
+        // In a chunk of other rows starting elsewhere.
+        let chunk: Vec<usize> = (position.saturating_sub(16)..=position).collect();
+        let chunked = sequence_case(len, 512, &|p| p, &chunk, 3);
+        assert_eq!(
+            rows_of(&chunked, &chunked.run(2), &chunk, position),
+            want,
+            "chunk at {position}"
+        );
+        // Its cells interleaved with another sequence's (a unified cache).
+        let spread = sequence_case(len, 1024, &|p| 2 * p + 1, &[position], 3);
+        assert_eq!(
+            rows_of(&spread, &spread.run(2), &[position], position),
+            want,
+            "spread at {position}"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Any chunk of queries over any placement of the cells gives each row the bits it gets
+    /// alone.
+    #[test]
+    fn rows_are_batch_invariant(
+        len in 1usize..200,
+        first in 0usize..200,
+        count in 1usize..50,
+        stride in 1usize..3,
+        nth in 1usize..4,
+        seed in any::<u64>(),
+    ) {
+        let first = first % len;
+        let rows: Vec<usize> = (first..(first + count).min(len)).collect();
+        let cells = stride * len + 64;
+        let place = |p: usize| stride * p;
+        let batch = sequence_case(len, cells, &place, &rows, seed);
+        let out = batch.run(nth);
+        for &p in &rows {
+            let alone = sequence_case(len, len + 1, &|p| p, &[p], seed);
+            prop_assert_eq!(rows_of(&batch, &out, &rows, p), rows_of(&alone, &alone.run(1), &[p], p));
+        }
+    }
+}
