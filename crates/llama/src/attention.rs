@@ -134,16 +134,14 @@ impl Attention<'_> {
     }
 
     /// The units of work, in a fixed order. Query heads that share their key and value heads
-    /// go together (their blocks are converted once) unless that leaves fewer than four units,
-    /// as one decoded row does: then each head is a unit, so the threads share the work. Either
-    /// way a row's arithmetic is the same.
+    /// go together, so that a block is converted once for all of them. Either way a row's
+    /// arithmetic is the same.
     fn units(&self) -> impl Iterator<Item = Unit> + '_ {
         let s = &self.shape;
         let group = s.heads / s.k_heads;
         let same_groups = s.heads / s.v_heads == group;
         let tiles = s.rows.div_ceil(TILE);
-        let grouped = s.streams * s.k_heads * tiles;
-        let per_head = group == 1 || !same_groups || s.mask_heads > 1 || grouped < 4;
+        let per_head = group == 1 || !same_groups || s.mask_heads > 1;
         let width = if per_head { 1 } else { group };
         let runs = s.heads / width;
         (0..s.streams).flat_map(move |stream| {
@@ -350,10 +348,11 @@ impl Scratch {
         fill(&mut self.maxes, rows * heads, f32::NEG_INFINITY);
         fill(&mut self.sums, rows * heads, 0.0);
         fill(&mut self.acc, rows * heads * dv, 0.0);
-        fill(&mut self.kt, dk * BLOCK, 0.0);
-        fill(&mut self.vb, BLOCK * dv, 0.0);
+        // The converted block is written before it is read (`convert_block`): no need to clear.
+        self.kt.resize(dk * BLOCK, 0.0);
+        self.vb.resize(BLOCK * dv, 0.0);
         self.cached.clear();
-        fill(&mut self.row_f32, dk.max(dv), 0.0);
+        self.row_f32.resize(dk.max(dv), 0.0);
     }
 }
 
