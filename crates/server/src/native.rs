@@ -80,6 +80,7 @@ impl NativeRequest {
             grammar: self.grammar.clone(),
             json_schema: self.json_schema.clone(),
             lora: self.lora.clone(),
+            ignore_eos: self.ignore_eos,
             ..WireSampling::default()
         };
         let request = CompletionRequest {
@@ -212,12 +213,13 @@ pub(crate) async fn handler(
         Some(value) => native_bias(&served.llm, value).await?,
         None => Vec::new(),
     };
-    if req.ignore_eos == Some(true) {
-        let eog = &served.llm.model_info().special.eog;
-        bias.extend(eog.iter().map(|&t| (t, f32::NEG_INFINITY)));
-    }
     if let Some(sampling) = options.sampling.as_mut() {
         sampling.logit_bias.extend(bias.iter().copied());
+    }
+    if options.ignore_eos {
+        // Banned by the library (`GenerateOptions::ignore_eos`); echoed as llama-server does.
+        let eog = &served.llm.model_info().special.eog;
+        bias.extend(eog.iter().map(|&t| (t, f32::NEG_INFINITY)));
     }
     // Token ids come with the engine's per-token reports (top 0: no alternatives).
     let streamed = settings.stream;

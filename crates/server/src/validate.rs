@@ -256,6 +256,7 @@ pub(crate) fn options(
         tool_choice: ToolChoice::Auto,
         logprobs: None,
         logprobs_after_sampling: false,
+        ignore_eos: s.ignore_eos.unwrap_or(false),
         // Streams turn it on where they report progress (only a stream can show it).
         progress: false,
         spec_max: spec_max(s)?,
@@ -686,6 +687,16 @@ mod tests {
             let err = continuation(&messages, agp, cont).unwrap_err();
             assert!(format!("{err:?}").contains(field), "{messages:?}: {err:?}");
         }
+    }
+
+    #[test]
+    fn ignore_eos_reaches_the_options_and_is_off_by_default() {
+        let defaults = SamplingDefaults::default();
+        let on: WireSampling = serde_json::from_value(json!({"ignore_eos": true})).unwrap();
+        let off: WireSampling = serde_json::from_value(json!({})).unwrap();
+        let opts = |s: &WireSampling| options(s, None, "max_tokens", &defaults).unwrap();
+        assert!(opts(&on).ignore_eos);
+        assert!(!opts(&off).ignore_eos);
     }
 
     #[test]

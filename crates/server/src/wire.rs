@@ -66,6 +66,8 @@ pub(crate) struct WireSampling {
     pub(crate) return_progress: Option<bool>,
     /// llama-server's: streamed chunks carry `timings` as the answer goes.
     pub(crate) timings_per_token: Option<bool>,
+    /// llama-server's: end-of-generation tokens are banned, so the answer runs to `max_tokens`.
+    pub(crate) ignore_eos: Option<bool>,
 }
 
 /// `stop`: one string or several.

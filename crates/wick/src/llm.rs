@@ -615,10 +615,16 @@ impl Llm {
         if templated {
             stop.extend(self.loaded.chat.stops().iter().cloned());
         }
-        let sampler = options
+        let mut sampler = options
             .sampling
             .clone()
             .unwrap_or_else(|| self.default_sampler());
+        if options.ignore_eos {
+            let eog = &self.model_info().special.eog;
+            sampler
+                .logit_bias
+                .extend(eog.iter().map(|&t| (t, f32::NEG_INFINITY)));
+        }
         let scales = match &options.lora {
             Some(listed) => crate::lora::scales(self.loaded.adapters.len(), listed)?,
             None => self.lora_scales.get(),

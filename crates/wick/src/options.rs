@@ -22,6 +22,9 @@ pub struct GenerateOptions {
     /// llama-server's `post_sampling_probs`) instead of the model's raw one. Alternatives
     /// with no chance there are left out, so fewer than asked for may come.
     pub logprobs_after_sampling: bool,
+    /// Never end at an end-of-generation token: they are banned (llama-server's
+    /// `ignore_eos`), so the answer runs to `max_tokens` or a stop string.
+    pub ignore_eos: bool,
     /// Stream items that report the prompt's progress
     /// ([`crate::CompletionResponse::progress`]): one when the request starts (what the
     /// prompt cache held), then one after each computed chunk, before the first text.

@@ -448,3 +448,35 @@ fn the_disk_prompt_cache_serves_a_new_model_instance() {
     assert_eq!(hits, 1);
     assert!(std::fs::read_dir(dir.path()).expect("cache dir").count() > 0);
 }
+
+#[test]
+fn ignore_eos_runs_an_answer_to_max_tokens() {
+    let llm = builder().build().expect("builds");
+    let request = wick::ChatRequest::new(vec![Message::new(Role::User, "Say hi.")]);
+    let answer = |ignore_eos| {
+        let options = wick::GenerateOptions {
+            max_tokens: Some(48),
+            ignore_eos,
+            ..wick::GenerateOptions::default()
+        };
+        llm.stream_chat_with(&request, &options)
+            .expect("stream")
+            .last()
+            .expect("items")
+            .expect("ok")
+    };
+    let natural = answer(false);
+    assert_eq!(
+        natural.finish_reason,
+        Some(FinishReason::Stop),
+        "{natural:?}"
+    );
+    assert!(natural.usage.expect("usage").completion_tokens < 48);
+    let forced = answer(true);
+    assert_eq!(
+        forced.finish_reason,
+        Some(FinishReason::Length),
+        "{forced:?}"
+    );
+    assert_eq!(forced.usage.expect("usage").completion_tokens, 48);
+}

@@ -284,7 +284,8 @@ impl Report {
                 let _ = writeln!(
                     out,
                     "\n(b) every client asks its own question after a shared system prompt; \
-                     medians of {} run(s).",
+                     every answer runs to max_tokens on both sides (ignore_eos), so both \
+                     generate the same tokens; medians of {} run(s).",
                     first.runs
                 );
             }

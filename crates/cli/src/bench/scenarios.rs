@@ -96,7 +96,11 @@ async fn load_level(
             let mut seen = Vec::new();
             for round in 0..rounds {
                 let question = prompts::client_question(c, first + round);
-                let body = prompts::chat(&question, max_tokens);
+                let mut body = prompts::chat(&question, max_tokens);
+                // Every answer runs to `max_tokens` on both sides (llama-server's `ignore_eos`,
+                // which both honour): the two sides' floats differ, so their greedy answers
+                // end at different lengths, and the throughput would measure the answers.
+                body["ignore_eos"] = Value::Bool(true);
                 seen.push(http.stream("/v1/chat/completions", body).await?);
             }
             anyhow::Ok(seen)
