@@ -349,6 +349,30 @@ fn a_prefix_pushed_out_of_every_sequence_comes_back_from_the_ram_tier() {
 }
 
 #[test]
+fn a_long_sequence_that_loses_only_a_short_tail_is_not_parked() {
+    let engine = Engine::start(Box::new(stub(1, 2048)), EngineConfig::default()).expect("engine");
+    let words: Vec<String> = (0..300).map(|i| format!("w{i}")).collect();
+    let long = prompt(&words.join(" "));
+    assert!(long.len() > 16 * 48, "{} tokens", long.len());
+    let ask = |tokens: &[TokenId]| GenerateRequest {
+        prompt: tokens.to_vec(),
+        max_tokens: Some(40),
+        sampler: no_eog(),
+        ..GenerateRequest::default()
+    };
+    collect(engine.submit(ask(&long)).expect("submit"));
+    // The same prompt but its last token: the sequence loses that token and the 40 generated,
+    // under 1/16 of what it holds, so it is cut without a copy of its whole state.
+    let (_, done) = collect(engine.submit(ask(&long[..long.len() - 1])).expect("submit"));
+    assert_eq!(done.usage.cached_tokens as usize, long.len() - 1);
+    let stats = engine.cache_stats();
+    assert_eq!(
+        stats.host_parked.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+}
+
+#[test]
 fn stop_strings_that_span_tokens_end_generation_and_are_never_emitted() {
     let engine = engine(1, EngineConfig::default());
     let (full, _) = alone_with("Tell me about the sea", 60, &no_eog());
