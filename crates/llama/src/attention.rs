@@ -172,6 +172,13 @@ impl Attention<'_> {
         }
     }
 
+    /// Row `row`'s mask for head `h` of stream `stream` (`None` without a mask).
+    fn mask_row(&self, row: usize, h: usize, stream: usize) -> Option<&[u16]> {
+        let s = &self.shape;
+        self.mask
+            .map(|m| m.row(row, h % s.mask_heads, stream % s.mask_streams, s.cells))
+    }
+
     fn unit(&self, unit: &Unit, scratch: &mut Scratch, out: &mut dyn FnMut(usize, &[f32])) {
         let s = &self.shape;
         let (dk, dv) = (s.dk, s.dv);
@@ -190,16 +197,7 @@ impl Attention<'_> {
         let mask_rows: Vec<Option<&[u16]>> = unit
             .rows
             .clone()
-            .map(|row| {
-                self.mask.map(|m| {
-                    m.row(
-                        row,
-                        h0 % s.mask_heads,
-                        unit.stream % s.mask_streams,
-                        s.cells,
-                    )
-                })
-            })
+            .map(|row| self.mask_row(row, h0, unit.stream))
             .collect();
         let slopes: Vec<f32> = unit.heads.clone().map(|h| self.slope(h)).collect();
         while scratch.next_blocks(&mask_rows, s.cells) {
@@ -240,23 +238,27 @@ impl Attention<'_> {
                     cached.extend_from_slice(row_cells);
                 }
                 let row = unit.rows.start + r;
-                for (j, h) in unit.heads.clone().enumerate() {
-                    let q = self.q.row(row, h, unit.stream, dk);
-                    let at = r * n_heads + j;
-                    block_update(
-                        q,
-                        &marks[r * BLOCK..(r + 1) * BLOCK],
-                        n,
-                        slopes[j],
-                        self.params,
-                        kt,
-                        vb,
-                        dv,
-                        &mut maxes[at],
-                        &mut sums[at],
-                        &mut acc[at * dv..(at + 1) * dv],
-                    );
-                }
+                let row_marks: &[f32; BLOCK] = marks[r * BLOCK..(r + 1) * BLOCK]
+                    .try_into()
+                    .expect("a block of marks");
+                let block = Block {
+                    marks: row_marks,
+                    n,
+                    params: self.params,
+                    kt,
+                    vb,
+                    dv,
+                };
+                let mut state = State {
+                    maxes: &mut maxes[r * n_heads..(r + 1) * n_heads],
+                    sums: &mut sums[r * n_heads..(r + 1) * n_heads],
+                    acc: &mut acc[r * n_heads * dv..(r + 1) * n_heads * dv],
+                };
+                block.update_heads(
+                    |i| self.q.row(row, h0 + i, unit.stream, dk),
+                    &slopes,
+                    &mut state,
+                );
             }
         }
         let Scratch {
@@ -447,119 +449,220 @@ fn convert_block<'a>(
     }
 }
 
-/// One block of one row and head: scores, the online softmax and the value accumulation.
-#[allow(clippy::too_many_arguments)]
-fn block_update(
-    q: &[f32],
-    marks: &[f32],
+/// A converted block as one row sees it: its keys' mask values, how many keys, the values.
+struct Block<'a> {
+    marks: &'a [f32; BLOCK],
     n: usize,
-    slope: f32,
     params: Params,
-    kt: &[f32],
-    vb: &[f32],
+    kt: &'a [f32],
+    vb: &'a [f32],
     dv: usize,
-    max: &mut f32,
-    sum: &mut f32,
-    acc: &mut [f32],
-) {
-    let marks: &[f32; BLOCK] = marks.try_into().expect("a block of marks");
-    let mut s = scores(q, kt);
-    // Lanes past the block's keys become −∞ (their exponential is exactly 0); the loops run
-    // over whole blocks, branch-free, so that they vectorise.
-    if params.softcap == 0.0 {
-        for x in &mut s {
-            *x *= params.scale;
-        }
-    } else {
-        let scale = params.scale / params.softcap;
-        for x in &mut s {
-            *x = params.softcap * (*x * scale).tanh();
-        }
-    }
-    for l in 0..BLOCK {
-        let x = slope.mul_add(marks[l], s[l]);
-        s[l] = if l < n { x } else { f32::NEG_INFINITY };
-    }
-    let mut lane_max = [f32::NEG_INFINITY; LANES];
-    for chunk in s.chunks_exact(LANES) {
-        for l in 0..LANES {
-            lane_max[l] = if chunk[l] > lane_max[l] {
-                chunk[l]
-            } else {
-                lane_max[l]
+}
+
+/// The running softmax state of consecutive heads of one row: maxima, sums, accumulators.
+struct State<'a> {
+    maxes: &'a mut [f32],
+    sums: &'a mut [f32],
+    acc: &'a mut [f32],
+}
+
+impl Block<'_> {
+    /// Updates every head of one row (queries by `q`), up to three at a time, which share
+    /// each load of a key or value.
+    fn update_heads<'q>(
+        &self,
+        q: impl Fn(usize) -> &'q [f32],
+        slopes: &[f32],
+        state: &mut State<'_>,
+    ) {
+        let heads = slopes.len();
+        let mut j = 0;
+        while j < heads {
+            let mut part = State {
+                maxes: &mut state.maxes[j..],
+                sums: &mut state.sums[j..],
+                acc: &mut state.acc[j * self.dv..],
+            };
+            let slopes = &slopes[j..];
+            j += match heads - j {
+                1 => self.update::<1>([q(j)], slopes, &mut part),
+                2 => self.update::<2>([q(j), q(j + 1)], slopes, &mut part),
+                _ => self.update::<3>([q(j), q(j + 1), q(j + 2)], slopes, &mut part),
             };
         }
     }
-    let block_max = lane_max
-        .iter()
-        .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
-    if block_max > *max {
-        let correction = (*max - block_max).exp();
-        for x in acc.iter_mut() {
-            *x *= correction;
+
+    /// Scores, the online softmax and the value accumulation of `N` heads of one row (their
+    /// queries `qs`, their slopes first in `slopes`); returns `N`. Each head's arithmetic is
+    /// the same whatever `N`: the heads only share the loads of the keys and values.
+    fn update<const N: usize>(
+        &self,
+        qs: [&[f32]; N],
+        slopes: &[f32],
+        state: &mut State<'_>,
+    ) -> usize {
+        let mut s = scores::<N>(qs, self.kt);
+        let mut p = [[0f32; BLOCK]; N];
+        for h in 0..N {
+            let acc = &mut state.acc[h * self.dv..(h + 1) * self.dv];
+            self.softmax(
+                &mut s[h],
+                slopes[h],
+                &mut state.maxes[h],
+                &mut state.sums[h],
+                acc,
+                &mut p[h],
+            );
         }
-        *sum *= correction;
-        *max = block_max;
-    }
-    if *max == f32::NEG_INFINITY {
-        // Every key of the block is masked by an infinite bias: it adds nothing.
-        return;
-    }
-    let mut p = [0f32; BLOCK];
-    for l in 0..BLOCK {
-        p[l] = exp_nonpositive(s[l] - *max);
-    }
-    let mut part = [0f32; LANES];
-    for chunk in p.chunks_exact(LANES) {
-        for l in 0..LANES {
-            part[l] += chunk[l];
+        let live: [bool; N] = std::array::from_fn(|h| state.maxes[h] != f32::NEG_INFINITY);
+        let acc = &mut state.acc[..N * self.dv];
+        if live.iter().all(|&x| x) {
+            if self.dv % 64 == 0 {
+                accumulate::<N, 64>(acc, &p, self.n, self.vb, self.dv);
+            } else {
+                accumulate::<N, LANES>(acc, &p, self.n, self.vb, self.dv);
+            }
+        } else {
+            // A head whose every key so far is masked by an infinite bias adds nothing.
+            for (h, acc) in acc.chunks_exact_mut(self.dv).enumerate() {
+                if live[h] {
+                    accumulate::<1, LANES>(acc, &[p[h]], self.n, self.vb, self.dv);
+                }
+            }
         }
+        N
     }
-    *sum += tree_sum(&part);
-    if dv % 64 == 0 {
-        accumulate::<64>(acc, &p[..n], vb, dv);
-    } else {
-        accumulate::<LANES>(acc, &p[..n], vb, dv);
+
+    /// One head's online softmax over the block: scales and masks its scores, rescales its
+    /// accumulator and sum to a new maximum, and leaves the block's weights in `p`.
+    fn softmax(
+        &self,
+        s: &mut [f32; BLOCK],
+        slope: f32,
+        max: &mut f32,
+        sum: &mut f32,
+        acc: &mut [f32],
+        p: &mut [f32; BLOCK],
+    ) {
+        let params = self.params;
+        // Lanes past the block's keys become −∞ (their exponential is exactly 0); the loops
+        // run over whole blocks, branch-free, so that they vectorise.
+        if params.softcap == 0.0 {
+            for x in s.iter_mut() {
+                *x *= params.scale;
+            }
+        } else {
+            let scale = params.scale / params.softcap;
+            for x in s.iter_mut() {
+                *x = params.softcap * (*x * scale).tanh();
+            }
+        }
+        for (l, (x, &mark)) in s.iter_mut().zip(self.marks).enumerate() {
+            let biased = slope.mul_add(mark, *x);
+            *x = if l < self.n {
+                biased
+            } else {
+                f32::NEG_INFINITY
+            };
+        }
+        let mut lane_max = [f32::NEG_INFINITY; LANES];
+        for chunk in s.chunks_exact(LANES) {
+            for l in 0..LANES {
+                lane_max[l] = if chunk[l] > lane_max[l] {
+                    chunk[l]
+                } else {
+                    lane_max[l]
+                };
+            }
+        }
+        let block_max = lane_max
+            .iter()
+            .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
+        if block_max > *max {
+            let correction = (*max - block_max).exp();
+            for x in acc.iter_mut() {
+                *x *= correction;
+            }
+            *sum *= correction;
+            *max = block_max;
+        }
+        if *max == f32::NEG_INFINITY {
+            return;
+        }
+        for (p, &x) in p.iter_mut().zip(s.iter()) {
+            *p = exp_nonpositive(x - *max);
+        }
+        let mut part = [0f32; LANES];
+        for chunk in p.chunks_exact(LANES) {
+            for l in 0..LANES {
+                part[l] += chunk[l];
+            }
+        }
+        *sum += tree_sum(&part);
     }
 }
 
-/// The block's dot products `q · k_j`, each summed in key-dimension order. Four 16-lane
-/// accumulators, kept apart so that they stay in registers.
+/// The block's dot products `q · k_j` for `N` queries, each summed in key-dimension order.
+/// Four 16-lane accumulators per query, kept apart so that they stay in registers; the
+/// queries share each load of a key column.
 #[inline]
-fn scores(q: &[f32], kt: &[f32]) -> [f32; BLOCK] {
-    let mut a = [[0f32; LANES]; 4];
-    for (d, &qd) in q.iter().enumerate() {
+fn scores<const N: usize>(qs: [&[f32]; N], kt: &[f32]) -> [[f32; BLOCK]; N] {
+    let mut a = [[[0f32; LANES]; 4]; N];
+    let dk = qs[0].len();
+    for d in 0..dk {
         let col: &[f32; BLOCK] = kt[d * BLOCK..(d + 1) * BLOCK]
             .try_into()
             .expect("a block column");
-        let [a0, a1, a2, a3] = &mut a;
-        for l in 0..LANES {
-            a0[l] = qd.mul_add(col[l], a0[l]);
-            a1[l] = qd.mul_add(col[LANES + l], a1[l]);
-            a2[l] = qd.mul_add(col[2 * LANES + l], a2[l]);
-            a3[l] = qd.mul_add(col[3 * LANES + l], a3[l]);
+        for h in 0..N {
+            let qd = qs[h][d];
+            let [a0, a1, a2, a3] = &mut a[h];
+            for l in 0..LANES {
+                a0[l] = qd.mul_add(col[l], a0[l]);
+                a1[l] = qd.mul_add(col[LANES + l], a1[l]);
+                a2[l] = qd.mul_add(col[2 * LANES + l], a2[l]);
+                a3[l] = qd.mul_add(col[3 * LANES + l], a3[l]);
+            }
         }
     }
-    let mut s = [0f32; BLOCK];
-    for (chunk, lanes) in s.chunks_exact_mut(LANES).zip(&a) {
-        chunk.copy_from_slice(lanes);
+    let mut s = [[0f32; BLOCK]; N];
+    for (out, lanes) in s.iter_mut().zip(&a) {
+        for (chunk, lane) in out.chunks_exact_mut(LANES).zip(lanes) {
+            chunk.copy_from_slice(lane);
+        }
     }
     s
 }
 
-/// `acc += Σ_j p[j] · vb[j]`, in key order, `W` lanes of `acc` at a time (held in registers).
-fn accumulate<const W: usize>(acc: &mut [f32], p: &[f32], vb: &[f32], dv: usize) {
+/// `acc_h += Σ_j p_h[j] · vb[j]` for `N` heads (their accumulators one after another in
+/// `acc`), in key order, `W` lanes of each at a time (held in registers); the heads share each
+/// load of a value row.
+fn accumulate<const N: usize, const W: usize>(
+    acc: &mut [f32],
+    p: &[[f32; BLOCK]; N],
+    n: usize,
+    vb: &[f32],
+    dv: usize,
+) {
     for g in (0..dv).step_by(W) {
-        let mut a: [f32; W] = acc[g..g + W].try_into().expect("a lane group");
-        for (j, &pj) in p.iter().enumerate() {
+        let mut a: [[f32; W]; N] = std::array::from_fn(|h| {
+            acc[h * dv + g..h * dv + g + W]
+                .try_into()
+                .expect("a lane group")
+        });
+        for j in 0..n {
             let v: &[f32; W] = vb[j * dv + g..j * dv + g + W]
                 .try_into()
                 .expect("a lane group");
-            for l in 0..W {
-                a[l] = pj.mul_add(v[l], a[l]);
+            for h in 0..N {
+                let pj = p[h][j];
+                for l in 0..W {
+                    a[h][l] = pj.mul_add(v[l], a[h][l]);
+                }
             }
         }
-        acc[g..g + W].copy_from_slice(&a);
+        for (h, lanes) in a.iter().enumerate() {
+            acc[h * dv + g..h * dv + g + W].copy_from_slice(lanes);
+        }
     }
 }
 
