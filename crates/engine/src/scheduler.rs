@@ -669,10 +669,16 @@ impl State {
                 .bytes
                 .as_ref()
                 .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
-            let restored = loaded
-                .bytes
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| restore(backend, seq, &bytes, loaded.len));
+            let restored = match loaded.bytes {
+                Ok(bytes) => {
+                    let restored = restore(backend, seq, &bytes, loaded.len);
+                    if let Some(disk) = &self.disk {
+                        disk.recycle(bytes);
+                    }
+                    restored
+                }
+                Err(e) => Err(e.to_string()),
+            };
             let cached = match restored {
                 Ok(()) => {
                     self.slots[index].tokens = prompt[..loaded.len].to_vec();
