@@ -160,8 +160,9 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 2 << 30, value_name = "BYTES")]
     cache_ram: u64,
 
-    /// CPU kernels. `deterministic`: ggml's batch-invariant reference kernels (flash attention
-    /// on, weights unrepacked), so a greedy answer is bit-identical whether its prompt was
+    /// CPU kernels. `deterministic`: ggml's batch-invariant reference kernels (weights
+    /// unrepacked) with wick's own batch-invariant flash attention, so a greedy answer is
+    /// bit-identical whether its prompt was
     /// cached, chunked, batched with other requests or run on any thread count. `fast`: the
     /// fastest kernels, whose floats change with the batch shape. GPU layers are never
     /// bit-deterministic (`/v1/models` says so in `meta.deterministic`).

@@ -299,10 +299,14 @@ async fn servers(
         eprintln!("wick bench: (h) speculative decoding off and on, edit task and free text");
         let mut sides = Vec::new();
         for side in SIDES {
-            let off = launch(&format!("spec-off-{}", side.label()), 2048, 1);
+            let mut off = launch(&format!("spec-off-{}", side.label()), 2048, 1);
             let mut on = launch(&format!("spec-on-{}", side.label()), 2048, 1);
             match side {
-                Side::Wick => on.wick_args = spec::flags(side),
+                Side::Wick => {
+                    // wick serve drafts by default: "off" must say so.
+                    off.wick_args = spec::off_flags();
+                    on.wick_args = spec::flags(side);
+                }
                 Side::LlamaCpp => on.llama_args = spec::flags(side),
             }
             let out = spec::speculation(&off, &on, side, plan.spec_runs, plan.spec_tokens);

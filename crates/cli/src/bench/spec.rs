@@ -121,6 +121,12 @@ pub(crate) fn flags(side: Side) -> Vec<String> {
     flags.iter().map(|f| (*f).to_owned()).collect()
 }
 
+/// The flags that turn wick's drafting off (`wick serve` drafts by prompt lookup by default;
+/// llama-server drafts only when asked).
+pub(crate) fn off_flags() -> Vec<String> {
+    vec!["--spec".to_owned(), "off".to_owned()]
+}
+
 /// (h) on one side: a fresh server without drafting, then one with it (`on`), each running
 /// every task `runs` times after a warm-up.
 pub(crate) async fn speculation(
@@ -242,6 +248,7 @@ mod tests {
     fn each_side_turns_on_its_own_prompt_lookup() {
         assert_eq!(flags(Side::Wick), ["--spec", "ngram", "--spec-max", "8"]);
         assert_eq!(flags(Side::LlamaCpp), ["--spec-type", "ngram-mod"]);
+        assert_eq!(off_flags(), ["--spec", "off"]);
     }
 
     #[test]
