@@ -10,7 +10,7 @@ use wick_types::{Grammar, SamplerOpts, TokenId};
 
 use llama_cpp_2::token::data::LlamaTokenData;
 
-use super::{best_allowed, stages, Samplers, Stages};
+use super::{argmax, best_allowed, stages, Samplers, Stages};
 use crate::eval::{eval, Outputs, Pass};
 use crate::vocab::{detokenize, from_llama, to_llama, tokenize};
 
@@ -178,6 +178,27 @@ item ::= [a-z]+"#
                 Ok(LlamaSampler::greedy().sample(ctx, idx))
             });
             assert_ne!(fast, free, "{prompt:?}: the grammar never had to act");
+        }
+    });
+}
+
+#[test]
+fn argmax_picks_what_llama_cpp_s_greedy_sampler_picks() {
+    assert_eq!(
+        argmax(&[1.0, 3.0, 3.0, -2.0]),
+        LlamaToken::new(1),
+        "ties: the lowest id"
+    );
+    assert_eq!(argmax(&[f32::NEG_INFINITY, -5.0]), LlamaToken::new(1));
+    with_model(|model, ctx| {
+        for prompt in ["The capital of France is", "Write a haiku about rain."] {
+            let ours = generate(model, ctx, prompt, 24, |ctx, idx| {
+                Ok(argmax(ctx.get_logits_ith(idx)))
+            });
+            let theirs = generate(model, ctx, prompt, 24, |ctx, idx| {
+                Ok(LlamaSampler::greedy().sample(ctx, idx))
+            });
+            assert_eq!(ours, theirs, "{prompt:?}");
         }
     });
 }
