@@ -16,7 +16,7 @@ fn run_answers_a_question_with_the_real_model() {
         // The model's own template (as the server formats it) with a plain system prompt:
         // SmolLM2's default one makes its greedy answer wander.
         .args(["--threads", "2", "-s", "You are a helpful assistant."])
-        .arg("What is the capital of France?")
+        .arg("What is the capital city of France?")
         .output()
         .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
