@@ -383,9 +383,14 @@ fn next_block(
     };
     while n < BLOCK && *cursor < n_cells {
         let c = *cursor;
-        // Take a run of open cells with no bias at once (a causal mask's past).
-        let run = (BLOCK - n).min(n_cells - c);
-        if mask[c..c + run].iter().fold(0u16, |any, &bits| any | bits) == 0 {
+        // Take a run of open cells with no bias at once (a causal mask's past), as far as it
+        // goes: each cell is looked at once.
+        let room = (BLOCK - n).min(n_cells - c);
+        let run = mask[c..c + room]
+            .iter()
+            .take_while(|&&bits| bits == 0)
+            .count();
+        if run > 0 {
             for (i, (cell, mark)) in cells[n..n + run]
                 .iter_mut()
                 .zip(&mut marks[n..n + run])
