@@ -125,10 +125,11 @@ impl Attention<'_> {
     /// its index among the `streams × rows × heads` rows of width `dv` (ggml's permuted
     /// layout) and its values.
     pub(crate) fn run(&self, ith: usize, nth: usize, out: &mut dyn FnMut(usize, &[f32])) {
+        let slopes: Vec<f32> = (0..self.shape.heads).map(|h| self.slope(h)).collect();
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
             for unit in self.units().skip(ith).step_by(nth.max(1)) {
-                self.unit(&unit, &mut scratch, out);
+                self.unit(&unit, &slopes[unit.heads.clone()], &mut scratch, out);
             }
         });
     }
@@ -179,7 +180,14 @@ impl Attention<'_> {
             .map(|m| m.row(row, h % s.mask_heads, stream % s.mask_streams, s.cells))
     }
 
-    fn unit(&self, unit: &Unit, scratch: &mut Scratch, out: &mut dyn FnMut(usize, &[f32])) {
+    /// One unit of work; `slopes` are its heads' `ALiBi` slopes.
+    fn unit(
+        &self,
+        unit: &Unit,
+        slopes: &[f32],
+        scratch: &mut Scratch,
+        out: &mut dyn FnMut(usize, &[f32]),
+    ) {
         let s = &self.shape;
         let (dk, dv) = (s.dk, s.dv);
         let n_rows = unit.rows.len();
@@ -199,7 +207,6 @@ impl Attention<'_> {
             .clone()
             .map(|row| self.mask_row(row, h0, unit.stream))
             .collect();
-        let slopes: Vec<f32> = unit.heads.clone().map(|h| self.slope(h)).collect();
         while scratch.next_blocks(&mask_rows, s.cells) {
             let Scratch {
                 cells,
@@ -256,7 +263,7 @@ impl Attention<'_> {
                 };
                 block.update_heads(
                     |i| self.q.row(row, h0 + i, unit.stream, dk),
-                    &slopes,
+                    slopes,
                     &mut state,
                 );
             }
@@ -372,24 +379,17 @@ fn next_block(
     marks: &mut [f32],
 ) -> usize {
     let mut n = 0;
-    let Some(mask) = mask else {
-        while n < BLOCK && *cursor < n_cells {
-            cells[n] = *cursor;
-            marks[n] = 0.0;
-            n += 1;
-            *cursor += 1;
-        }
-        return n;
-    };
     while n < BLOCK && *cursor < n_cells {
         let c = *cursor;
-        // Take a run of open cells with no bias at once (a causal mask's past), as far as it
-        // goes: each cell is looked at once.
+        // Take a run of open cells with no bias at once (a causal mask's past; every cell
+        // without a mask), as far as it goes: each cell is looked at once.
         let room = (BLOCK - n).min(n_cells - c);
-        let run = mask[c..c + room]
-            .iter()
-            .take_while(|&&bits| bits == 0)
-            .count();
+        let run = mask.map_or(room, |mask| {
+            mask[c..c + room]
+                .iter()
+                .take_while(|&&bits| bits == 0)
+                .count()
+        });
         if run > 0 {
             for (i, (cell, mark)) in cells[n..n + run]
                 .iter_mut()
@@ -403,6 +403,8 @@ fn next_block(
             *cursor += run;
             continue;
         }
+        // Without a mask the run above took the whole room.
+        let Some(mask) = mask else { break };
         // Skip 64 closed cells at a time (the tail of a causal mask, other sequences' cells).
         if c % 64 == 0 && c + 64 <= n_cells {
             let open = mask[c..c + 64]
