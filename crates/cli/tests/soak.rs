@@ -83,7 +83,7 @@ fn client_loop(server: &Server, n: usize, alone: &[String], stop: &AtomicBool, t
             continue;
         }
         assert_eq!(status, 200, "client {n}");
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             let mut reader = BufReader::new(r);
             let mut line = String::new();
             reader.read_line(&mut line).unwrap();

@@ -108,9 +108,9 @@ struct Unit {
 impl Attention<'_> {
     /// Whether the shape is one this kernel computes (the caller leaves others to ggml).
     pub(crate) fn supported(shape: &Shape) -> bool {
-        let divides = |a: usize, b: usize| b != 0 && a % b == 0;
-        shape.dk % LANES == 0
-            && shape.dv % LANES == 0
+        let divides = |a: usize, b: usize| b != 0 && a.is_multiple_of(b);
+        shape.dk.is_multiple_of(LANES)
+            && shape.dv.is_multiple_of(LANES)
             && shape.dk > 0
             && shape.dv > 0
             && divides(shape.heads, shape.k_heads)
@@ -128,32 +128,65 @@ impl Attention<'_> {
         let slopes: Vec<f32> = (0..self.shape.heads).map(|h| self.slope(h)).collect();
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
-            for unit in self.units().skip(ith).step_by(nth.max(1)) {
+            for unit in self.units(nth).into_iter().skip(ith).step_by(nth.max(1)) {
                 self.unit(&unit, &slopes[unit.heads.clone()], &mut scratch, out);
             }
         });
     }
 
-    /// The units of work, in a fixed order. Query heads that share their key and value heads
-    /// go together, so that a block is converted once for all of them. Either way a row's
+    /// The units of work for `nth` threads, in a fixed order. Query heads that share their
+    /// key and value heads go together, so that a block is converted once for all of them;
+    /// so do the rows of one sequence (see [`Attention::segments`]), in tiles of up to
+    /// [`TILE`]. Where that leaves fewer than two units per thread, tiles are split further
+    /// (evenly) so that the threads get even shares. However the work is cut, a row's
     /// arithmetic is the same.
-    fn units(&self) -> impl Iterator<Item = Unit> + '_ {
+    fn units(&self, nth: usize) -> Vec<Unit> {
         let s = &self.shape;
         let group = s.heads / s.k_heads;
         let same_groups = s.heads / s.v_heads == group;
-        let tiles = s.rows.div_ceil(TILE);
         let per_head = group == 1 || !same_groups || s.mask_heads > 1;
         let width = if per_head { 1 } else { group };
         let runs = s.heads / width;
-        (0..s.streams).flat_map(move |stream| {
-            (0..runs).flat_map(move |run| {
-                (0..tiles).map(move |tile| Unit {
-                    stream,
-                    heads: run * width..(run + 1) * width,
-                    rows: tile * TILE..((tile + 1) * TILE).min(s.rows),
-                })
-            })
-        })
+        let segments: Vec<(usize, Range<usize>)> = (0..s.streams)
+            .flat_map(|stream| self.segments(stream).into_iter().map(move |r| (stream, r)))
+            .collect();
+        let tiles: usize = segments.iter().map(|(_, r)| r.len().div_ceil(TILE)).sum();
+        let split = (2 * nth).div_ceil((tiles * runs).max(1)).max(1);
+        let mut units = Vec::new();
+        for (stream, rows) in &segments {
+            let pieces = (rows.len().div_ceil(TILE) * split).min(rows.len());
+            for run in 0..runs {
+                for piece in 0..pieces {
+                    let at = |i: usize| rows.start + rows.len() * i / pieces;
+                    units.push(Unit {
+                        stream: *stream,
+                        heads: run * width..(run + 1) * width,
+                        rows: at(piece)..at(piece + 1),
+                    });
+                }
+            }
+        }
+        units
+    }
+
+    /// The rows of `stream` cut where a row's first open cell (under head 0's mask) changes:
+    /// the rows of one sequence see nested keys and share their conversion, rows of
+    /// different sequences share no key, so a tile of them would only make its thread's
+    /// share larger. Without a mask every row sees every cell: one segment.
+    fn segments(&self, stream: usize) -> Vec<Range<usize>> {
+        let rows = self.shape.rows;
+        let first: Vec<usize> = (0..rows)
+            .map(|row| self.mask_row(row, 0, stream).map_or(0, first_open))
+            .collect();
+        let mut segments = Vec::new();
+        let mut start = 0;
+        for row in 1..=rows {
+            if row == rows || first[row] != first[start] {
+                segments.push(start..row);
+                start = row;
+            }
+        }
+        segments
     }
 
     /// The `ALiBi` slope of query head `h` (1 without a bias), as ggml computes it.
@@ -217,8 +250,8 @@ impl Attention<'_> {
                 acc,
                 kt,
                 vb,
+                kr,
                 cached,
-                row_f32,
                 ..
             } = &mut *scratch;
             cached.clear();
@@ -239,7 +272,7 @@ impl Attention<'_> {
                         dv,
                         kt,
                         vb,
-                        row_f32,
+                        kr,
                     );
                     cached.clear();
                     cached.extend_from_slice(row_cells);
@@ -321,8 +354,8 @@ struct Scratch {
     kt: Vec<f32>,
     vb: Vec<f32>,
     cached: Vec<usize>,
-    /// One converted row.
-    row_f32: Vec<f32>,
+    /// The block's keys in rows (`BLOCK × dk`), before they are transposed.
+    kr: Vec<f32>,
 }
 
 impl Scratch {
@@ -360,8 +393,8 @@ impl Scratch {
         // The converted block is written before it is read (`convert_block`): no need to clear.
         self.kt.resize(dk * BLOCK, 0.0);
         self.vb.resize(BLOCK * dv, 0.0);
+        self.kr.resize(BLOCK * dk, 0.0);
         self.cached.clear();
-        self.row_f32.resize(dk.max(dv), 0.0);
     }
 }
 
@@ -406,7 +439,7 @@ fn next_block(
         // Without a mask the run above took the whole room.
         let Some(mask) = mask else { break };
         // Skip 64 closed cells at a time (the tail of a causal mask, other sequences' cells).
-        if c % 64 == 0 && c + 64 <= n_cells {
+        if c.is_multiple_of(64) && c + 64 <= n_cells {
             let open = mask[c..c + 64]
                 .iter()
                 .fold(0u16, |any, &bits| any | (bits ^ F16_NEG_INF));
@@ -426,8 +459,30 @@ fn next_block(
     n
 }
 
+/// The first cell `mask` leaves open (its length when none), 64 cells at a time.
+fn first_open(mask: &[u16]) -> usize {
+    let closed = |bits: &u16| *bits == F16_NEG_INF;
+    let mut at = 0;
+    for chunk in mask.chunks(64) {
+        if chunk
+            .iter()
+            .fold(0u16, |any, &bits| any | (bits ^ F16_NEG_INF))
+            != 0
+        {
+            return at + chunk.iter().take_while(|b| closed(b)).count();
+        }
+        at += chunk.len();
+    }
+    at
+}
+
 /// Converts the keys (transposed: `kt[d * BLOCK + j]`) and values (`vb[j * dv + d]`) of
-/// `cells` to F32; the key columns past them are zeroed.
+/// `cells` to F32; the key columns past them are zeroed. `kr` holds the keys in rows on the
+/// way.
+///
+/// The keys are converted row by row like the values, then transposed in 8×8 tiles in
+/// registers ([`transpose8`]). Writing each converted element to its column one at a time
+/// cost six times the values' conversion.
 #[allow(clippy::too_many_arguments)]
 fn convert_block<'a>(
     cells: &[usize],
@@ -437,23 +492,45 @@ fn convert_block<'a>(
     dv: usize,
     kt: &mut [f32],
     vb: &mut [f32],
-    row: &mut [f32],
+    kr: &mut [f32],
 ) {
+    let n = cells.len();
+    let filled = n.next_multiple_of(8);
     for (j, &cell) in cells.iter().enumerate() {
-        let row = &mut row[..dk];
-        for (x, &bits) in row.iter_mut().zip(key(cell)) {
-            *x = f16_to_f32(bits);
-        }
-        for (d, &x) in row.iter().enumerate() {
-            kt[d * BLOCK + j] = x;
-        }
-        for (x, &bits) in vb[j * dv..(j + 1) * dv].iter_mut().zip(value(cell)) {
-            *x = f16_to_f32(bits);
+        convert(&mut kr[j * dk..(j + 1) * dk], key(cell));
+        convert(&mut vb[j * dv..(j + 1) * dv], value(cell));
+    }
+    kr[n * dk..filled * dk].fill(0.0);
+    for jb in (0..filled).step_by(8) {
+        for db in (0..dk).step_by(8) {
+            let rows: [[f32; 8]; 8] = std::array::from_fn(|i| {
+                let at = (jb + i) * dk + db;
+                kr[at..at + 8].try_into().expect("eight dimensions")
+            });
+            for (d, column) in transpose8(rows).iter().enumerate() {
+                let at = (db + d) * BLOCK + jb;
+                kt[at..at + 8].copy_from_slice(column);
+            }
         }
     }
     for d in 0..dk {
-        kt[d * BLOCK + cells.len()..(d + 1) * BLOCK].fill(0.0);
+        kt[d * BLOCK + filled..(d + 1) * BLOCK].fill(0.0);
     }
+}
+
+/// `out[i]` = `bits[i]` as F32.
+#[inline]
+fn convert(out: &mut [f32], bits: &[u16]) {
+    for (x, &b) in out.iter_mut().zip(bits) {
+        *x = f16_to_f32(b);
+    }
+}
+
+/// An 8×8 tile transposed: row `i` of the result is column `i` of `rows` (`wide`'s unpack,
+/// shuffle and lane-swap network with AVX).
+#[inline]
+fn transpose8(rows: [[f32; 8]; 8]) -> [[f32; 8]; 8] {
+    wide::f32x8::transpose(rows.map(wide::f32x8::new)).map(wide::f32x8::to_array)
 }
 
 /// A converted block as one row sees it: its keys' mask values, how many keys, the values.
@@ -524,7 +601,7 @@ impl Block<'_> {
         let live: [bool; N] = std::array::from_fn(|h| state.maxes[h] != f32::NEG_INFINITY);
         let acc = &mut state.acc[..N * self.dv];
         if live.iter().all(|&x| x) {
-            if self.dv % 64 == 0 {
+            if self.dv.is_multiple_of(64) {
                 accumulate::<N, 64>(acc, &p, self.n, self.vb, self.dv);
             } else {
                 accumulate::<N, LANES>(acc, &p, self.n, self.vb, self.dv);

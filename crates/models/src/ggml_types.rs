@@ -83,7 +83,9 @@ pub(crate) fn type_name(id: u32) -> Option<&'static str> {
 /// a whole number of blocks.
 pub(crate) fn tensor_bytes(id: u32, elements: u64) -> Option<u64> {
     let &(_, _, block, size) = TYPES.iter().find(|t| t.0 == id)?;
-    (elements % block == 0).then(|| (elements / block).checked_mul(size))?
+    elements
+        .is_multiple_of(block)
+        .then(|| (elements / block).checked_mul(size))?
 }
 
 /// The quantization name of `general.file_type` code `code`, if known.

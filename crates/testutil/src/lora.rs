@@ -56,7 +56,7 @@ pub fn lora_adapter(arch: &str, n_layer: u32, n_embd: u64, seed: u64) -> Vec<u8>
                 for _ in 0..dims[0] * dims[1] {
                     data.extend_from_slice(&next().to_le_bytes());
                 }
-                while data.len() % 32 != 0 {
+                while !data.len().is_multiple_of(32) {
                     data.push(0);
                 }
                 n_tensors += 1;
@@ -69,7 +69,7 @@ pub fn lora_adapter(arch: &str, n_layer: u32, n_embd: u64, seed: u64) -> Vec<u8>
     file.extend_from_slice(&n_kv.to_le_bytes());
     file.extend_from_slice(&kv);
     file.extend_from_slice(&infos);
-    while file.len() % 32 != 0 {
+    while !file.len().is_multiple_of(32) {
         file.push(0);
     }
     file.extend_from_slice(&data);

@@ -446,3 +446,85 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_block_converts_keys_into_columns_and_values_into_rows_for_every_length() {
+    let c = case(shape(32, 16, 1, 2, 1, 96), params(), 11, |_, _| true);
+    let a = c.attention();
+    let (dk, dv) = (32, 16);
+    let (mut kt, mut vb, mut kr) = (
+        vec![f32::NAN; dk * BLOCK],
+        vec![f32::NAN; BLOCK * dv],
+        vec![f32::NAN; BLOCK * dk],
+    );
+    for n in [1, 7, 8, 9, 63, 64] {
+        // Spread cells, as a mask with holes leaves them.
+        let cells: Vec<usize> = (0..n).map(|j| j + j / 3).collect();
+        kt.fill(f32::NAN);
+        convert_block(
+            &cells,
+            |cell| a.k.row(cell, 0, 0, dk),
+            |cell| a.v.row(cell, 0, 0, dv),
+            dk,
+            dv,
+            &mut kt,
+            &mut vb,
+            &mut kr,
+        );
+        for d in 0..dk {
+            for j in 0..BLOCK {
+                let want = cells
+                    .get(j)
+                    .map_or(0.0, |&cell| f16_to_f32(a.k.row(cell, 0, 0, dk)[d]));
+                assert_eq!(
+                    kt[d * BLOCK + j].to_bits(),
+                    want.to_bits(),
+                    "n {n}, key {j}, dim {d}"
+                );
+            }
+        }
+        for (j, &cell) in cells.iter().enumerate() {
+            for d in 0..dv {
+                assert_eq!(vb[j * dv + d], f16_to_f32(a.v.row(cell, 0, 0, dv)[d]));
+            }
+        }
+    }
+}
+
+#[test]
+fn transpose8_swaps_rows_and_columns() {
+    let rows: [[f32; 8]; 8] = std::array::from_fn(|i| std::array::from_fn(|j| (i * 8 + j) as f32));
+    let t = transpose8(rows);
+    for i in 0..8 {
+        for j in 0..8 {
+            assert_eq!(t[i][j], rows[j][i]);
+        }
+    }
+}
+
+#[test]
+fn units_keep_a_sequence_s_rows_together_and_part_other_sequences() {
+    // Rows 0-2 decode three sequences (their own cells), rows 3-9 prefill a fourth (causal).
+    let open = |r: usize, c: usize| match r {
+        0..=2 => c / 10 == r,
+        _ => (30..=30 + r - 3).contains(&c),
+    };
+    let c = case(shape(16, 16, 10, 6, 2, 40), params(), 5, open);
+    let a = c.attention();
+    assert_eq!(a.segments(0), vec![0..1, 1..2, 2..3, 3..10]);
+    let units = a.units(2);
+    // Two key-value groups of three heads, four segments each.
+    assert_eq!(units.len(), 8);
+    assert!(units.iter().all(|u| u.heads.len() == 3));
+    assert!(units.iter().any(|u| u.rows == (3..10)));
+    // One sequence's short prefill alone (one key-value group): its tile is cut evenly
+    // into two pieces per thread.
+    let c = case(shape(16, 16, 19, 3, 1, 40), params(), 5, |r, c| c <= 20 + r);
+    let units = c.attention().units(2);
+    let rows: Vec<_> = units.iter().map(|u| u.rows.clone()).collect();
+    assert_eq!(rows, vec![0..4, 4..9, 9..14, 14..19]);
+    // Without a mask every row sees every cell: one segment.
+    let mut c = case(shape(16, 16, 5, 1, 1, 40), params(), 5, |_, _| true);
+    c.mask = None;
+    assert_eq!(c.attention().segments(0), vec![0..5]);
+}
