@@ -162,8 +162,8 @@ pub(crate) struct ServeArgs {
 
     /// CPU kernels. `deterministic`: ggml's batch-invariant reference kernels (weights
     /// unrepacked) with wick's own batch-invariant flash attention, so a greedy answer is
-    /// bit-identical whether its prompt was
-    /// cached, chunked, batched with other requests or run on any thread count. `fast`: the
+    /// bit-identical whether its prompt was cached, chunked, batched with other requests or
+    /// run on any thread count. `fast`: the
     /// fastest kernels, whose floats change with the batch shape. GPU layers are never
     /// bit-deterministic (`/v1/models` says so in `meta.deterministic`).
     #[arg(long, default_value = "deterministic", value_name = "MODE", value_parser = ["deterministic", "fast"])]

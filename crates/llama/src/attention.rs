@@ -174,9 +174,19 @@ impl Attention<'_> {
     /// different sequences share no key, so a tile of them would only make its thread's
     /// share larger. Without a mask every row sees every cell: one segment.
     fn segments(&self, stream: usize) -> Vec<Range<usize>> {
-        let rows = self.shape.rows;
+        let (rows, n_cells) = (self.shape.rows, self.shape.cells);
+        // A row's first block starts at its first open cell (`n_cells` when none is open).
+        let (mut cells, mut marks) = ([0; BLOCK], [0.0; BLOCK]);
         let first: Vec<usize> = (0..rows)
-            .map(|row| self.mask_row(row, 0, stream).map_or(0, first_open))
+            .map(|row| {
+                let mask = self.mask_row(row, 0, stream);
+                let n = next_block(mask, n_cells, &mut 0, &mut cells, &mut marks);
+                if n == 0 {
+                    n_cells
+                } else {
+                    cells[0]
+                }
+            })
             .collect();
         let mut segments = Vec::new();
         let mut start = 0;
@@ -457,23 +467,6 @@ fn next_block(
         }
     }
     n
-}
-
-/// The first cell `mask` leaves open (its length when none), 64 cells at a time.
-fn first_open(mask: &[u16]) -> usize {
-    let closed = |bits: &u16| *bits == F16_NEG_INF;
-    let mut at = 0;
-    for chunk in mask.chunks(64) {
-        if chunk
-            .iter()
-            .fold(0u16, |any, &bits| any | (bits ^ F16_NEG_INF))
-            != 0
-        {
-            return at + chunk.iter().take_while(|b| closed(b)).count();
-        }
-        at += chunk.len();
-    }
-    at
 }
 
 /// Converts the keys (transposed: `kt[d * BLOCK + j]`) and values (`vb[j * dv + d]`) of

@@ -1,8 +1,8 @@
 //! The only `unsafe` in wick: raw per-sequence KV state bytes, which `llama-cpp-2` exposes only
 //! as unsafe functions (its safe `SeqState` is opaque and cannot be written to disk), and the
 //! switch to ggml's batch-invariant CPU kernels (with wick's own flash attention in them), which
-//! llama.cpp does not expose at all, and
-//! llama.cpp's RPC backend, whose functions ggml hands out only as untyped pointers.
+//! llama.cpp does not expose at all, and llama.cpp's RPC backend, whose functions ggml hands out
+//! only as untyped pointers.
 #![allow(unsafe_code)]
 
 use std::cell::Cell;
@@ -275,7 +275,8 @@ unsafe extern "C" fn attention_op(
     // inputs were checked by `attention_of` when it was converted (shape, types, contiguity)
     // and are only read. Each output row is written by exactly one thread (the kernel splits
     // the rows between `nth` threads by `ith`), inside `dst`'s data: row `i` of `dv` floats at
-    // `i * dv` floats (`nb[1]` is `4 · dv`, checked), `i` below `streams × rows × heads`, which `attention_of` checked is its size.
+    // `i * dv` floats (`nb[1]` is `4 · dv`, checked), `i` below `streams × rows × heads`,
+    // which `attention_of` checked is its size.
     unsafe {
         let node = &*dst;
         let Some(attention) = attention_of(node) else {
