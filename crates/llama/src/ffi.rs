@@ -1,8 +1,9 @@
 //! The only `unsafe` in wick: raw per-sequence KV state bytes, which `llama-cpp-2` exposes only
 //! as unsafe functions (its safe `SeqState` is opaque and cannot be written to disk), and the
 //! switch to ggml's batch-invariant CPU kernels (with wick's own flash attention in them), which
-//! llama.cpp does not expose at all, and llama.cpp's RPC backend, whose functions ggml hands out
-//! only as untyped pointers.
+//! llama.cpp does not expose at all, llama.cpp's RPC backend, whose functions ggml hands out
+//! only as untyped pointers, and two CPU instructions for wick's matrix kernel (F16C's
+//! conversion, AVX-VNNI's byte dot product) that `std::arch` offers only as unsafe functions.
 #![allow(unsafe_code)]
 
 use std::cell::Cell;
@@ -88,6 +89,33 @@ pub(crate) fn with_cpu_kernels<R>(use_ref: bool, create: impl FnOnce() -> R) -> 
 /// Whether the reference-kernel switch is (or can be) in place in this process.
 pub(crate) fn kernel_switch_available() -> bool {
     install_kernel_switch()
+}
+
+/// Eight F16 values (their bits) as F32, exactly, with one F16C instruction (the matrix
+/// kernel's weight scales, [`crate::matmul`]).
+#[cfg(all(target_arch = "x86_64", target_feature = "f16c"))]
+#[inline]
+pub(crate) fn f16x8(bits: [u16; 8]) -> [f32; 8] {
+    use std::arch::x86_64::{__m128i, __m256, _mm256_cvtph_ps};
+    // SAFETY: compiled only for targets with F16C (the `cfg` above: wick builds with
+    // `target-cpu=native`), so the instruction exists. Both transmutes are between plain
+    // integer or float data of the same size (16 and 32 bytes), every bit pattern valid.
+    unsafe {
+        let packed = std::mem::transmute::<[u16; 8], __m128i>(bits);
+        std::mem::transmute::<__m256, [f32; 8]>(_mm256_cvtph_ps(packed))
+    }
+}
+
+/// Per 32-bit lane, the sum of the lane's four products of `a`'s unsigned bytes with `b`'s
+/// signed bytes, with one AVX-VNNI instruction (`vpdpbusd`, no saturation): the same sums as
+/// `vpmaddubsw` then `vpmaddwd` where those do not saturate (the matrix kernel's nibbles).
+#[cfg(all(target_arch = "x86_64", target_feature = "avxvnni"))]
+#[inline]
+pub(crate) fn dot_u8_i8(a: safe_arch::m256i, b: safe_arch::m256i) -> safe_arch::m256i {
+    use std::arch::x86_64::{_mm256_dpbusd_avx_epi32, _mm256_setzero_si256};
+    // SAFETY: compiled only for targets with AVX-VNNI (the `cfg` above: wick builds with
+    // `target-cpu=native`), so the instruction exists; it reads and writes registers only.
+    safe_arch::m256i(unsafe { _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), a.0, b.0) })
 }
 
 /// ggml's version and commit, as its build recorded them.
@@ -244,6 +272,19 @@ unsafe extern "C" fn graph_compute_hook(
     unsafe {
         for i in 0..sys::ggml_graph_n_nodes(cgraph) {
             let node = &mut *sys::ggml_graph_node(cgraph, i);
+            if node.op == sys::GGML_OP_MUL_MAT && matmul_of(node).is_some() {
+                let custom = CustomOpParams {
+                    fun: Some(matmul_op),
+                    n_tasks: -1, // GGML_N_TASKS_MAX: every thread
+                    userdata: std::ptr::null_mut(),
+                };
+                std::ptr::write_unaligned(
+                    node.op_params.as_mut_ptr().cast::<CustomOpParams>(),
+                    custom,
+                );
+                node.op = sys::GGML_OP_CUSTOM;
+                continue;
+            }
             if node.op != sys::GGML_OP_FLASH_ATTN_EXT || attention_of(node).is_none() {
                 continue;
             }
@@ -291,6 +332,112 @@ unsafe extern "C" fn attention_op(
         attention.run(ith, nth, &mut |row, values| {
             std::ptr::copy_nonoverlapping(values.as_ptr(), base.add(row * width), values.len());
         });
+    }
+}
+
+/// ggml's per-thread call of a converted Q4_1 matrix product.
+unsafe extern "C" fn matmul_op(
+    dst: *mut sys::ggml_tensor,
+    ith: std::ffi::c_int,
+    nth: std::ffi::c_int,
+    _userdata: *mut std::ffi::c_void,
+) {
+    // SAFETY: ggml passes the converted node, whose sources and data are live for the op; its
+    // inputs were checked by `matmul_of` when it was converted (types, shapes, strides, no
+    // overlap with the output) and are only read. Each output element is written by exactly
+    // one thread (the kernel splits the weight rows between `nth` threads by `ith`), inside
+    // `dst`'s data: input row `i` below `ne[1]`, weight rows `first..first + len` below
+    // `ne[0]`, at `i · nb[1] + 4 · first` bytes (`nb[0]` is 4 and `nb[1]` a multiple of 4,
+    // checked).
+    unsafe {
+        let node = &*dst;
+        let Some(matmul) = matmul_of(node) else {
+            return;
+        };
+        let base = node.data.cast::<f32>();
+        let stride = node.nb[1] / 4;
+        let (ith, nth) = (usize::try_from(ith), usize::try_from(nth));
+        let (Ok(ith), Ok(nth)) = (ith, nth) else {
+            return;
+        };
+        matmul.run(ith, nth, &mut |i, first, values| {
+            std::ptr::copy_nonoverlapping(
+                values.as_ptr(),
+                base.add(i * stride + first),
+                values.len(),
+            );
+        });
+    }
+}
+
+/// The product a `GGML_OP_MUL_MAT` node (or one converted from it) computes, as views, when
+/// wick's kernel ([`crate::matmul`]) computes it: Q4_1 weights (a 2-D matrix, blocks
+/// contiguous in each row) times F32 inputs (2-D, each row contiguous) into an F32 output
+/// (2-D, each row contiguous) that does not overlap the inputs.
+///
+/// # Safety
+///
+/// `node` is a live `GGML_OP_MUL_MAT` node (or one `graph_compute_hook` converted) whose
+/// sources' data is allocated.
+unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<crate::matmul::MatMul<'_>> {
+    use crate::matmul::{Inputs, MatMul, Weights, Q4_1_BYTES, QK};
+    // SAFETY: the caller's contract: sources 0 and 1 are set.
+    let (w, x) = unsafe { (node.src[0].as_ref()?, node.src[1].as_ref()?) };
+    let dim = |t: &sys::ggml_tensor, i: usize| usize::try_from(t.ne[i]).ok();
+    let (k, rows, batch) = (dim(w, 0)?, dim(w, 1)?, dim(x, 1)?);
+    let flat = |t: &sys::ggml_tensor| t.ne[2] == 1 && t.ne[3] == 1;
+    let fits = w.type_ == sys::GGML_TYPE_Q4_1
+        && x.type_ == sys::GGML_TYPE_F32
+        && node.type_ == sys::GGML_TYPE_F32
+        && k > 0
+        && rows > 0
+        && batch > 0
+        && k.is_multiple_of(QK)
+        && flat(w)
+        && flat(x)
+        && flat(node)
+        && dim(x, 0)? == k
+        && dim(node, 0)? == rows
+        && dim(node, 1)? == batch
+        && w.nb[0] == Q4_1_BYTES
+        && w.nb[1] >= k / QK * Q4_1_BYTES
+        && x.nb[0] == 4
+        && x.nb[1].is_multiple_of(4)
+        && x.nb[1] >= 4 * k
+        && node.nb[0] == 4
+        && node.nb[1].is_multiple_of(4)
+        && node.nb[1] >= 4 * rows
+        && !w.data.is_null()
+        && !x.data.is_null()
+        && !node.data.is_null();
+    if !fits {
+        return None;
+    }
+    let w_len = (rows - 1) * w.nb[1] + k / QK * Q4_1_BYTES;
+    let x_len = (batch - 1) * (x.nb[1] / 4) + k;
+    let out_bytes = (batch - 1) * node.nb[1] + 4 * rows;
+    let (x_start, out_start) = (x.data as usize, node.data as usize);
+    if x_start < out_start + out_bytes && out_start < x_start + 4 * x_len {
+        return None;
+    }
+    // SAFETY: each slice spans its tensor's elements as ggml addresses them (the last row's
+    // last element ends the slice), inside the tensor's allocated data, with the element type
+    // checked above; they are only read while the op runs, and the output (written by the op)
+    // does not overlap the inputs (checked above).
+    unsafe {
+        Some(MatMul {
+            k,
+            w: Weights {
+                data: std::slice::from_raw_parts(w.data.cast::<u8>(), w_len),
+                stride: w.nb[1],
+                rows,
+            },
+            x: Inputs {
+                data: std::slice::from_raw_parts(x.data.cast::<f32>(), x_len),
+                stride: x.nb[1] / 4,
+                rows: batch,
+            },
+        })
     }
 }
 

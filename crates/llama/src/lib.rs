@@ -25,6 +25,7 @@ mod ffi;
 mod gguf;
 mod handle;
 mod load;
+mod matmul;
 mod rpc;
 mod sampler;
 mod vocab;

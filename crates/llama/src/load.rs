@@ -172,12 +172,24 @@ pub(crate) fn model_info(
     } else {
         "gpu"
     };
+    // wick's own kernels change the floats of the deterministic mode when they change, so
+    // their revision is part of the build (and so of the snapshot fingerprint below): a
+    // snapshot computed by other kernels is never restored.
+    let kernels = if info.deterministic {
+        format!(" wick-kernels/{KERNELS_REVISION}")
+    } else {
+        String::new()
+    };
     info.build = format!(
-        "llama.cpp ggml {} {device} {mode}",
+        "llama.cpp ggml {} {device} {mode}{kernels}",
         crate::ffi::ggml_version()
     );
     info
 }
+
+/// The revision of wick's deterministic CPU kernels ([`crate::attention`], [`crate::matmul`]):
+/// raised whenever a change to them changes a single float.
+const KERNELS_REVISION: u32 = 2;
 
 /// Names the model and the KV layout, so a snapshot from another model or layout is refused.
 pub(crate) fn fingerprint(config: &BackendConfig, info: &ModelInfo) -> String {

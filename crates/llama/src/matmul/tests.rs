@@ -1,0 +1,270 @@
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_precision_loss,
+    clippy::float_cmp,
+    clippy::many_single_char_names
+)]
+
+use super::*;
+use proptest::prelude::*;
+
+/// A small deterministic generator (xorshift), so cases need no extra crate.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A float in [−2, 2).
+    fn float(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
+    }
+
+    /// An F16 (its bits) of magnitude between 2^-8 and 2^-1, either sign.
+    fn half(&mut self) -> [u8; 2] {
+        let r = self.next();
+        let sign = ((r & 1) as u16) << 15;
+        let exponent = 7 + (r >> 1) as u16 % 8;
+        let mantissa = (r >> 8) as u16 & 0x3FF;
+        (sign | exponent << 10 | mantissa).to_le_bytes()
+    }
+}
+
+/// Owned weights (`n` rows of `k`, rows `pad` bytes apart beyond their blocks) and inputs
+/// (`m` rows of `k`, `gap` floats apart beyond their values).
+struct Case {
+    k: usize,
+    n: usize,
+    m: usize,
+    w: Vec<u8>,
+    w_stride: usize,
+    x: Vec<f32>,
+    x_stride: usize,
+}
+
+impl Case {
+    fn new(seed: u64, k: usize, n: usize, m: usize, pad: usize, gap: usize) -> Self {
+        let mut rng = Rng(seed | 1);
+        let w_stride = k / QK * Q4_1_BYTES + pad;
+        let mut w = vec![0u8; n * w_stride];
+        for row in w.chunks_mut(w_stride) {
+            for block in row[..k / QK * Q4_1_BYTES].chunks_mut(Q4_1_BYTES) {
+                block[..2].copy_from_slice(&rng.half());
+                block[2..4].copy_from_slice(&rng.half());
+                for byte in &mut block[4..] {
+                    *byte = rng.next() as u8;
+                }
+            }
+        }
+        let x_stride = k + gap;
+        let x = (0..m * x_stride).map(|_| rng.float()).collect();
+        Self {
+            k,
+            n,
+            m,
+            w,
+            w_stride,
+            x,
+            x_stride,
+        }
+    }
+
+    fn matmul(&self) -> MatMul<'_> {
+        MatMul {
+            k: self.k,
+            w: Weights {
+                data: &self.w,
+                stride: self.w_stride,
+                rows: self.n,
+            },
+            x: Inputs {
+                data: &self.x,
+                stride: self.x_stride,
+                rows: self.m,
+            },
+        }
+    }
+
+    /// Every output, `[input row][weight row]`, computed by `nth` threads.
+    fn run(&self, nth: usize) -> Vec<Vec<f32>> {
+        let mut out = vec![vec![f32::NAN; self.n]; self.m];
+        let matmul = self.matmul();
+        for ith in 0..nth {
+            matmul.run(ith, nth, &mut |i, first, values| {
+                out[i][first..first + values.len()].copy_from_slice(values);
+            });
+        }
+        out
+    }
+
+    /// Every output by the scalar definition, each pair on its own.
+    fn definition(&self) -> Vec<Vec<f32>> {
+        let mut x = Quantized::default();
+        x.of(self.matmul().x, self.k);
+        (0..self.m)
+            .map(|i| {
+                let r = x.row(i);
+                (0..self.n)
+                    .map(|n| {
+                        let w = &self.w[n * self.w_stride..];
+                        dot(w, &x.q[r.clone()], &x.d[r.clone()], &x.s[r.clone()])
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Weight row `n`'s values.
+    fn weights(&self, n: usize) -> Vec<f64> {
+        let row = &self.w[n * self.w_stride..];
+        (0..self.k)
+            .map(|j| {
+                let (d, m, nibbles) = block(&row[j / QK * Q4_1_BYTES..]);
+                let i = j % QK;
+                let q = if i < 16 {
+                    nibbles[i] & 0x0F
+                } else {
+                    nibbles[i - 16] >> 4
+                };
+                f64::from(d) * f64::from(q) + f64::from(m)
+            })
+            .collect()
+    }
+}
+
+fn bits(rows: &[Vec<f32>]) -> Vec<Vec<u32>> {
+    rows.iter()
+        .map(|r| r.iter().map(|v| v.to_bits()).collect())
+        .collect()
+}
+
+#[test]
+fn the_kernel_matches_the_scalar_definition_bit_for_bit() {
+    // Tiles of every height (1 to 4 inputs), short last weight tiles, several panels, padded
+    // rows.
+    for (seed, k, n, m) in [
+        (1, 32, 1, 1),
+        (2, 64, 5, 2),
+        (3, 576, 67, 7),
+        (4, 1536, 130, 9),
+    ] {
+        let case = Case::new(seed, k, n, m, 4, 3);
+        assert_eq!(
+            bits(&case.run(1)),
+            bits(&case.definition()),
+            "k {k}, n {n}, m {m}"
+        );
+    }
+}
+
+#[test]
+fn an_output_does_not_change_with_the_batch_or_the_threads() {
+    let case = Case::new(7, 576, 200, 11, 0, 0);
+    let all = bits(&case.run(1));
+    for nth in [2, 3, 8, 64, 300] {
+        assert_eq!(bits(&case.run(nth)), all, "{nth} threads");
+    }
+    // Each input row alone, and any window of rows, gives the same bits as in the batch.
+    for first in 0..case.m {
+        for len in 1..=case.m - first {
+            let window = Case {
+                m: len,
+                x: case.x[first * case.x_stride..(first + len) * case.x_stride].to_vec(),
+                w: case.w.clone(),
+                ..case
+            };
+            assert_eq!(
+                bits(&window.run(2)),
+                all[first..first + len],
+                "rows {first}+{len}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_product_is_close_to_the_exact_one() {
+    let case = Case::new(11, 1536, 24, 5, 0, 0);
+    let out = case.run(2);
+    for n in 0..case.n {
+        let w = case.weights(n);
+        for (i, got) in out.iter().map(|row| row[n]).enumerate() {
+            let x = &case.x[i * case.x_stride..][..case.k];
+            let exact: f64 = w.iter().zip(x).map(|(a, &b)| a * f64::from(b)).sum();
+            let scale: f64 = w
+                .iter()
+                .zip(x)
+                .map(|(a, &b)| (a * f64::from(b)).abs())
+                .sum();
+            // 8-bit inputs: each value within half a step of 1/127 of its block's largest.
+            assert!(
+                (f64::from(got) - exact).abs() <= 0.01 * scale,
+                "row {i}, weight {n}: {got} vs {exact} (scale {scale})"
+            );
+        }
+    }
+}
+
+#[test]
+fn zero_inputs_give_the_weights_nothing_but_zero() {
+    let mut case = Case::new(5, 64, 9, 3, 0, 0);
+    case.x.fill(0.0);
+    assert!(case.run(2).iter().flatten().all(|v| *v == 0.0));
+}
+
+#[test]
+fn shares_cover_the_rows_once_in_whole_tiles() {
+    for n in [1, 4, 5, 63, 64, 576, 1537] {
+        for nth in 1..=9 {
+            let shares: Vec<_> = (0..nth).map(|ith| share(n, ith, nth)).collect();
+            assert_eq!(shares[0].start, 0);
+            assert_eq!(shares[nth - 1].end, n);
+            for pair in shares.windows(2) {
+                assert_eq!(pair[0].end, pair[1].start);
+                assert!(pair[0].end == n || pair[0].end.is_multiple_of(TILE_W));
+            }
+        }
+    }
+}
+
+#[test]
+fn quantizing_rounds_to_the_nearest_step() {
+    let mut values = [0.0f32; QK];
+    values[0] = 127.0;
+    values[1] = -63.5; // a tie: to even
+    values[2] = 0.4;
+    let mut q = [0i8; QK];
+    let (d, s) = quantize_block(&values, &mut q);
+    assert_eq!((d, q[0], q[1], q[2]), (1.0, 127, -64, 0));
+    assert_eq!(s, 63.0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn any_batch_split_gives_each_row_the_bits_it_has_alone(
+        seed in 1u64..u64::MAX,
+        blocks in 1usize..6,
+        n in 1usize..40,
+        m in 1usize..10,
+        nth in 1usize..5,
+    ) {
+        let case = Case::new(seed, blocks * QK, n, m, 0, 0);
+        let all = bits(&case.run(nth));
+        prop_assert_eq!(&all, &bits(&case.definition()));
+        for (i, row) in all.iter().enumerate() {
+            let alone = Case {
+                m: 1,
+                x: case.x[i * case.x_stride..(i + 1) * case.x_stride].to_vec(),
+                w: case.w.clone(),
+                ..case
+            };
+            prop_assert_eq!(&bits(&alone.run(1))[0], row);
+        }
+    }
+}
