@@ -94,7 +94,8 @@ pub(crate) fn kernel_switch_available() -> bool {
 /// Eight F16 values (their bits) as F32, exactly, with one F16C instruction (the matrix
 /// kernel's weight scales, [`crate::matmul`]).
 #[cfg(all(target_arch = "x86_64", target_feature = "f16c"))]
-#[inline]
+#[allow(clippy::inline_always)] // one instruction, in the matrix kernel's inner loop
+#[inline(always)]
 pub(crate) fn f16x8(bits: [u16; 8]) -> [f32; 8] {
     use std::arch::x86_64::{__m128i, __m256, _mm256_cvtph_ps};
     // SAFETY: compiled only for targets with F16C (the `cfg` above: wick builds with
@@ -106,16 +107,22 @@ pub(crate) fn f16x8(bits: [u16; 8]) -> [f32; 8] {
     }
 }
 
-/// Per 32-bit lane, the sum of the lane's four products of `a`'s unsigned bytes with `b`'s
-/// signed bytes, with one AVX-VNNI instruction (`vpdpbusd`, no saturation): the same sums as
-/// `vpmaddubsw` then `vpmaddwd` where those do not saturate (the matrix kernel's nibbles).
+/// `acc` plus, per 32-bit lane, the sum of the lane's four products of `a`'s unsigned bytes
+/// with `b`'s signed bytes, with one AVX-VNNI instruction (`vpdpbusd`, no saturation): the
+/// same sums as `vpmaddubsw`, `vpmaddwd` and an add where those do not saturate (the matrix
+/// kernel's nibbles).
 #[cfg(all(target_arch = "x86_64", target_feature = "avxvnni"))]
-#[inline]
-pub(crate) fn dot_u8_i8(a: safe_arch::m256i, b: safe_arch::m256i) -> safe_arch::m256i {
-    use std::arch::x86_64::{_mm256_dpbusd_avx_epi32, _mm256_setzero_si256};
+#[allow(clippy::inline_always)] // one instruction, in the matrix kernel's inner loop
+#[inline(always)]
+pub(crate) fn dot_u8_i8(
+    acc: safe_arch::m256i,
+    a: safe_arch::m256i,
+    b: safe_arch::m256i,
+) -> safe_arch::m256i {
+    use std::arch::x86_64::_mm256_dpbusd_avx_epi32;
     // SAFETY: compiled only for targets with AVX-VNNI (the `cfg` above: wick builds with
     // `target-cpu=native`), so the instruction exists; it reads and writes registers only.
-    safe_arch::m256i(unsafe { _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), a.0, b.0) })
+    safe_arch::m256i(unsafe { _mm256_dpbusd_avx_epi32(acc.0, a.0, b.0) })
 }
 
 /// ggml's version and commit, as its build recorded them.
@@ -194,10 +201,10 @@ type GraphCompute =
 static ORIGINAL_COMPUTE: OnceLock<GraphCompute> = OnceLock::new();
 
 /// Points a reference-kernel CPU backend's `graph_compute` at [`graph_compute_hook`], which
-/// hands its flash attention to wick's batch-invariant kernel ([`crate::attention`]), after
-/// checking the backend's layout against ggml's public accessors. When the layout does not
-/// match, nothing is written and ggml's reference attention (also batch-invariant, slower)
-/// runs.
+/// hands its flash attention and its Q4_1 matrix products to wick's batch-invariant kernels
+/// ([`crate::attention`], [`crate::matmul`]), after checking the backend's layout against
+/// ggml's public accessors. When the layout does not match, nothing is written and ggml's
+/// reference kernels (also batch-invariant, slower) run.
 ///
 /// # Safety
 ///
@@ -257,9 +264,9 @@ struct CustomOpParams {
 const SAVED_PARAMS: usize = 8;
 const _: () = assert!(std::mem::size_of::<CustomOpParams>() <= SAVED_PARAMS * 4);
 
-/// The CPU backend's `graph_compute`, with every flash attention the kernel supports turned
-/// into a custom op that runs it ([`attention_op`]) first. A node is converted once: a graph
-/// llama.cpp reuses keeps it converted.
+/// The CPU backend's `graph_compute`, with every flash attention and matrix product wick's
+/// kernels support turned into custom ops that run them ([`attention_op`], [`matmul_op`])
+/// first. A node is converted once: a graph llama.cpp reuses keeps it converted.
 unsafe extern "C" fn graph_compute_hook(
     backend: sys::ggml_backend_t,
     cgraph: *mut sys::ggml_cgraph,
@@ -267,8 +274,8 @@ unsafe extern "C" fn graph_compute_hook(
     // SAFETY: ggml calls this in place of the CPU backend's `graph_compute`, with a live graph
     // that only this call computes; its nodes are live tensors, rewritten before any thread
     // computes them. A converted node keeps its sources and shape; its `op_params` (16 `i32`s)
-    // take the custom op's parameters at the start and keep the attention's three floats at
-    // `SAVED_PARAMS`.
+    // take the custom op's parameters at the start and keep an attention's three floats at
+    // `SAVED_PARAMS` (a matrix product has no parameters).
     unsafe {
         for i in 0..sys::ggml_graph_n_nodes(cgraph) {
             let node = &mut *sys::ggml_graph_node(cgraph, i);

@@ -5,22 +5,28 @@
 //! input row) pair on its own: each pair unpacks the weight block's nibbles and converts its
 //! scales again. On a small model this product is most of a step (about 55 % of a decode step
 //! with 8 streams on a 2-core CPU), so this kernel computes tiles of 4 weight rows × up to 4
-//! input rows, unpacking each weight block once per tile, and keeps the property:
+//! input rows, unpacking each weight block once per tile, two blocks per 256-bit register, and
+//! keeps the property:
 //!
 //! - **A pair's arithmetic depends on that pair alone.** Each input row is quantized on its
 //!   own (32 values to 8 bits with one F32 scale, as ggml's `Q8_1` does with F16 scales), and
 //!   each pair's dot product runs the same operations in the same order whatever tile, thread
-//!   or batch it is computed in: per block, eight 32-bit integer lane sums of four products,
-//!   each lane accumulated with one fused multiply-add by the product of the two scales; then
-//!   the lanes summed in a fixed tree, plus the weight minimums' chain (`m · s` per block, in
-//!   block order).
+//!   or batch it is computed in ([`dot`] defines them): eight F32 lanes, blocks `b` and
+//!   `b + 1` side by side in lanes 0–3 and 4–7; per block, each of its lanes adds an exact
+//!   integer sum of eight products times the two scales' product, with one fused
+//!   multiply-add; then the lanes summed in a fixed tree, plus the weight minimums' chain
+//!   (`m · s` per block, in block order).
 //! - **The vector path and the scalar one agree bit for bit**: integer sums are exact, their
 //!   conversion to F32 is exact (they stay below 2^24), and the scalar path uses the same
-//!   fused multiply-adds. The unit tests hold the kernel to the scalar definition ([`dot`]).
+//!   fused multiply-adds. The unit tests hold the kernel to the scalar definition.
 //!
 //! Every thread quantizes all input rows itself (a custom op has no shared step before its
 //! threads start; quantizing costs one pass over the inputs against one per weight row for
 //! the product) and computes an even share of the weight rows.
+
+// The product's conventional names: weights `w`, inputs `x`, `k` values, quantized `q`,
+// scales `d`, sums `s`.
+#![allow(clippy::many_single_char_names)]
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -63,36 +69,59 @@ pub(crate) struct MatMul<'a> {
     pub(crate) x: Inputs<'a>,
 }
 
-/// Input rows quantized to 8 bits per value, block by block: `rows × blocks` of each.
+/// Input rows quantized to 8 bits per value, in pairs of blocks laid out for the kernel:
+/// `rows × pairs` of `lo`, `hi` and `d`, `rows × blocks` of `s`.
 #[derive(Default)]
 pub(crate) struct Quantized {
-    q: Vec<[i8; QK]>,
-    /// Each block's scale: value `j` is about `d · q_j`.
-    d: Vec<f32>,
+    /// Per pair of blocks `(b, b + 1)`: values 0–15 of block `b`, then those of `b + 1`.
+    lo: Vec<[i8; QK]>,
+    /// Per pair: values 16–31 of block `b`, then those of `b + 1`.
+    hi: Vec<[i8; QK]>,
+    /// Per pair: block `b`'s scale four times, then block `b + 1`'s (value `j` is about
+    /// `d · q_j`). A row with an odd number of blocks ends with a pair whose second block is
+    /// zeros, with scale 0.
+    d: Vec<[f32; 8]>,
     /// Each block's `d · Σ q_j`, for the weights' minimums.
     s: Vec<f32>,
     blocks: usize,
+    pairs: usize,
 }
 
 impl Quantized {
     /// Quantizes `x`'s rows of `k` values.
     pub(crate) fn of(&mut self, x: Inputs<'_>, k: usize) {
         let blocks = k / QK;
-        let n = x.rows * blocks;
-        self.blocks = blocks;
-        self.q.resize(n, [0; QK]);
-        self.d.resize(n, 0.0);
-        self.s.resize(n, 0.0);
+        let pairs = blocks.div_ceil(2);
+        (self.blocks, self.pairs) = (blocks, pairs);
+        self.lo.resize(x.rows * pairs, [0; QK]);
+        self.hi.resize(x.rows * pairs, [0; QK]);
+        self.d.resize(x.rows * pairs, [0.0; 8]);
+        self.s.resize(x.rows * blocks, 0.0);
+        let mut q = [0i8; QK];
         for i in 0..x.rows {
             let row = &x.data[i * x.stride..][..k];
             for (b, values) in row.chunks_exact(QK).enumerate() {
-                let at = i * blocks + b;
-                (self.d[at], self.s[at]) = quantize_block(values, &mut self.q[at]);
+                let (d, s) = quantize_block(values, &mut q);
+                self.s[i * blocks + b] = s;
+                let (pair, half) = (i * pairs + b / 2, 16 * (b % 2));
+                self.lo[pair][half..half + 16].copy_from_slice(&q[..16]);
+                self.hi[pair][half..half + 16].copy_from_slice(&q[16..]);
+                self.d[pair][half / 4..half / 4 + 4].fill(d);
+            }
+            if blocks % 2 == 1 {
+                let last = i * pairs + pairs - 1;
+                self.lo[last][16..].fill(0);
+                self.hi[last][16..].fill(0);
+                self.d[last][4..].fill(0.0);
             }
         }
     }
 
-    fn row(&self, i: usize) -> Range<usize> {
+    fn pairs_of(&self, i: usize) -> Range<usize> {
+        i * self.pairs..(i + 1) * self.pairs
+    }
+
+    fn blocks_of(&self, i: usize) -> Range<usize> {
         i * self.blocks..(i + 1) * self.blocks
     }
 }
@@ -100,31 +129,33 @@ impl Quantized {
 /// 32 values to 8 bits with one scale (round to nearest, ties to even); returns the scale
 /// and the scale times the sum of the quantized values.
 fn quantize_block(values: &[f32], q: &mut [i8; QK]) -> (f32, f32) {
-    let amax = values.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    use wide::f32x8;
+    let v: [f32x8; 4] =
+        std::array::from_fn(|i| f32x8::new(values[8 * i..8 * i + 8].try_into().expect("a block")));
+    // The largest magnitude (`max` is exact and passes NaN over, like `f32::max`).
+    let lanes = (v[0].abs().max(v[1].abs())).max(v[2].abs().max(v[3].abs()));
+    let amax = lanes.to_array().into_iter().fold(0.0f32, f32::max);
     let d = amax / 127.0;
-    let inverse = if d == 0.0 { 0.0 } else { 1.0 / d };
+    let inverse = f32x8::splat(if d == 0.0 { 0.0 } else { 1.0 / d });
+    // `round_int` rounds to nearest, ties to even, saturates and takes NaN to 0, as
+    // `round_ties_even() as i32` does; the values are in range by construction
+    // (|v · inverse| ≤ 127).
+    let rounded = v.map(|v| (v * inverse).round_int());
     let mut sum = 0i32;
-    for (q, &v) in q.iter_mut().zip(values) {
-        // In range by construction (|v · inverse| ≤ 127); `as` saturates NaN to 0.
-        #[allow(clippy::cast_possible_truncation)]
-        let quantized = (v * inverse).round_ties_even() as i8;
-        *q = quantized;
-        sum += i32::from(quantized);
+    for (i, r) in rounded.iter().enumerate() {
+        for (q, r) in q[8 * i..8 * i + 8].iter_mut().zip(r.to_array()) {
+            #[allow(clippy::cast_possible_truncation)]
+            let r8 = r as i8;
+            *q = r8;
+            sum += r;
+        }
     }
     #[allow(clippy::cast_precision_loss)] // |sum| ≤ 32 · 127
     (d, d * sum as f32)
 }
 
 /// One weight block's scale, minimum and nibbles.
-#[cfg(any(
-    test,
-    not(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma"
-    ))
-))]
-#[inline]
+#[cfg(test)]
 fn block(w: &[u8]) -> (f32, f32, &[u8; 16]) {
     let d = crate::attention::f16_to_f32(u16::from_le_bytes([w[0], w[1]]));
     let m = crate::attention::f16_to_f32(u16::from_le_bytes([w[2], w[3]]));
@@ -132,27 +163,33 @@ fn block(w: &[u8]) -> (f32, f32, &[u8; 16]) {
 }
 
 /// The definition of one pair's product, in scalar code: weight row `w` (its Q4_1 blocks)
-/// with quantized input blocks `q`, scales `d` and sums `s`. The kernel matches it bit for bit.
+/// with input row `i` of `x`. The kernel matches it bit for bit.
+///
+/// Block `b` feeds lanes `4 · (b mod 2)` to `4 · (b mod 2) + 3`: lane `l` of its four gets
+/// the exact integer sum of the products of values `4l..4l + 4` and `16 + 4l..16 + 4l + 4`,
+/// times the two scales' product, with one fused multiply-add. The minimums' chain takes
+/// `m · s` per block, in block order.
 #[cfg(test)]
-#[allow(clippy::many_single_char_names)] // the definition's names
-pub(crate) fn dot(w: &[u8], q: &[[i8; QK]], d: &[f32], s: &[f32]) -> f32 {
+#[allow(clippy::needless_range_loop)] // `j` indexes three arrays at two offsets
+pub(crate) fn dot(w: &[u8], x: &Quantized, i: usize) -> f32 {
     let mut lanes = [0.0f32; 8];
     let mut minimums = 0.0f32;
-    for (b, x) in q.iter().enumerate() {
+    for b in 0..x.blocks {
         let (wd, wm, nibbles) = block(&w[b * Q4_1_BYTES..]);
-        let scale = wd * d[b];
-        for (l, lane) in lanes.iter_mut().enumerate() {
+        let pair = x.pairs_of(i).start + b / 2;
+        let half = 16 * (b % 2);
+        let scale = wd * x.d[pair][half / 4];
+        for l in 0..4 {
             let mut sum = 0i32;
             for j in 4 * l..4 * l + 4 {
-                let byte = nibbles[j % 16];
-                let v = if j < 16 { byte & 0x0F } else { byte >> 4 };
-                sum += i32::from(v) * i32::from(x[j]);
+                sum += i32::from(nibbles[j] & 0x0F) * i32::from(x.lo[pair][half + j]);
+                sum += i32::from(nibbles[j] >> 4) * i32::from(x.hi[pair][half + j]);
             }
-            #[allow(clippy::cast_precision_loss)] // |sum| ≤ 4 · 15 · 128
+            #[allow(clippy::cast_precision_loss)] // |sum| ≤ 8 · 15 · 128
             let sum = sum as f32;
-            *lane = scale.mul_add(sum, *lane);
+            lanes[half / 4 + l] = scale.mul_add(sum, lanes[half / 4 + l]);
         }
-        minimums = wm.mul_add(s[b], minimums);
+        minimums = wm.mul_add(x.s[x.blocks_of(i).start + b], minimums);
     }
     lane_sum(lanes) + minimums
 }
@@ -241,24 +278,31 @@ impl MatMul<'_> {
 
 /// The products of weight rows `w` with input rows `first..first + C`: `[input][weight]`.
 fn tile_of<const C: usize>(w: [&[u8]; TILE_W], x: &Quantized, first: usize) -> [[f32; TILE_W]; C] {
-    let starts: [usize; C] = std::array::from_fn(|c| x.row(first + c).start);
-    let (lanes, minimums) = accumulate::<C>(w, x, &starts);
+    let (lanes, minimums) = accumulate::<C>(w, x, first);
     let mut out = [[0.0f32; TILE_W]; C];
     for c in 0..C {
         for r in 0..TILE_W {
-            out[c][r] = lane_sum(lanes[c][r]) + minimums[c][r];
+            out[c][r] = lane_sum(lanes[c][r].into()) + minimums[c][r];
         }
     }
     out
 }
 
-/// The scales and minimums of block `b` of the four weight rows `w`, as F32.
-#[inline]
-fn headers(w: &[&[u8]; TILE_W], b: usize) -> ([f32; TILE_W], [f32; TILE_W]) {
-    let bits: [u16; 8] = std::array::from_fn(|i| {
-        let (r, at) = (i % TILE_W, b * Q4_1_BYTES + 2 * (i / TILE_W));
-        u16::from_le_bytes([w[r][at], w[r][at + 1]])
-    });
+/// Block `b`'s scales and minimums of the weight rows `w`, as F32 (zeros past the row).
+// Measured: left to the compiler, it is not inlined into the tile loop and takes a fifth of
+// the product's time.
+#[allow(clippy::inline_always)]
+#[inline(always)]
+fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> ([f32; TILE_W], [f32; TILE_W]) {
+    if b >= blocks {
+        return ([0.0; TILE_W], [0.0; TILE_W]);
+    }
+    let at = b * Q4_1_BYTES;
+    let words: [u32; TILE_W] =
+        std::array::from_fn(|r| u32::from_le_bytes(w[r][at..at + 4].try_into().expect("4 bytes")));
+    // The low half of a block's first word is its scale, the high half its minimum.
+    #[allow(clippy::cast_possible_truncation)]
+    let bits: [u16; 8] = std::array::from_fn(|i| (words[i % TILE_W] >> (16 * (i / TILE_W))) as u16);
     let values = f16x8(bits);
     (
         std::array::from_fn(|r| values[r]),
@@ -267,7 +311,8 @@ fn headers(w: &[&[u8]; TILE_W], b: usize) -> ([f32; TILE_W], [f32; TILE_W]) {
 }
 
 /// Eight F16 values (bits) as F32, exactly.
-#[inline]
+#[allow(clippy::inline_always)] // as `headers`, whose part it is
+#[inline(always)]
 fn f16x8(bits: [u16; 8]) -> [f32; 8] {
     #[cfg(all(target_arch = "x86_64", target_feature = "f16c"))]
     return crate::ffi::f16x8(bits);
@@ -275,8 +320,19 @@ fn f16x8(bits: [u16; 8]) -> [f32; 8] {
     return bits.map(crate::attention::f16_to_f32);
 }
 
+/// Block `b`'s 16 bytes of nibbles in row `w` (zeros past the row).
+#[allow(clippy::inline_always)] // as `headers`
+#[inline(always)]
+fn nibbles(w: &[u8], b: usize, blocks: usize) -> [u8; 16] {
+    if b >= blocks {
+        return [0; 16];
+    }
+    let at = b * Q4_1_BYTES + 4;
+    w[at..at + 16].try_into().expect("16 bytes")
+}
+
 /// Each pair's eight lane accumulators and its minimums' chain after every block, with
-/// AVX2: one 256-bit register per pair, each weight block's nibbles unpacked once for the
+/// AVX2: one 256-bit register per pair, each pair of weight blocks unpacked once for the
 /// `C` input rows.
 #[cfg(all(
     target_arch = "x86_64",
@@ -286,89 +342,127 @@ fn f16x8(bits: [u16; 8]) -> [f32; 8] {
 fn accumulate<const C: usize>(
     w: [&[u8]; TILE_W],
     x: &Quantized,
-    starts: &[usize; C],
-) -> ([[[f32; 8]; TILE_W]; C], [[f32; TILE_W]; C]) {
+    first: usize,
+) -> ([[safe_arch::m256; TILE_W]; C], [[f32; TILE_W]; C]) {
     use safe_arch::{
         bitand_m256i, convert_to_m256_from_i32_m256i, fused_mul_add_m256, load_unaligned_m128i,
-        load_unaligned_m256i, m256, set_m128i_m256i, set_splat_i8_m256i, set_splat_m256,
-        shr_imm_u16_m128i, zeroed_m256,
+        load_unaligned_m256i, m256, mul_m256, set_m128i_m256i, set_splat_i8_m256i,
+        shr_imm_u16_m256i, zeroed_m256,
     };
     let low = set_splat_i8_m256i(0x0F);
     let mut acc: [[m256; TILE_W]; C] = [[zeroed_m256(); TILE_W]; C];
     let mut minimums = [[0.0f32; TILE_W]; C];
-    for b in 0..x.blocks {
-        let (wd, wm) = headers(&w, b);
-        let nibbles: [_; TILE_W] = std::array::from_fn(|r| {
-            let at = b * Q4_1_BYTES + 4;
-            let packed: &[u8; 16] = w[r][at..at + 16].try_into().expect("16 bytes");
-            let packed = load_unaligned_m128i(packed);
-            bitand_m256i(set_m128i_m256i(shr_imm_u16_m128i::<4>(packed), packed), low)
+    let pairs: [usize; C] = std::array::from_fn(|c| x.pairs_of(first + c).start);
+    let blocks: [usize; C] = std::array::from_fn(|c| x.blocks_of(first + c).start);
+    for p in 0..x.pairs {
+        let (b, n) = (2 * p, x.blocks);
+        let (d0, m0) = headers(&w, b, n);
+        let (d1, m1) = headers(&w, b + 1, n);
+        let scales: [m256; TILE_W] = std::array::from_fn(|r| {
+            m256::from([d0[r], d0[r], d0[r], d0[r], d1[r], d1[r], d1[r], d1[r]])
         });
+        let (lo, hi): ([_; TILE_W], [_; TILE_W]) = {
+            let both: [_; TILE_W] = std::array::from_fn(|r| {
+                let first = load_unaligned_m128i(&nibbles(w[r], b, n));
+                let second = load_unaligned_m128i(&nibbles(w[r], b + 1, n));
+                set_m128i_m256i(second, first)
+            });
+            (
+                both.map(|v| bitand_m256i(v, low)),
+                both.map(|v| bitand_m256i(shr_imm_u16_m256i::<4>(v), low)),
+            )
+        };
         for c in 0..C {
-            let at = starts[c] + b;
-            let q = load_unaligned_m256i(&x.q[at]);
-            let (xd, xs) = (x.d[at], x.s[at]);
+            let at = pairs[c] + p;
+            let (xl, xh) = (
+                load_unaligned_m256i(&x.lo[at]),
+                load_unaligned_m256i(&x.hi[at]),
+            );
+            let xd = m256::from(x.d[at]);
             for r in 0..TILE_W {
-                let sums = convert_to_m256_from_i32_m256i(dot_u8_i8(nibbles[r], q));
-                acc[c][r] = fused_mul_add_m256(set_splat_m256(wd[r] * xd), sums, acc[c][r]);
-                minimums[c][r] = wm[r].mul_add(xs, minimums[c][r]);
+                let sums = dot_u8_i8(dot_u8_i8(safe_arch::zeroed_m256i(), lo[r], xl), hi[r], xh);
+                let sums = convert_to_m256_from_i32_m256i(sums);
+                acc[c][r] = fused_mul_add_m256(mul_m256(scales[r], xd), sums, acc[c][r]);
+            }
+            let s = &x.s[blocks[c] + b..];
+            for r in 0..TILE_W {
+                minimums[c][r] = m0[r].mul_add(s[0], minimums[c][r]);
+            }
+            if b + 1 < n {
+                for r in 0..TILE_W {
+                    minimums[c][r] = m1[r].mul_add(s[1], minimums[c][r]);
+                }
             }
         }
     }
-    (acc.map(|row| row.map(m256::to_array)), minimums)
+    (acc, minimums)
 }
 
-/// Per 32-bit lane, the sum of its four products of `a`'s unsigned bytes with `b`'s signed
-/// ones (exact: at most 4 · 15 · 128 in size with nibbles).
+/// `acc` plus, per 32-bit lane, the sum of its four products of `a`'s unsigned bytes with
+/// `b`'s signed ones (exact: nibbles times bytes stay far from saturating).
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
 #[inline]
-fn dot_u8_i8(a: safe_arch::m256i, b: safe_arch::m256i) -> safe_arch::m256i {
+fn dot_u8_i8(acc: safe_arch::m256i, a: safe_arch::m256i, b: safe_arch::m256i) -> safe_arch::m256i {
     #[cfg(target_feature = "avxvnni")]
-    return crate::ffi::dot_u8_i8(a, b);
+    return crate::ffi::dot_u8_i8(acc, a, b);
     #[cfg(not(target_feature = "avxvnni"))]
-    return safe_arch::mul_i16_horizontal_add_m256i(
-        safe_arch::mul_u8i8_add_horizontal_saturating_m256i(a, b),
-        safe_arch::set_splat_i16_m256i(1),
+    return safe_arch::add_i32_m256i(
+        acc,
+        safe_arch::mul_i16_horizontal_add_m256i(
+            safe_arch::mul_u8i8_add_horizontal_saturating_m256i(a, b),
+            safe_arch::set_splat_i16_m256i(1),
+        ),
     );
 }
 
-/// Each pair's eight lane accumulators and its minimums' chain after every block, in scalar
-/// code (the same operations as [`dot`]).
 #[cfg(not(all(
     target_arch = "x86_64",
     target_feature = "avx2",
     target_feature = "fma"
 )))]
-fn accumulate<const C: usize>(
+use accumulate_scalar as accumulate;
+
+/// Each pair's eight lane accumulators and its minimums' chain after every block, in scalar
+/// code (the same operations as [`dot`]): the kernel without AVX2, and the vector one's
+/// reference in the tests.
+#[cfg(any(
+    test,
+    not(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma"
+    ))
+))]
+#[allow(clippy::needless_range_loop)] // as in `dot`
+fn accumulate_scalar<const C: usize>(
     w: [&[u8]; TILE_W],
     x: &Quantized,
-    starts: &[usize; C],
+    first: usize,
 ) -> ([[[f32; 8]; TILE_W]; C], [[f32; TILE_W]; C]) {
     let mut acc = [[[0.0f32; 8]; TILE_W]; C];
     let mut minimums = [[0.0f32; TILE_W]; C];
-    for b in 0..x.blocks {
-        let (wd, wm) = headers(&w, b);
+    let n = x.blocks;
+    for b in 0..n {
+        let (wd, wm) = headers(&w, b, n);
+        let (pair, half) = (b / 2, 16 * (b % 2));
         for r in 0..TILE_W {
-            let (_, _, nibbles) = block(&w[r][b * Q4_1_BYTES..]);
-            let values: [u8; QK] = std::array::from_fn(|j| {
-                if j < 16 {
-                    nibbles[j] & 0x0F
-                } else {
-                    nibbles[j - 16] >> 4
-                }
-            });
+            let packed = nibbles(w[r], b, n);
             for c in 0..C {
-                let at = starts[c] + b;
-                let (q, scale) = (&x.q[at], wd[r] * x.d[at]);
-                for (l, lane) in acc[c][r].iter_mut().enumerate() {
-                    let sum: i32 = (4 * l..4 * l + 4)
-                        .map(|j| i32::from(values[j]) * i32::from(q[j]))
-                        .sum();
-                    #[allow(clippy::cast_precision_loss)] // |sum| ≤ 4 · 15 · 128
+                let at = x.pairs_of(first + c).start + pair;
+                let scale = wd[r] * x.d[at][half / 4];
+                for l in 0..4 {
+                    let mut sum = 0i32;
+                    for j in 4 * l..4 * l + 4 {
+                        sum += i32::from(packed[j] & 0x0F) * i32::from(x.lo[at][half + j]);
+                        sum += i32::from(packed[j] >> 4) * i32::from(x.hi[at][half + j]);
+                    }
+                    #[allow(clippy::cast_precision_loss)] // |sum| ≤ 8 · 15 · 128
                     let sum = sum as f32;
+                    let lane = &mut acc[c][r][half / 4 + l];
                     *lane = scale.mul_add(sum, *lane);
                 }
-                minimums[c][r] = wm[r].mul_add(x.s[at], minimums[c][r]);
+                let s = x.s[x.blocks_of(first + c).start + b];
+                minimums[c][r] = wm[r].mul_add(s, minimums[c][r]);
             }
         }
     }

@@ -107,12 +107,8 @@ impl Case {
         x.of(self.matmul().x, self.k);
         (0..self.m)
             .map(|i| {
-                let r = x.row(i);
                 (0..self.n)
-                    .map(|n| {
-                        let w = &self.w[n * self.w_stride..];
-                        dot(w, &x.q[r.clone()], &x.d[r.clone()], &x.s[r.clone()])
-                    })
+                    .map(|n| dot(&self.w[n * self.w_stride..], &x, i))
                     .collect()
             })
             .collect()
@@ -158,6 +154,36 @@ fn the_kernel_matches_the_scalar_definition_bit_for_bit() {
             bits(&case.definition()),
             "k {k}, n {n}, m {m}"
         );
+    }
+}
+
+#[test]
+fn the_vector_tile_matches_the_scalar_one_bit_for_bit() {
+    fn check<const C: usize>(case: &Case) {
+        let mut x = Quantized::default();
+        x.of(case.matmul().x, case.k);
+        let w: [&[u8]; TILE_W] = std::array::from_fn(|r| &case.w[r * case.w_stride..]);
+        let (lanes, minimums) = accumulate::<C>(w, &x, 1);
+        let (want_lanes, want_minimums) = accumulate_scalar::<C>(w, &x, 1);
+        let bits = |l: [f32; 8]| l.map(f32::to_bits);
+        for c in 0..C {
+            for r in 0..TILE_W {
+                assert_eq!(
+                    bits(lanes[c][r].into()),
+                    bits(want_lanes[c][r]),
+                    "{C}: {c}, {r}"
+                );
+                assert_eq!(minimums[c][r].to_bits(), want_minimums[c][r].to_bits());
+            }
+        }
+    }
+    // An odd number of blocks: the last pair's second block is empty.
+    for k in [32, 96, 576] {
+        let case = Case::new(k as u64, k, TILE_W, 5, 0, 0);
+        check::<1>(&case);
+        check::<2>(&case);
+        check::<3>(&case);
+        check::<4>(&case);
     }
 }
 
