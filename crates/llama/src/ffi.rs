@@ -2,8 +2,9 @@
 //! as unsafe functions (its safe `SeqState` is opaque and cannot be written to disk), and the
 //! switch to ggml's batch-invariant CPU kernels (with wick's own flash attention in them), which
 //! llama.cpp does not expose at all, llama.cpp's RPC backend, whose functions ggml hands out
-//! only as untyped pointers, and two CPU instructions for wick's matrix kernel (F16C's
-//! conversion, AVX-VNNI's byte dot product) that `std::arch` offers only as unsafe functions.
+//! only as untyped pointers, and three CPU instructions for wick's matrix kernel (F16C's
+//! conversion, AVX-VNNI's byte dot product, a prefetch hint) that `std::arch` offers only as
+//! unsafe functions.
 #![allow(unsafe_code)]
 
 use std::cell::Cell;
@@ -123,6 +124,16 @@ pub(crate) fn dot_u8_i8(
     // SAFETY: compiled only for targets with AVX-VNNI (the `cfg` above: wick builds with
     // `target-cpu=native`), so the instruction exists; it reads and writes registers only.
     safe_arch::m256i(unsafe { _mm256_dpbusd_avx_epi32(acc.0, a.0, b.0) })
+}
+
+/// Asks the CPU to bring the cache line at `at` into its caches (a hint: it never faults,
+/// whatever the address, and changes nothing a program can observe but timing).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) fn prefetch(at: *const u8) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    // SAFETY: `prefetch` instructions never fault, on any address, and write nothing.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(at.cast::<i8>()) }
 }
 
 /// ggml's version and commit, as its build recorded them.

@@ -41,6 +41,12 @@ pub(crate) const Q4_1_BYTES: usize = 20;
 const TILE_W: usize = 4;
 /// Input rows per tile, at most.
 const TILE_X: usize = 4;
+/// How far ahead of the weight block in use (bytes) the kernel asks for weights. Reading
+/// each weight once per step from memory, a decode step is bound by how fast the weights
+/// arrive; the hardware's own prefetching alone kept one thread at about 8.5 GB/s here.
+/// Measured on one thread, 576-value rows from a 35 MB matrix: 512 → 11.3 GB/s, 2048 →
+/// 16.4, 4096 → 19, 6144 → 21, 8192 → 20.
+const PREFETCH: usize = 6144;
 /// Weight rows whose results a thread gathers before handing them out, per input row.
 const PANEL: usize = 64;
 
@@ -356,6 +362,9 @@ fn accumulate<const C: usize>(
     let blocks: [usize; C] = std::array::from_fn(|c| x.blocks_of(first + c).start);
     for p in 0..x.pairs {
         let (b, n) = (2 * p, x.blocks);
+        for row in &w {
+            crate::ffi::prefetch(row.as_ptr().wrapping_add(b * Q4_1_BYTES + PREFETCH));
+        }
         let (d0, m0) = headers(&w, b, n);
         let (d1, m1) = headers(&w, b + 1, n);
         let scales: [m256; TILE_W] = std::array::from_fn(|r| {
