@@ -389,7 +389,8 @@ unsafe extern "C" fn matmul_op(
 }
 
 /// The product a `GGML_OP_MUL_MAT` node (or one converted from it) computes, as views, when
-/// wick's kernel ([`crate::matmul`]) computes it: Q4_1 weights (a 2-D matrix, blocks
+/// wick's kernel ([`crate::matmul`]) computes it (only where its vector path is compiled in:
+/// elsewhere ggml's reference product, which has its own SIMD, is faster): Q4_1 weights (a 2-D matrix, blocks
 /// contiguous in each row) times F32 inputs (2-D, each row contiguous) into an F32 output
 /// (2-D, each row contiguous) that does not overlap the inputs.
 ///
@@ -404,7 +405,8 @@ unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<crate::matmul::MatMul<'_>
     let dim = |t: &sys::ggml_tensor, i: usize| usize::try_from(t.ne[i]).ok();
     let (k, rows, batch) = (dim(w, 0)?, dim(w, 1)?, dim(x, 1)?);
     let flat = |t: &sys::ggml_tensor| t.ne[2] == 1 && t.ne[3] == 1;
-    let fits = w.type_ == sys::GGML_TYPE_Q4_1
+    let fits = crate::matmul::VECTORISED
+        && w.type_ == sys::GGML_TYPE_Q4_1
         && x.type_ == sys::GGML_TYPE_F32
         && node.type_ == sys::GGML_TYPE_F32
         && k > 0

@@ -31,6 +31,15 @@
 use std::cell::RefCell;
 use std::ops::Range;
 
+/// Whether the kernel's vector path is compiled in (x86-64 with AVX2 and FMA). Without it the
+/// scalar path is the reference of the tests only: ggml's reference product, which is
+/// batch-invariant too and has SIMD of its own (NEON, …), runs instead.
+pub(crate) const VECTORISED: bool = cfg!(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma"
+));
+
 /// Values per quantization block (ggml's `QK4_1` and `QK8_1`).
 pub(crate) const QK: usize = 32;
 /// Bytes of one ggml `block_q4_1`: F16 scale `d`, F16 minimum `m`, 16 bytes of nibbles
