@@ -109,10 +109,15 @@ pub(crate) fn f16x8(bits: [u16; 8]) -> [f32; 8] {
 }
 
 /// `acc` plus, per 32-bit lane, the sum of the lane's four products of `a`'s unsigned bytes
-/// with `b`'s signed bytes, with one AVX-VNNI instruction (`vpdpbusd`, no saturation): the
-/// same sums as `vpmaddubsw`, `vpmaddwd` and an add where those do not saturate (the matrix
-/// kernel's nibbles).
-#[cfg(all(target_arch = "x86_64", target_feature = "avxvnni"))]
+/// with `b`'s signed bytes, with one VNNI instruction (`vpdpbusd`, no saturation): AVX-VNNI's,
+/// or AVX-512 VNNI's on 256-bit registers.
+#[cfg(all(
+    target_arch = "x86_64",
+    any(
+        target_feature = "avxvnni",
+        all(target_feature = "avx512vnni", target_feature = "avx512vl")
+    )
+))]
 #[allow(clippy::inline_always)] // one instruction, in the matrix kernel's inner loop
 #[inline(always)]
 pub(crate) fn dot_u8_i8(
@@ -120,10 +125,14 @@ pub(crate) fn dot_u8_i8(
     a: safe_arch::m256i,
     b: safe_arch::m256i,
 ) -> safe_arch::m256i {
-    use std::arch::x86_64::_mm256_dpbusd_avx_epi32;
-    // SAFETY: compiled only for targets with AVX-VNNI (the `cfg` above: wick builds with
-    // `target-cpu=native`), so the instruction exists; it reads and writes registers only.
-    safe_arch::m256i(unsafe { _mm256_dpbusd_avx_epi32(acc.0, a.0, b.0) })
+    // SAFETY: compiled only for targets with the instruction (the `cfg`s: wick builds with
+    // `target-cpu=native`); it reads and writes registers only.
+    #[cfg(target_feature = "avxvnni")]
+    let sums = unsafe { std::arch::x86_64::_mm256_dpbusd_avx_epi32(acc.0, a.0, b.0) };
+    // SAFETY: as above, for AVX-512 VNNI with VL.
+    #[cfg(not(target_feature = "avxvnni"))]
+    let sums = unsafe { std::arch::x86_64::_mm256_dpbusd_epi32(acc.0, a.0, b.0) };
+    safe_arch::m256i(sums)
 }
 
 /// Asks the CPU to bring the cache line at `at` into its caches (a hint: it never faults,
@@ -212,7 +221,7 @@ type GraphCompute =
 static ORIGINAL_COMPUTE: OnceLock<GraphCompute> = OnceLock::new();
 
 /// Points a reference-kernel CPU backend's `graph_compute` at [`graph_compute_hook`], which
-/// hands its flash attention and its Q4_1 matrix products to wick's batch-invariant kernels
+/// hands its flash attention and its Q4_1 and Q8_0 matrix products to wick's batch-invariant kernels
 /// ([`crate::attention`], [`crate::matmul`]), after checking the backend's layout against
 /// ggml's public accessors. When the layout does not match, nothing is written and ggml's
 /// reference kernels (also batch-invariant, slower) run.
@@ -353,7 +362,7 @@ unsafe extern "C" fn attention_op(
     }
 }
 
-/// ggml's per-thread call of a converted Q4_1 matrix product.
+/// ggml's per-thread call of a converted matrix product.
 unsafe extern "C" fn matmul_op(
     dst: *mut sys::ggml_tensor,
     ith: std::ffi::c_int,
@@ -399,14 +408,19 @@ unsafe extern "C" fn matmul_op(
 /// `node` is a live `GGML_OP_MUL_MAT` node (or one `graph_compute_hook` converted) whose
 /// sources' data is allocated.
 unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<crate::matmul::MatMul<'_>> {
-    use crate::matmul::{Inputs, MatMul, Weights, Q4_1_BYTES, QK};
+    use crate::matmul::{Format, Inputs, MatMul, Weights, QK};
     // SAFETY: the caller's contract: sources 0 and 1 are set.
     let (w, x) = unsafe { (node.src[0].as_ref()?, node.src[1].as_ref()?) };
     let dim = |t: &sys::ggml_tensor, i: usize| usize::try_from(t.ne[i]).ok();
     let (k, rows, batch) = (dim(w, 0)?, dim(w, 1)?, dim(x, 1)?);
     let flat = |t: &sys::ggml_tensor| t.ne[2] == 1 && t.ne[3] == 1;
-    let fits = crate::matmul::VECTORISED
-        && w.type_ == sys::GGML_TYPE_Q4_1
+    let format = match w.type_ {
+        sys::GGML_TYPE_Q4_1 => Format::Q4_1,
+        sys::GGML_TYPE_Q8_0 => Format::Q8_0,
+        _ => return None,
+    };
+    let block = format.block_bytes();
+    let fits = crate::matmul::supports(format)
         && x.type_ == sys::GGML_TYPE_F32
         && node.type_ == sys::GGML_TYPE_F32
         && k > 0
@@ -419,8 +433,8 @@ unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<crate::matmul::MatMul<'_>
         && dim(x, 0)? == k
         && dim(node, 0)? == rows
         && dim(node, 1)? == batch
-        && w.nb[0] == Q4_1_BYTES
-        && w.nb[1] >= k / QK * Q4_1_BYTES
+        && w.nb[0] == block
+        && w.nb[1] >= k / QK * block
         && x.nb[0] == 4
         && x.nb[1].is_multiple_of(4)
         && x.nb[1] >= 4 * k
@@ -433,7 +447,7 @@ unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<crate::matmul::MatMul<'_>
     if !fits {
         return None;
     }
-    let w_len = (rows - 1) * w.nb[1] + k / QK * Q4_1_BYTES;
+    let w_len = (rows - 1) * w.nb[1] + k / QK * block;
     let x_len = (batch - 1) * (x.nb[1] / 4) + k;
     let out_bytes = (batch - 1) * node.nb[1] + 4 * rows;
     let (x_start, out_start) = (x.data as usize, node.data as usize);
@@ -448,6 +462,7 @@ unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<crate::matmul::MatMul<'_>
         Some(MatMul {
             k,
             w: Weights {
+                format,
                 data: std::slice::from_raw_parts(w.data.cast::<u8>(), w_len),
                 stride: w.nb[1],
                 rows,

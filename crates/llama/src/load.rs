@@ -189,7 +189,7 @@ pub(crate) fn model_info(
 
 /// The revision of wick's deterministic CPU kernels ([`crate::attention`], [`crate::matmul`]):
 /// raised whenever a change to them changes a single float.
-const KERNELS_REVISION: u32 = 2;
+const KERNELS_REVISION: u32 = 3;
 
 /// Names the model and the KV layout, so a snapshot from another model or layout is refused.
 pub(crate) fn fingerprint(config: &BackendConfig, info: &ModelInfo) -> String {

@@ -1,4 +1,4 @@
-//! wick's batch-invariant product of Q4_1 weights with F32 inputs, run in place of ggml's
+//! wick's batch-invariant product of Q4_1 and Q8_0 weights with F32 inputs, run in place of ggml's
 //! matrix product (on its reference kernels) in the deterministic kernel mode.
 //!
 //! ggml's reference matrix product is batch-invariant, but it computes every (weight row,
@@ -40,12 +40,43 @@ pub(crate) const VECTORISED: bool = cfg!(all(
     target_feature = "fma"
 ));
 
+/// Whether the vector path computes `format` exactly on this build: Q4_1 with AVX2; `Q8_0`'s
+/// bytes need a VNNI instruction (AVX-VNNI, or AVX-512 VNNI with VL), since AVX2's 16-bit pair
+/// sums would saturate on them.
+pub(crate) fn supports(format: Format) -> bool {
+    VECTORISED
+        && (format == Format::Q4_1
+            || cfg!(any(
+                target_feature = "avxvnni",
+                all(target_feature = "avx512vnni", target_feature = "avx512vl")
+            )))
+}
+
 /// Values per quantization block (ggml's `QK4_1` and `QK8_1`).
 pub(crate) const QK: usize = 32;
 /// Bytes of one ggml `block_q4_1`: F16 scale `d`, F16 minimum `m`, 16 bytes of nibbles
 /// (value `j` is `d · q_j + m`; `q_j` is the low nibble of byte `j` for `j < 16`, the high
 /// nibble of byte `j − 16` after).
 pub(crate) const Q4_1_BYTES: usize = 20;
+/// Bytes of one ggml `block_q8_0`: F16 scale `d`, 32 signed bytes (value `j` is `d · q_j`).
+pub(crate) const Q8_0_BYTES: usize = 34;
+
+/// The weight types the kernel reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Format {
+    Q4_1,
+    Q8_0,
+}
+
+impl Format {
+    /// Bytes per block of [`QK`] values.
+    pub(crate) fn block_bytes(self) -> usize {
+        match self {
+            Format::Q4_1 => Q4_1_BYTES,
+            Format::Q8_0 => Q8_0_BYTES,
+        }
+    }
+}
 /// Weight rows per tile.
 const TILE_W: usize = 4;
 /// Input rows per tile, at most.
@@ -59,9 +90,11 @@ const PREFETCH: usize = 6144;
 /// Weight rows whose results a thread gathers before handing them out, per input row.
 const PANEL: usize = 64;
 
-/// A Q4_1 weight matrix: `rows` rows of `k` values, row `r` at byte `r · stride`.
+/// A weight matrix: `rows` rows of `k` values in `format`'s blocks, row `r` at byte
+/// `r · stride`.
 #[derive(Clone, Copy)]
 pub(crate) struct Weights<'a> {
+    pub(crate) format: Format,
     pub(crate) data: &'a [u8],
     pub(crate) stride: usize,
     pub(crate) rows: usize,
@@ -169,16 +202,234 @@ fn quantize_block(values: &[f32], q: &mut [i8; QK]) -> (f32, f32) {
     (d, d * sum as f32)
 }
 
-/// One weight block's scale, minimum and nibbles.
-#[cfg(test)]
-fn block(w: &[u8]) -> (f32, f32, &[u8; 16]) {
-    let d = crate::attention::f16_to_f32(u16::from_le_bytes([w[0], w[1]]));
-    let m = crate::attention::f16_to_f32(u16::from_le_bytes([w[2], w[3]]));
-    (d, m, w[4..Q4_1_BYTES].try_into().expect("16 bytes"))
+/// How the kernel reads one weight type. Every type is read as unsigned bytes `u_j` with a
+/// scale `d` and a minimum `m` per block: value `j` is `d · u_j + m`. Q4_1's `u_j` are its
+/// nibbles and `m` its minimum; `Q8_0`'s `u_j` are its signed bytes plus 128 (their top bit
+/// flipped) and `m` is `−128 · d` (exact).
+trait Layout {
+    const BYTES: usize;
+
+    /// One block's scale and minimum (scalar code).
+    #[cfg(any(
+        test,
+        not(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "fma"
+        ))
+    ))]
+    fn header(block: &[u8]) -> (f32, f32);
+
+    /// One block's values `u_j`, in value order (scalar code).
+    #[cfg(any(
+        test,
+        not(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "fma"
+        ))
+    ))]
+    fn values(block: &[u8]) -> [u8; QK];
+
+    /// The scales and minimums of blocks `b` and `b + 1` of the rows `w` (zeros past the
+    /// row): `(d_b, m_b, d_b+1, m_b+1)`, each per row.
+    fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4];
+
+    /// Blocks `b` and `b + 1` of `row` (zeros past the row) in the inputs' paired layout:
+    /// values 0–15 of `b` then of `b + 1`, and values 16–31 of `b` then of `b + 1`.
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma"
+    ))]
+    fn pair(row: &[u8], b: usize, blocks: usize) -> (safe_arch::m256i, safe_arch::m256i);
 }
 
-/// The definition of one pair's product, in scalar code: weight row `w` (its Q4_1 blocks)
-/// with input row `i` of `x`. The kernel matches it bit for bit.
+/// ggml's `Q4_1`.
+struct Q41;
+/// ggml's `Q8_0`.
+struct Q80;
+
+/// The F16 at byte `at` of `w`.
+#[inline]
+fn half_at(w: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([w[at], w[at + 1]])
+}
+
+impl Layout for Q41 {
+    const BYTES: usize = Q4_1_BYTES;
+
+    #[cfg(any(
+        test,
+        not(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "fma"
+        ))
+    ))]
+    fn header(block: &[u8]) -> (f32, f32) {
+        let [d, m, ..] = f16x8([half_at(block, 0), half_at(block, 2), 0, 0, 0, 0, 0, 0]);
+        (d, m)
+    }
+
+    #[cfg(any(
+        test,
+        not(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "fma"
+        ))
+    ))]
+    fn values(block: &[u8]) -> [u8; QK] {
+        std::array::from_fn(|j| {
+            if j < 16 {
+                block[4 + j] & 0x0F
+            } else {
+                block[4 + j - 16] >> 4
+            }
+        })
+    }
+
+    // Measured: left to the compiler, it is not inlined into the tile loop and takes a fifth
+    // of the product's time.
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
+        let one = |b: usize| {
+            if b >= blocks {
+                return [0.0; 8];
+            }
+            let at = b * Q4_1_BYTES;
+            let words: [u32; TILE_W] = std::array::from_fn(|r| {
+                u32::from_le_bytes(w[r][at..at + 4].try_into().expect("4 bytes"))
+            });
+            // The low half of a block's first word is its scale, the high half its minimum.
+            #[allow(clippy::cast_possible_truncation)]
+            let bits: [u16; 8] =
+                std::array::from_fn(|i| (words[i % TILE_W] >> (16 * (i / TILE_W))) as u16);
+            f16x8(bits)
+        };
+        let (first, second) = (one(b), one(b + 1));
+        [
+            std::array::from_fn(|r| first[r]),
+            std::array::from_fn(|r| first[TILE_W + r]),
+            std::array::from_fn(|r| second[r]),
+            std::array::from_fn(|r| second[TILE_W + r]),
+        ]
+    }
+
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma"
+    ))]
+    #[allow(clippy::inline_always)] // as `headers`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, blocks: usize) -> (safe_arch::m256i, safe_arch::m256i) {
+        use safe_arch::{
+            bitand_m256i, load_unaligned_m128i, set_m128i_m256i, set_splat_i8_m256i,
+            shr_imm_u16_m256i,
+        };
+        let nibbles = |b: usize| -> [u8; 16] {
+            if b >= blocks {
+                return [0; 16];
+            }
+            let at = b * Q4_1_BYTES + 4;
+            row[at..at + 16].try_into().expect("16 bytes")
+        };
+        let both = set_m128i_m256i(
+            load_unaligned_m128i(&nibbles(b + 1)),
+            load_unaligned_m128i(&nibbles(b)),
+        );
+        let low = set_splat_i8_m256i(0x0F);
+        (
+            bitand_m256i(both, low),
+            bitand_m256i(shr_imm_u16_m256i::<4>(both), low),
+        )
+    }
+}
+
+impl Layout for Q80 {
+    const BYTES: usize = Q8_0_BYTES;
+
+    #[cfg(any(
+        test,
+        not(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "fma"
+        ))
+    ))]
+    fn header(block: &[u8]) -> (f32, f32) {
+        let [d, ..] = f16x8([half_at(block, 0), 0, 0, 0, 0, 0, 0, 0]);
+        (d, -128.0 * d)
+    }
+
+    #[cfg(any(
+        test,
+        not(all(
+            target_arch = "x86_64",
+            target_feature = "avx2",
+            target_feature = "fma"
+        ))
+    ))]
+    fn values(block: &[u8]) -> [u8; QK] {
+        std::array::from_fn(|j| block[2 + j] ^ 0x80)
+    }
+
+    #[allow(clippy::inline_always)] // as `Q41::headers`
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
+        let bits: [u16; 8] = std::array::from_fn(|i| {
+            let b = b + i / TILE_W;
+            if b < blocks {
+                half_at(w[i % TILE_W], b * Q8_0_BYTES)
+            } else {
+                0
+            }
+        });
+        let d = f16x8(bits);
+        let first: [f32; TILE_W] = std::array::from_fn(|r| d[r]);
+        let second: [f32; TILE_W] = std::array::from_fn(|r| d[TILE_W + r]);
+        [
+            first,
+            first.map(|d| -128.0 * d),
+            second,
+            second.map(|d| -128.0 * d),
+        ]
+    }
+
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma"
+    ))]
+    #[allow(clippy::inline_always)] // as `Q41::headers`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, blocks: usize) -> (safe_arch::m256i, safe_arch::m256i) {
+        use safe_arch::{bitxor_m256i, load_unaligned_m128i, set_m128i_m256i, set_splat_i8_m256i};
+        let half = |b: usize, h: usize| -> [u8; 16] {
+            if b >= blocks {
+                return [0; 16];
+            }
+            let at = b * Q8_0_BYTES + 2 + 16 * h;
+            row[at..at + 16].try_into().expect("16 bytes")
+        };
+        let load = |h: usize| {
+            set_m128i_m256i(
+                load_unaligned_m128i(&half(b + 1, h)),
+                load_unaligned_m128i(&half(b, h)),
+            )
+        };
+        // Signed bytes to unsigned ones plus 128 (the minimum takes the 128 back). Past the
+        // row the bytes become 128, against inputs of 0.
+        let flip = set_splat_i8_m256i(i8::MIN);
+        (bitxor_m256i(load(0), flip), bitxor_m256i(load(1), flip))
+    }
+}
+
+/// The definition of one pair's product, in scalar code: weight row `w` (its blocks of
+/// `format`) with input row `i` of `x`. The kernel matches it bit for bit.
 ///
 /// Block `b` feeds lanes `4 · (b mod 2)` to `4 · (b mod 2) + 3`: lane `l` of its four gets
 /// the exact integer sum of the products of values `4l..4l + 4` and `16 + 4l..16 + 4l + 4`,
@@ -186,21 +437,31 @@ fn block(w: &[u8]) -> (f32, f32, &[u8; 16]) {
 /// `m · s` per block, in block order.
 #[cfg(test)]
 #[allow(clippy::needless_range_loop)] // `j` indexes three arrays at two offsets
-pub(crate) fn dot(w: &[u8], x: &Quantized, i: usize) -> f32 {
+pub(crate) fn dot(format: Format, w: &[u8], x: &Quantized, i: usize) -> f32 {
+    match format {
+        Format::Q4_1 => dot_of::<Q41>(w, x, i),
+        Format::Q8_0 => dot_of::<Q80>(w, x, i),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::needless_range_loop)] // `j` indexes three arrays at two offsets
+fn dot_of<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> f32 {
     let mut lanes = [0.0f32; 8];
     let mut minimums = 0.0f32;
     for b in 0..x.blocks {
-        let (wd, wm, nibbles) = block(&w[b * Q4_1_BYTES..]);
+        let block = &w[b * L::BYTES..];
+        let ((wd, wm), values) = (L::header(block), L::values(block));
         let pair = x.pairs_of(i).start + b / 2;
         let half = 16 * (b % 2);
         let scale = wd * x.d[pair][half / 4];
         for l in 0..4 {
             let mut sum = 0i32;
             for j in 4 * l..4 * l + 4 {
-                sum += i32::from(nibbles[j] & 0x0F) * i32::from(x.lo[pair][half + j]);
-                sum += i32::from(nibbles[j] >> 4) * i32::from(x.hi[pair][half + j]);
+                sum += i32::from(values[j]) * i32::from(x.lo[pair][half + j]);
+                sum += i32::from(values[16 + j]) * i32::from(x.hi[pair][half + j]);
             }
-            #[allow(clippy::cast_precision_loss)] // |sum| ≤ 8 · 15 · 128
+            #[allow(clippy::cast_precision_loss)] // |sum| ≤ 8 · 255 · 128
             let sum = sum as f32;
             lanes[half / 4 + l] = scale.mul_add(sum, lanes[half / 4 + l]);
         }
@@ -264,9 +525,16 @@ impl MatMul<'_> {
     /// Weight rows `rows` (at most [`PANEL`]) times every input row, into `results` (row `i`'s
     /// at `i · PANEL`).
     fn panel(&self, x: &Quantized, rows: Range<usize>, results: &mut [f32]) {
+        match self.w.format {
+            Format::Q4_1 => self.panel_of::<Q41>(x, rows, results),
+            Format::Q8_0 => self.panel_of::<Q80>(x, rows, results),
+        }
+    }
+
+    fn panel_of<L: Layout>(&self, x: &Quantized, rows: Range<usize>, results: &mut [f32]) {
         let weight_row = |n: usize| {
             let n = n.min(rows.end - 1); // a short last tile repeats its last row
-            &self.w.data[n * self.w.stride..][..x.blocks * Q4_1_BYTES]
+            &self.w.data[n * self.w.stride..][..x.blocks * L::BYTES]
         };
         let mut i = 0;
         while i < self.x.rows {
@@ -275,10 +543,10 @@ impl MatMul<'_> {
                 let w: [&[u8]; TILE_W] = std::array::from_fn(|r| weight_row(n + r));
                 let mut tile = [[0.0f32; TILE_W]; TILE_X];
                 match count {
-                    1 => tile[..1].copy_from_slice(&tile_of::<1>(w, x, i)),
-                    2 => tile[..2].copy_from_slice(&tile_of::<2>(w, x, i)),
-                    3 => tile[..3].copy_from_slice(&tile_of::<3>(w, x, i)),
-                    _ => tile = tile_of::<TILE_X>(w, x, i),
+                    1 => tile[..1].copy_from_slice(&tile_of::<L, 1>(w, x, i)),
+                    2 => tile[..2].copy_from_slice(&tile_of::<L, 2>(w, x, i)),
+                    3 => tile[..3].copy_from_slice(&tile_of::<L, 3>(w, x, i)),
+                    _ => tile = tile_of::<L, TILE_X>(w, x, i),
                 }
                 let width = (rows.end - n).min(TILE_W);
                 for (c, values) in tile[..count].iter().enumerate() {
@@ -292,8 +560,12 @@ impl MatMul<'_> {
 }
 
 /// The products of weight rows `w` with input rows `first..first + C`: `[input][weight]`.
-fn tile_of<const C: usize>(w: [&[u8]; TILE_W], x: &Quantized, first: usize) -> [[f32; TILE_W]; C] {
-    let (lanes, minimums) = accumulate::<C>(w, x, first);
+fn tile_of<L: Layout, const C: usize>(
+    w: [&[u8]; TILE_W],
+    x: &Quantized,
+    first: usize,
+) -> [[f32; TILE_W]; C] {
+    let (lanes, minimums) = accumulate::<L, C>(w, x, first);
     let mut out = [[0.0f32; TILE_W]; C];
     for c in 0..C {
         for r in 0..TILE_W {
@@ -301,28 +573,6 @@ fn tile_of<const C: usize>(w: [&[u8]; TILE_W], x: &Quantized, first: usize) -> [
         }
     }
     out
-}
-
-/// Block `b`'s scales and minimums of the weight rows `w`, as F32 (zeros past the row).
-// Measured: left to the compiler, it is not inlined into the tile loop and takes a fifth of
-// the product's time.
-#[allow(clippy::inline_always)]
-#[inline(always)]
-fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> ([f32; TILE_W], [f32; TILE_W]) {
-    if b >= blocks {
-        return ([0.0; TILE_W], [0.0; TILE_W]);
-    }
-    let at = b * Q4_1_BYTES;
-    let words: [u32; TILE_W] =
-        std::array::from_fn(|r| u32::from_le_bytes(w[r][at..at + 4].try_into().expect("4 bytes")));
-    // The low half of a block's first word is its scale, the high half its minimum.
-    #[allow(clippy::cast_possible_truncation)]
-    let bits: [u16; 8] = std::array::from_fn(|i| (words[i % TILE_W] >> (16 * (i / TILE_W))) as u16);
-    let values = f16x8(bits);
-    (
-        std::array::from_fn(|r| values[r]),
-        std::array::from_fn(|r| values[TILE_W + r]),
-    )
 }
 
 /// Eight F16 values (bits) as F32, exactly.
@@ -335,17 +585,6 @@ fn f16x8(bits: [u16; 8]) -> [f32; 8] {
     return bits.map(crate::attention::f16_to_f32);
 }
 
-/// Block `b`'s 16 bytes of nibbles in row `w` (zeros past the row).
-#[allow(clippy::inline_always)] // as `headers`
-#[inline(always)]
-fn nibbles(w: &[u8], b: usize, blocks: usize) -> [u8; 16] {
-    if b >= blocks {
-        return [0; 16];
-    }
-    let at = b * Q4_1_BYTES + 4;
-    w[at..at + 16].try_into().expect("16 bytes")
-}
-
 /// Each pair's eight lane accumulators and its minimums' chain after every block, with
 /// AVX2: one 256-bit register per pair, each pair of weight blocks unpacked once for the
 /// `C` input rows.
@@ -354,17 +593,15 @@ fn nibbles(w: &[u8], b: usize, blocks: usize) -> [u8; 16] {
     target_feature = "avx2",
     target_feature = "fma"
 ))]
-fn accumulate<const C: usize>(
+fn accumulate<L: Layout, const C: usize>(
     w: [&[u8]; TILE_W],
     x: &Quantized,
     first: usize,
 ) -> ([[safe_arch::m256; TILE_W]; C], [[f32; TILE_W]; C]) {
     use safe_arch::{
-        bitand_m256i, convert_to_m256_from_i32_m256i, fused_mul_add_m256, load_unaligned_m128i,
-        load_unaligned_m256i, m256, mul_m256, set_m128i_m256i, set_splat_i8_m256i,
-        shr_imm_u16_m256i, zeroed_m256,
+        convert_to_m256_from_i32_m256i, fused_mul_add_m256, load_unaligned_m256i, m256, mul_m256,
+        zeroed_m256,
     };
-    let low = set_splat_i8_m256i(0x0F);
     let mut acc: [[m256; TILE_W]; C] = [[zeroed_m256(); TILE_W]; C];
     let mut minimums = [[0.0f32; TILE_W]; C];
     let pairs: [usize; C] = std::array::from_fn(|c| x.pairs_of(first + c).start);
@@ -372,24 +609,13 @@ fn accumulate<const C: usize>(
     for p in 0..x.pairs {
         let (b, n) = (2 * p, x.blocks);
         for row in &w {
-            crate::ffi::prefetch(row.as_ptr().wrapping_add(b * Q4_1_BYTES + PREFETCH));
+            crate::ffi::prefetch(row.as_ptr().wrapping_add(b * L::BYTES + PREFETCH));
         }
-        let (d0, m0) = headers(&w, b, n);
-        let (d1, m1) = headers(&w, b + 1, n);
+        let [d0, m0, d1, m1] = L::headers(&w, b, n);
         let scales: [m256; TILE_W] = std::array::from_fn(|r| {
             m256::from([d0[r], d0[r], d0[r], d0[r], d1[r], d1[r], d1[r], d1[r]])
         });
-        let (lo, hi): ([_; TILE_W], [_; TILE_W]) = {
-            let both: [_; TILE_W] = std::array::from_fn(|r| {
-                let first = load_unaligned_m128i(&nibbles(w[r], b, n));
-                let second = load_unaligned_m128i(&nibbles(w[r], b + 1, n));
-                set_m128i_m256i(second, first)
-            });
-            (
-                both.map(|v| bitand_m256i(v, low)),
-                both.map(|v| bitand_m256i(shr_imm_u16_m256i::<4>(v), low)),
-            )
-        };
+        let unpacked: [_; TILE_W] = std::array::from_fn(|r| L::pair(w[r], b, n));
         for c in 0..C {
             let at = pairs[c] + p;
             let (xl, xh) = (
@@ -398,7 +624,8 @@ fn accumulate<const C: usize>(
             );
             let xd = m256::from(x.d[at]);
             for r in 0..TILE_W {
-                let sums = dot_u8_i8(dot_u8_i8(safe_arch::zeroed_m256i(), lo[r], xl), hi[r], xh);
+                let (lo, hi) = unpacked[r];
+                let sums = dot_u8_i8(dot_u8_i8(safe_arch::zeroed_m256i(), lo, xl), hi, xh);
                 let sums = convert_to_m256_from_i32_m256i(sums);
                 acc[c][r] = fused_mul_add_m256(mul_m256(scales[r], xd), sums, acc[c][r]);
             }
@@ -417,13 +644,21 @@ fn accumulate<const C: usize>(
 }
 
 /// `acc` plus, per 32-bit lane, the sum of its four products of `a`'s unsigned bytes with
-/// `b`'s signed ones (exact: nibbles times bytes stay far from saturating).
+/// `b`'s signed ones: exact with a VNNI instruction; without one, through 16-bit pair sums
+/// that saturate past 32,767, so only where the unsigned bytes stay small (Q4_1's nibbles:
+/// see [`supports`]).
 #[cfg(all(target_arch = "x86_64", target_feature = "avx2"))]
 #[inline]
 fn dot_u8_i8(acc: safe_arch::m256i, a: safe_arch::m256i, b: safe_arch::m256i) -> safe_arch::m256i {
-    #[cfg(target_feature = "avxvnni")]
+    #[cfg(any(
+        target_feature = "avxvnni",
+        all(target_feature = "avx512vnni", target_feature = "avx512vl")
+    ))]
     return crate::ffi::dot_u8_i8(acc, a, b);
-    #[cfg(not(target_feature = "avxvnni"))]
+    #[cfg(not(any(
+        target_feature = "avxvnni",
+        all(target_feature = "avx512vnni", target_feature = "avx512vl")
+    )))]
     return safe_arch::add_i32_m256i(
         acc,
         safe_arch::mul_i16_horizontal_add_m256i(
@@ -452,35 +687,34 @@ use accumulate_scalar as accumulate;
     ))
 ))]
 #[allow(clippy::needless_range_loop)] // as in `dot`
-fn accumulate_scalar<const C: usize>(
+fn accumulate_scalar<L: Layout, const C: usize>(
     w: [&[u8]; TILE_W],
     x: &Quantized,
     first: usize,
 ) -> ([[[f32; 8]; TILE_W]; C], [[f32; TILE_W]; C]) {
     let mut acc = [[[0.0f32; 8]; TILE_W]; C];
     let mut minimums = [[0.0f32; TILE_W]; C];
-    let n = x.blocks;
-    for b in 0..n {
-        let (wd, wm) = headers(&w, b, n);
+    for b in 0..x.blocks {
         let (pair, half) = (b / 2, 16 * (b % 2));
         for r in 0..TILE_W {
-            let packed = nibbles(w[r], b, n);
+            let block = &w[r][b * L::BYTES..];
+            let ((wd, wm), values) = (L::header(block), L::values(block));
             for c in 0..C {
                 let at = x.pairs_of(first + c).start + pair;
-                let scale = wd[r] * x.d[at][half / 4];
+                let scale = wd * x.d[at][half / 4];
                 for l in 0..4 {
                     let mut sum = 0i32;
                     for j in 4 * l..4 * l + 4 {
-                        sum += i32::from(packed[j] & 0x0F) * i32::from(x.lo[at][half + j]);
-                        sum += i32::from(packed[j] >> 4) * i32::from(x.hi[at][half + j]);
+                        sum += i32::from(values[j]) * i32::from(x.lo[at][half + j]);
+                        sum += i32::from(values[16 + j]) * i32::from(x.hi[at][half + j]);
                     }
-                    #[allow(clippy::cast_precision_loss)] // |sum| ≤ 8 · 15 · 128
+                    #[allow(clippy::cast_precision_loss)] // |sum| ≤ 8 · 255 · 128
                     let sum = sum as f32;
                     let lane = &mut acc[c][r][half / 4 + l];
                     *lane = scale.mul_add(sum, *lane);
                 }
                 let s = x.s[x.blocks_of(first + c).start + b];
-                minimums[c][r] = wm[r].mul_add(s, minimums[c][r]);
+                minimums[c][r] = wm.mul_add(s, minimums[c][r]);
             }
         }
     }

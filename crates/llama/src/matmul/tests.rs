@@ -37,6 +37,7 @@ impl Rng {
 /// Owned weights (`n` rows of `k`, rows `pad` bytes apart beyond their blocks) and inputs
 /// (`m` rows of `k`, `gap` floats apart beyond their values).
 struct Case {
+    format: Format,
     k: usize,
     n: usize,
     m: usize,
@@ -47,15 +48,31 @@ struct Case {
 }
 
 impl Case {
-    fn new(seed: u64, k: usize, n: usize, m: usize, pad: usize, gap: usize) -> Self {
+    fn new(
+        seed: u64,
+        format: Format,
+        k: usize,
+        n: usize,
+        m: usize,
+        pad: usize,
+        gap: usize,
+    ) -> Self {
         let mut rng = Rng(seed | 1);
-        let w_stride = k / QK * Q4_1_BYTES + pad;
+        let bytes = format.block_bytes();
+        let w_stride = k / QK * bytes + pad;
         let mut w = vec![0u8; n * w_stride];
         for row in w.chunks_mut(w_stride) {
-            for block in row[..k / QK * Q4_1_BYTES].chunks_mut(Q4_1_BYTES) {
+            for block in row[..k / QK * bytes].chunks_mut(bytes) {
+                // The scale (and Q4_1's minimum), then random values: every byte and nibble.
+                let values = match format {
+                    Format::Q4_1 => {
+                        block[2..4].copy_from_slice(&rng.half());
+                        4
+                    }
+                    Format::Q8_0 => 2,
+                };
                 block[..2].copy_from_slice(&rng.half());
-                block[2..4].copy_from_slice(&rng.half());
-                for byte in &mut block[4..] {
+                for byte in &mut block[values..] {
                     *byte = rng.next() as u8;
                 }
             }
@@ -63,6 +80,7 @@ impl Case {
         let x_stride = k + gap;
         let x = (0..m * x_stride).map(|_| rng.float()).collect();
         Self {
+            format,
             k,
             n,
             m,
@@ -77,6 +95,7 @@ impl Case {
         MatMul {
             k: self.k,
             w: Weights {
+                format: self.format,
                 data: &self.w,
                 stride: self.w_stride,
                 rows: self.n,
@@ -108,7 +127,7 @@ impl Case {
         (0..self.m)
             .map(|i| {
                 (0..self.n)
-                    .map(|n| dot(&self.w[n * self.w_stride..], &x, i))
+                    .map(|n| dot(self.format, &self.w[n * self.w_stride..], &x, i))
                     .collect()
             })
             .collect()
@@ -117,19 +136,30 @@ impl Case {
     /// Weight row `n`'s values.
     fn weights(&self, n: usize) -> Vec<f64> {
         let row = &self.w[n * self.w_stride..];
+        let bytes = self.format.block_bytes();
+        let half = |at: usize| f64::from(crate::attention::f16_to_f32(half_at(row, at)));
         (0..self.k)
             .map(|j| {
-                let (d, m, nibbles) = block(&row[j / QK * Q4_1_BYTES..]);
-                let i = j % QK;
-                let q = if i < 16 {
-                    nibbles[i] & 0x0F
-                } else {
-                    nibbles[i - 16] >> 4
-                };
-                f64::from(d) * f64::from(q) + f64::from(m)
+                let (at, i) = (j / QK * bytes, j % QK);
+                match self.format {
+                    Format::Q4_1 => {
+                        let byte = row[at + 4 + i % 16];
+                        let q = if i < 16 { byte & 0x0F } else { byte >> 4 };
+                        half(at) * f64::from(q) + half(at + 2)
+                    }
+                    Format::Q8_0 => half(at) * f64::from(row[at + 2 + i].cast_signed()),
+                }
             })
             .collect()
     }
+}
+
+/// The formats this build's kernel computes exactly (all of them in scalar code).
+fn formats() -> Vec<Format> {
+    [Format::Q4_1, Format::Q8_0]
+        .into_iter()
+        .filter(|&f| supports(f) || !VECTORISED)
+        .collect()
 }
 
 fn bits(rows: &[Vec<f32>]) -> Vec<Vec<u32>> {
@@ -142,29 +172,31 @@ fn bits(rows: &[Vec<f32>]) -> Vec<Vec<u32>> {
 fn the_kernel_matches_the_scalar_definition_bit_for_bit() {
     // Tiles of every height (1 to 4 inputs), short last weight tiles, several panels, padded
     // rows.
-    for (seed, k, n, m) in [
-        (1, 32, 1, 1),
-        (2, 64, 5, 2),
-        (3, 576, 67, 7),
-        (4, 1536, 130, 9),
-    ] {
-        let case = Case::new(seed, k, n, m, 4, 3);
-        assert_eq!(
-            bits(&case.run(1)),
-            bits(&case.definition()),
-            "k {k}, n {n}, m {m}"
-        );
+    for format in formats() {
+        for (seed, k, n, m) in [
+            (1, 32, 1, 1),
+            (2, 64, 5, 2),
+            (3, 576, 67, 7),
+            (4, 1536, 130, 9),
+        ] {
+            let case = Case::new(seed, format, k, n, m, 4, 3);
+            assert_eq!(
+                bits(&case.run(1)),
+                bits(&case.definition()),
+                "{format:?}: k {k}, n {n}, m {m}"
+            );
+        }
     }
 }
 
 #[test]
 fn the_vector_tile_matches_the_scalar_one_bit_for_bit() {
-    fn check<const C: usize>(case: &Case) {
+    fn check<L: Layout, const C: usize>(case: &Case) {
         let mut x = Quantized::default();
         x.of(case.matmul().x, case.k);
         let w: [&[u8]; TILE_W] = std::array::from_fn(|r| &case.w[r * case.w_stride..]);
-        let (lanes, minimums) = accumulate::<C>(w, &x, 1);
-        let (want_lanes, want_minimums) = accumulate_scalar::<C>(w, &x, 1);
+        let (lanes, minimums) = accumulate::<L, C>(w, &x, 1);
+        let (want_lanes, want_minimums) = accumulate_scalar::<L, C>(w, &x, 1);
         let bits = |l: [f32; 8]| l.map(f32::to_bits);
         for c in 0..C {
             for r in 0..TILE_W {
@@ -178,18 +210,31 @@ fn the_vector_tile_matches_the_scalar_one_bit_for_bit() {
         }
     }
     // An odd number of blocks: the last pair's second block is empty.
+    fn all<L: Layout>(case: &Case) {
+        check::<L, 1>(case);
+        check::<L, 2>(case);
+        check::<L, 3>(case);
+        check::<L, 4>(case);
+    }
     for k in [32, 96, 576] {
-        let case = Case::new(k as u64, k, TILE_W, 5, 0, 0);
-        check::<1>(&case);
-        check::<2>(&case);
-        check::<3>(&case);
-        check::<4>(&case);
+        for format in formats() {
+            let case = Case::new(k as u64, format, k, TILE_W, 5, 0, 0);
+            match format {
+                Format::Q4_1 => all::<Q41>(&case),
+                Format::Q8_0 => all::<Q80>(&case),
+            }
+        }
     }
 }
 
 #[test]
 fn an_output_does_not_change_with_the_batch_or_the_threads() {
-    let case = Case::new(7, 576, 200, 11, 0, 0);
+    for format in formats() {
+        batch_and_threads(&Case::new(7, format, 576, 200, 11, 0, 0));
+    }
+}
+
+fn batch_and_threads(case: &Case) {
     let all = bits(&case.run(1));
     for nth in [2, 3, 8, 64, 300] {
         assert_eq!(bits(&case.run(nth)), all, "{nth} threads");
@@ -201,7 +246,7 @@ fn an_output_does_not_change_with_the_batch_or_the_threads() {
                 m: len,
                 x: case.x[first * case.x_stride..(first + len) * case.x_stride].to_vec(),
                 w: case.w.clone(),
-                ..case
+                ..*case
             };
             assert_eq!(
                 bits(&window.run(2)),
@@ -214,7 +259,12 @@ fn an_output_does_not_change_with_the_batch_or_the_threads() {
 
 #[test]
 fn the_product_is_close_to_the_exact_one() {
-    let case = Case::new(11, 1536, 24, 5, 0, 0);
+    for format in formats() {
+        close_to_exact(&Case::new(11, format, 1536, 24, 5, 0, 0));
+    }
+}
+
+fn close_to_exact(case: &Case) {
     let out = case.run(2);
     for n in 0..case.n {
         let w = case.weights(n);
@@ -237,9 +287,11 @@ fn the_product_is_close_to_the_exact_one() {
 
 #[test]
 fn zero_inputs_give_the_weights_nothing_but_zero() {
-    let mut case = Case::new(5, 64, 9, 3, 0, 0);
-    case.x.fill(0.0);
-    assert!(case.run(2).iter().flatten().all(|v| *v == 0.0));
+    for format in formats() {
+        let mut case = Case::new(5, format, 64, 9, 3, 0, 0);
+        case.x.fill(0.0);
+        assert!(case.run(2).iter().flatten().all(|v| *v == 0.0));
+    }
 }
 
 #[test]
@@ -279,8 +331,10 @@ proptest! {
         n in 1usize..40,
         m in 1usize..10,
         nth in 1usize..5,
+        q8 in any::<bool>(),
     ) {
-        let case = Case::new(seed, blocks * QK, n, m, 0, 0);
+        let format = if q8 && formats().contains(&Format::Q8_0) { Format::Q8_0 } else { Format::Q4_1 };
+        let case = Case::new(seed, format, blocks * QK, n, m, 0, 0);
         let all = bits(&case.run(nth));
         prop_assert_eq!(&all, &bits(&case.definition()));
         for (i, row) in all.iter().enumerate() {
