@@ -221,10 +221,10 @@ type GraphCompute =
 static ORIGINAL_COMPUTE: OnceLock<GraphCompute> = OnceLock::new();
 
 /// Points a reference-kernel CPU backend's `graph_compute` at [`graph_compute_hook`], which
-/// hands its flash attention and its Q4_1 and Q8_0 matrix products to wick's batch-invariant kernels
-/// ([`crate::attention`], [`crate::matmul`]), after checking the backend's layout against
-/// ggml's public accessors. When the layout does not match, nothing is written and ggml's
-/// reference kernels (also batch-invariant, slower) run.
+/// hands its flash attention and its Q4_1 and `Q8_0` matrix products to wick's batch-invariant
+/// kernels ([`crate::attention`], [`crate::matmul`]), after checking the backend's layout
+/// against ggml's public accessors. When the layout does not match, nothing is written and
+/// ggml's reference kernels (also batch-invariant, slower) run.
 ///
 /// # Safety
 ///

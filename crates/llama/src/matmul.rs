@@ -1,5 +1,5 @@
-//! wick's batch-invariant product of Q4_1 and Q8_0 weights with F32 inputs, run in place of ggml's
-//! matrix product (on its reference kernels) in the deterministic kernel mode.
+//! wick's batch-invariant product of Q4_1 and `Q8_0` weights with F32 inputs, run in place of
+//! ggml's matrix product (on its reference kernels) in the deterministic kernel mode.
 //!
 //! ggml's reference matrix product is batch-invariant, but it computes every (weight row,
 //! input row) pair on its own: each pair unpacks the weight block's nibbles and converts its
