@@ -137,7 +137,11 @@ pub(crate) fn dot_u8_i8(
 
 /// Asks the CPU to bring the cache line at `at` into its caches (a hint: it never faults,
 /// whatever the address, and changes nothing a program can observe but timing).
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma"
+))]
 #[inline]
 pub(crate) fn prefetch(at: *const u8) {
     use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};

@@ -86,6 +86,11 @@ const TILE_X: usize = 4;
 /// arrive; the hardware's own prefetching alone kept one thread at about 8.5 GB/s here.
 /// Measured on one thread, 576-value rows from a 35 MB matrix: 512 → 11.3 GB/s, 2048 →
 /// 16.4, 4096 → 19, 6144 → 21, 8192 → 20.
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx2",
+    target_feature = "fma"
+))]
 const PREFETCH: usize = 6144;
 /// Weight rows whose results a thread gathers before handing them out, per input row.
 const PANEL: usize = 64;
@@ -233,6 +238,11 @@ trait Layout {
 
     /// The scales and minimums of blocks `b` and `b + 1` of the rows `w` (zeros past the
     /// row): `(d_b, m_b, d_b+1, m_b+1)`, each per row.
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma"
+    ))]
     fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4];
 
     /// Blocks `b` and `b + 1` of `row` (zeros past the row) in the inputs' paired layout:
@@ -292,6 +302,11 @@ impl Layout for Q41 {
 
     // Measured: left to the compiler, it is not inlined into the tile loop and takes a fifth
     // of the product's time.
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma"
+    ))]
     #[allow(clippy::inline_always)]
     #[inline(always)]
     fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
@@ -377,6 +392,11 @@ impl Layout for Q80 {
         std::array::from_fn(|j| block[2 + j] ^ 0x80)
     }
 
+    #[cfg(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma"
+    ))]
     #[allow(clippy::inline_always)] // as `Q41::headers`
     #[inline(always)]
     fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
