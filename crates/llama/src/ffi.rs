@@ -336,6 +336,11 @@ unsafe extern "C" fn graph_compute_hook(
     }
 }
 
+/// A custom op's thread index and count as ggml passes them (`ith` of `nth`), as `usize`.
+fn thread_of(ith: std::ffi::c_int, nth: std::ffi::c_int) -> Option<(usize, usize)> {
+    Some((usize::try_from(ith).ok()?, usize::try_from(nth).ok()?))
+}
+
 /// ggml's per-thread call of a converted attention node.
 unsafe extern "C" fn attention_op(
     dst: *mut sys::ggml_tensor,
@@ -356,8 +361,7 @@ unsafe extern "C" fn attention_op(
         };
         let base = node.data.cast::<f32>();
         let width = attention.shape.dv;
-        let (ith, nth) = (usize::try_from(ith), usize::try_from(nth));
-        let (Ok(ith), Ok(nth)) = (ith, nth) else {
+        let Some((ith, nth)) = thread_of(ith, nth) else {
             return;
         };
         attention.run(ith, nth, &mut |row, values| {
@@ -387,8 +391,7 @@ unsafe extern "C" fn matmul_op(
         };
         let base = node.data.cast::<f32>();
         let stride = node.nb[1] / 4;
-        let (ith, nth) = (usize::try_from(ith), usize::try_from(nth));
-        let (Ok(ith), Ok(nth)) = (ith, nth) else {
+        let Some((ith, nth)) = thread_of(ith, nth) else {
             return;
         };
         matmul.run(ith, nth, &mut |i, first, values| {

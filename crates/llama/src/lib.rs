@@ -28,6 +28,8 @@ mod load;
 mod matmul;
 mod rpc;
 mod sampler;
+#[cfg(test)]
+mod test_rng;
 mod vocab;
 mod worker;
 

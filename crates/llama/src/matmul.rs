@@ -214,17 +214,6 @@ fn quantize_block(values: &[f32], q: &mut [i8; QK]) -> (f32, f32) {
 trait Layout {
     const BYTES: usize;
 
-    /// One block's scale and minimum (scalar code).
-    #[cfg(any(
-        test,
-        not(all(
-            target_arch = "x86_64",
-            target_feature = "avx2",
-            target_feature = "fma"
-        ))
-    ))]
-    fn header(block: &[u8]) -> (f32, f32);
-
     /// One block's values `u_j`, in value order (scalar code).
     #[cfg(any(
         test,
@@ -238,11 +227,6 @@ trait Layout {
 
     /// The scales and minimums of blocks `b` and `b + 1` of the rows `w` (zeros past the
     /// row): `(d_b, m_b, d_b+1, m_b+1)`, each per row.
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma"
-    ))]
     fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4];
 
     /// Blocks `b` and `b + 1` of `row` (zeros past the row) in the inputs' paired layout:
@@ -277,19 +261,6 @@ impl Layout for Q41 {
             target_feature = "fma"
         ))
     ))]
-    fn header(block: &[u8]) -> (f32, f32) {
-        let [d, m, ..] = f16x8([half_at(block, 0), half_at(block, 2), 0, 0, 0, 0, 0, 0]);
-        (d, m)
-    }
-
-    #[cfg(any(
-        test,
-        not(all(
-            target_arch = "x86_64",
-            target_feature = "avx2",
-            target_feature = "fma"
-        ))
-    ))]
     fn values(block: &[u8]) -> [u8; QK] {
         std::array::from_fn(|j| {
             if j < 16 {
@@ -302,11 +273,6 @@ impl Layout for Q41 {
 
     // Measured: left to the compiler, it is not inlined into the tile loop and takes a fifth
     // of the product's time.
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma"
-    ))]
     #[allow(clippy::inline_always)]
     #[inline(always)]
     fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
@@ -375,28 +341,10 @@ impl Layout for Q80 {
             target_feature = "fma"
         ))
     ))]
-    fn header(block: &[u8]) -> (f32, f32) {
-        let [d, ..] = f16x8([half_at(block, 0), 0, 0, 0, 0, 0, 0, 0]);
-        (d, -128.0 * d)
-    }
-
-    #[cfg(any(
-        test,
-        not(all(
-            target_arch = "x86_64",
-            target_feature = "avx2",
-            target_feature = "fma"
-        ))
-    ))]
     fn values(block: &[u8]) -> [u8; QK] {
         std::array::from_fn(|j| block[2 + j] ^ 0x80)
     }
 
-    #[cfg(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma"
-    ))]
     #[allow(clippy::inline_always)] // as `Q41::headers`
     #[inline(always)]
     fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
@@ -456,38 +404,53 @@ impl Layout for Q80 {
 /// times the two scales' product, with one fused multiply-add. The minimums' chain takes
 /// `m · s` per block, in block order.
 #[cfg(test)]
-#[allow(clippy::needless_range_loop)] // `j` indexes three arrays at two offsets
 pub(crate) fn dot(format: Format, w: &[u8], x: &Quantized, i: usize) -> f32 {
-    match format {
-        Format::Q4_1 => dot_of::<Q41>(w, x, i),
-        Format::Q8_0 => dot_of::<Q80>(w, x, i),
-    }
+    let (lanes, minimums) = match format {
+        Format::Q4_1 => pair_lanes::<Q41>(w, x, i),
+        Format::Q8_0 => pair_lanes::<Q80>(w, x, i),
+    };
+    lane_sum(lanes) + minimums
 }
 
-#[cfg(test)]
+/// [`dot`]'s eight lane accumulators and minimums' chain after every block, before they are
+/// summed: the scalar definition the kernel's tiles are held to.
+#[cfg(any(
+    test,
+    not(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma"
+    ))
+))]
 #[allow(clippy::needless_range_loop)] // `j` indexes three arrays at two offsets
-fn dot_of<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> f32 {
+fn pair_lanes<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> ([f32; 8], f32) {
     let mut lanes = [0.0f32; 8];
     let mut minimums = 0.0f32;
-    for b in 0..x.blocks {
-        let block = &w[b * L::BYTES..];
-        let ((wd, wm), values) = (L::header(block), L::values(block));
-        let pair = x.pairs_of(i).start + b / 2;
-        let half = 16 * (b % 2);
-        let scale = wd * x.d[pair][half / 4];
-        for l in 0..4 {
-            let mut sum = 0i32;
-            for j in 4 * l..4 * l + 4 {
-                sum += i32::from(values[j]) * i32::from(x.lo[pair][half + j]);
-                sum += i32::from(values[16 + j]) * i32::from(x.hi[pair][half + j]);
+    for p in 0..x.pairs {
+        // The row's headers are the first of a tile of four copies of it.
+        let [d0, m0, d1, m1] = L::headers(&[w; TILE_W], 2 * p, x.blocks);
+        for (half, (wd, wm)) in [(d0[0], m0[0]), (d1[0], m1[0])].into_iter().enumerate() {
+            let b = 2 * p + half;
+            if b == x.blocks {
+                break;
             }
-            #[allow(clippy::cast_precision_loss)] // |sum| ≤ 8 · 255 · 128
-            let sum = sum as f32;
-            lanes[half / 4 + l] = scale.mul_add(sum, lanes[half / 4 + l]);
+            let values = L::values(&w[b * L::BYTES..]);
+            let (pair, at) = (x.pairs_of(i).start + p, 16 * half);
+            let scale = wd * x.d[pair][at / 4];
+            for l in 0..4 {
+                let mut sum = 0i32;
+                for j in 4 * l..4 * l + 4 {
+                    sum += i32::from(values[j]) * i32::from(x.lo[pair][at + j]);
+                    sum += i32::from(values[16 + j]) * i32::from(x.hi[pair][at + j]);
+                }
+                #[allow(clippy::cast_precision_loss)] // |sum| ≤ 8 · 255 · 128
+                let sum = sum as f32;
+                lanes[at / 4 + l] = scale.mul_add(sum, lanes[at / 4 + l]);
+            }
+            minimums = wm.mul_add(x.s[x.blocks_of(i).start + b], minimums);
         }
-        minimums = wm.mul_add(x.s[x.blocks_of(i).start + b], minimums);
     }
-    lane_sum(lanes) + minimums
+    (lanes, minimums)
 }
 
 /// The eight lanes summed in a fixed tree (ggml's `hsum_float_8`).
@@ -695,9 +658,9 @@ fn dot_u8_i8(acc: safe_arch::m256i, a: safe_arch::m256i, b: safe_arch::m256i) ->
 )))]
 use accumulate_scalar as accumulate;
 
-/// Each pair's eight lane accumulators and its minimums' chain after every block, in scalar
-/// code (the same operations as [`dot`]): the kernel without AVX2, and the vector one's
-/// reference in the tests.
+/// Each pair's eight lane accumulators and its minimums' chain after every block, by the
+/// scalar definition ([`pair_lanes`]): the kernel without AVX2 (where [`supports`] sends
+/// nothing to it), and the vector tile's reference in the tests.
 #[cfg(any(
     test,
     not(all(
@@ -706,7 +669,6 @@ use accumulate_scalar as accumulate;
         target_feature = "fma"
     ))
 ))]
-#[allow(clippy::needless_range_loop)] // as in `dot`
 fn accumulate_scalar<L: Layout, const C: usize>(
     w: [&[u8]; TILE_W],
     x: &Quantized,
@@ -714,28 +676,9 @@ fn accumulate_scalar<L: Layout, const C: usize>(
 ) -> ([[[f32; 8]; TILE_W]; C], [[f32; TILE_W]; C]) {
     let mut acc = [[[0.0f32; 8]; TILE_W]; C];
     let mut minimums = [[0.0f32; TILE_W]; C];
-    for b in 0..x.blocks {
-        let (pair, half) = (b / 2, 16 * (b % 2));
+    for c in 0..C {
         for r in 0..TILE_W {
-            let block = &w[r][b * L::BYTES..];
-            let ((wd, wm), values) = (L::header(block), L::values(block));
-            for c in 0..C {
-                let at = x.pairs_of(first + c).start + pair;
-                let scale = wd * x.d[at][half / 4];
-                for l in 0..4 {
-                    let mut sum = 0i32;
-                    for j in 4 * l..4 * l + 4 {
-                        sum += i32::from(values[j]) * i32::from(x.lo[at][half + j]);
-                        sum += i32::from(values[16 + j]) * i32::from(x.hi[at][half + j]);
-                    }
-                    #[allow(clippy::cast_precision_loss)] // |sum| ≤ 8 · 255 · 128
-                    let sum = sum as f32;
-                    let lane = &mut acc[c][r][half / 4 + l];
-                    *lane = scale.mul_add(sum, *lane);
-                }
-                let s = x.s[x.blocks_of(first + c).start + b];
-                minimums[c][r] = wm.mul_add(s, minimums[c][r]);
-            }
+            (acc[c][r], minimums[c][r]) = pair_lanes::<L>(w[r], x, first + c);
         }
     }
     (acc, minimums)

@@ -8,29 +8,14 @@
 use super::*;
 use proptest::prelude::*;
 
-/// A small deterministic generator (xorshift), so cases need no extra crate.
-struct Rng(u64);
+use crate::test_rng::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
+/// The biased exponent of the smallest F16 magnitudes the cases draw (2^-5 to 2^2).
+const LOWEST: u16 = 10;
 
-    /// A random F16 (its bits) of magnitude between 2^-5 and 2^2.
-    fn half(&mut self) -> u16 {
-        let r = self.next();
-        let sign = ((r & 1) as u16) << 15;
-        let exponent = 10 + (r >> 1) as u16 % 8;
-        let mantissa = (r >> 8) as u16 & 0x3FF;
-        sign | exponent << 10 | mantissa
-    }
-
-    fn float(&mut self) -> f32 {
-        f16_to_f32(self.half())
-    }
+/// A random F16 value of magnitude between 2^-5 and 2^2, as F32.
+fn float(rng: &mut Rng) -> f32 {
+    f16_to_f32(rng.half(LOWEST))
 }
 
 /// Owned tensors for one attention, contiguous, and the view of them.
@@ -184,13 +169,13 @@ fn case(shape: Shape, params: Params, seed: u64, open: impl Fn(usize, usize) -> 
     let mut rng = Rng(seed | 1);
     let s = &shape;
     let q = (0..s.dk * s.rows * s.heads * s.streams)
-        .map(|_| rng.float())
+        .map(|_| float(&mut rng))
         .collect();
     let k = (0..s.dk * s.cells * s.k_heads * s.k_streams)
-        .map(|_| rng.half())
+        .map(|_| rng.half(LOWEST))
         .collect();
     let v = (0..s.dv * s.cells * s.v_heads * s.v_streams)
-        .map(|_| rng.half())
+        .map(|_| rng.half(LOWEST))
         .collect();
     let mut mask = Vec::new();
     for _ in 0..s.mask_streams * s.mask_heads {
@@ -342,22 +327,22 @@ fn sequence_case(
     let mut v = vec![0u16; dv * cells * k_heads];
     // Other cells first: junk that must never be read.
     for x in k.iter_mut().chain(v.iter_mut()) {
-        *x = other.half();
+        *x = other.half(LOWEST);
     }
     let mut q_of = Vec::new();
     for p in 0..len {
         let cell = place(p);
         for h in 0..k_heads {
             for d in 0..dk {
-                k[(h * cells + cell) * dk + d] = tokens.half();
+                k[(h * cells + cell) * dk + d] = tokens.half(LOWEST);
             }
             for d in 0..dv {
-                v[(h * cells + cell) * dv + d] = tokens.half();
+                v[(h * cells + cell) * dv + d] = tokens.half(LOWEST);
             }
         }
         q_of.push(
             (0..heads * dk)
-                .map(|_| tokens.float())
+                .map(|_| float(&mut tokens))
                 .collect::<Vec<f32>>(),
         );
     }

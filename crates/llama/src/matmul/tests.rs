@@ -8,30 +8,16 @@
 use super::*;
 use proptest::prelude::*;
 
-/// A small deterministic generator (xorshift), so cases need no extra crate.
-struct Rng(u64);
+use crate::test_rng::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
+/// A random F16 of magnitude between 2^-8 and 2^-1 (a block's scale or minimum), its bytes.
+fn half(rng: &mut Rng) -> [u8; 2] {
+    rng.half(7).to_le_bytes()
+}
 
-    /// A float in [−2, 2).
-    fn float(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
-    }
-
-    /// An F16 (its bits) of magnitude between 2^-8 and 2^-1, either sign.
-    fn half(&mut self) -> [u8; 2] {
-        let r = self.next();
-        let sign = ((r & 1) as u16) << 15;
-        let exponent = 7 + (r >> 1) as u16 % 8;
-        let mantissa = (r >> 8) as u16 & 0x3FF;
-        (sign | exponent << 10 | mantissa).to_le_bytes()
-    }
+/// A float in [−2, 2).
+fn float(rng: &mut Rng) -> f32 {
+    (rng.next() >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
 }
 
 /// Owned weights (`n` rows of `k`, rows `pad` bytes apart beyond their blocks) and inputs
@@ -66,19 +52,19 @@ impl Case {
                 // The scale (and Q4_1's minimum), then random values: every byte and nibble.
                 let values = match format {
                     Format::Q4_1 => {
-                        block[2..4].copy_from_slice(&rng.half());
+                        block[2..4].copy_from_slice(&half(&mut rng));
                         4
                     }
                     Format::Q8_0 => 2,
                 };
-                block[..2].copy_from_slice(&rng.half());
+                block[..2].copy_from_slice(&half(&mut rng));
                 for byte in &mut block[values..] {
                     *byte = rng.next() as u8;
                 }
             }
         }
         let x_stride = k + gap;
-        let x = (0..m * x_stride).map(|_| rng.float()).collect();
+        let x = (0..m * x_stride).map(|_| float(&mut rng)).collect();
         Self {
             format,
             k,
