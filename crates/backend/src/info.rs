@@ -44,6 +44,19 @@ pub struct ModelInfo {
     /// The most LoRA adapters [`crate::Backend::apply_adapters`] makes active at once (0: the
     /// backend has no adapters).
     pub max_active_adapters: u32,
+    /// wick's own CPU kernels, where they compute the model (the deterministic mode).
+    pub cpu_kernels: Option<CpuKernels>,
+}
+
+/// wick's own CPU kernels in a deterministic model: the CPU level they run at and the weight
+/// types whose matrix products they compute. Every other type runs ggml's per-pair reference
+/// product: batch-invariant too, but its rounding may change with the instruction set.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CpuKernels {
+    /// The CPU level (`scalar`, `avx2`, `avx2-vnni`, `avx512`): the same bits at each.
+    pub level: String,
+    /// The weight types (ggml's names) of wick's matrix kernel.
+    pub matmul_types: Vec<String>,
 }
 
 /// A run of consecutive layers computed on one device.
@@ -82,6 +95,7 @@ impl ModelInfo {
             build: String::new(),
             placement: Vec::new(),
             max_active_adapters: 0,
+            cpu_kernels: None,
         }
     }
 }

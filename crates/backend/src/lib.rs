@@ -53,7 +53,9 @@ pub use contract::{
 };
 pub use error::{BackendError, Result};
 pub use gbnf::{check_gbnf, GbnfError};
-pub use info::{LayerPlacement, ModelInfo, SpecialTokens, ThinkingTokens, THINKING_MARKERS};
+pub use info::{
+    CpuKernels, LayerPlacement, ModelInfo, SpecialTokens, ThinkingTokens, THINKING_MARKERS,
+};
 pub use logprobs::{Logprobs, TokenLogprob, MAX_TOP_LOGPROBS};
 pub use stub::StubBackend;
 pub use tokenizer::{SharedTokenizer, Tokenizer};

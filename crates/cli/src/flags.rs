@@ -3,12 +3,17 @@
 use clap::Args;
 use wick_types::SamplerOpts;
 
-/// How the next token is drawn.
+/// How the next token is drawn. The defaults are llama-cli's and Ollama's (temperature 0.8,
+/// top-k 40, top-p 0.95, min-p 0.05): a small model answering greedily tends to loop.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct SamplingArgs {
     /// Sampling temperature; 0 is greedy (always the most likely token).
-    #[arg(short, long, default_value_t = 0.0, value_name = "T")]
+    #[arg(short, long, default_value_t = 0.8, value_name = "T")]
     pub(crate) temperature: f32,
+
+    /// Greedy decoding: always the most likely token (the same as `--temperature 0`).
+    #[arg(long, conflicts_with = "temperature")]
+    pub(crate) greedy: bool,
 
     /// Keep only the K most likely tokens (0: off).
     #[arg(long, default_value_t = 40, value_name = "K")]
@@ -26,7 +31,7 @@ pub(crate) struct SamplingArgs {
     #[arg(long, default_value_t = 1.0, value_name = "X")]
     pub(crate) repeat_penalty: f32,
 
-    /// Seed of the random draw (same seed, same answer).
+    /// Seed of the random draw (same seed, same answer, on any CPU).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub(crate) seed: u32,
 }
@@ -35,7 +40,7 @@ impl SamplingArgs {
     /// The sampler these flags describe.
     pub(crate) fn sampler(&self) -> SamplerOpts {
         SamplerOpts {
-            temperature: self.temperature,
+            temperature: if self.greedy { 0.0 } else { self.temperature },
             top_k: self.top_k,
             top_p: self.top_p,
             min_p: self.min_p,

@@ -15,6 +15,7 @@ mod chat;
 mod flags;
 mod models;
 mod parse;
+mod quantize;
 mod rpc_worker;
 mod run;
 mod serve;
@@ -36,6 +37,13 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+
+    /// Cap the instruction set wick's CPU kernels use: `scalar`, `avx2`, `avx2-vnni` or
+    /// `avx512` (at most what this build has; the default is its best). Every level gives the
+    /// same bits, so this only changes speed: it is for testing and measuring each level on
+    /// one machine.
+    #[arg(long, global = true, env = "WICK_CPU_LEVEL", value_name = "LEVEL")]
+    cpu_level: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -49,6 +57,9 @@ enum Command {
     /// Measure wick against llama.cpp's llama-bench and llama-server in one run (built on
     /// demand): speed, concurrency, restart, multi-turn and tool-call streaming.
     Bench(bench::BenchArgs),
+    /// Convert a model to another weight type with llama.cpp's llama-quantize (built on
+    /// demand), to try wick's kernels on it.
+    Quantize(quantize::QuantizeArgs),
     /// Inspect or empty the prompt cache's KV snapshots on disk (`$WICK_HOME/kv`).
     Cache(cache::CacheArgs),
     /// Fetch a model into the store (resuming, verifying its SHA-256) and name it.
@@ -70,12 +81,19 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Some(level) = cli.cpu_level.as_deref().filter(|l| !l.trim().is_empty()) {
+        if let Err(e) = cap_cpu_level(level) {
+            eprintln!("error: {e:#}");
+            return std::process::ExitCode::from(2);
+        }
+    }
     let result: Result<()> = match cli.command {
         Command::Run(args) => run::run(&args),
         Command::Serve(args) => serve::run(*args),
         Command::Chat(args) => chat::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Cache(args) => cache::run(&args),
+        Command::Quantize(args) => quantize::run(&args),
         Command::Pull(args) => models::pull(&args),
         Command::Ls => models::ls(),
         Command::Rm(args) => models::rm(&args),
@@ -93,6 +111,13 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Caps wick's CPU kernels at `level` (`--cpu-level`, `WICK_CPU_LEVEL`).
+fn cap_cpu_level(level: &str) -> Result<()> {
+    let level: wick_kernels::cpu::Level = level.parse()?;
+    wick_kernels::cpu::set_cap(level)?;
+    Ok(())
 }
 
 /// Whether `e` is a write to a closed pipe.

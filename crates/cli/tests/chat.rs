@@ -42,6 +42,7 @@ fn local(input: &str) -> Output {
             // A plain system prompt: SmolLM2's default one makes its greedy answers wander.
             .args([
                 "chat",
+                "--greedy",
                 "--threads",
                 "2",
                 "-n",
@@ -130,6 +131,7 @@ fn help_explains_modes_flags_and_commands() {
         "WICK_API_KEY",
         "--max-tokens",
         "--temperature",
+        "--greedy",
         "--top-k",
         "--top-p",
         "--min-p",

@@ -227,6 +227,7 @@ fn ls_rm_and_run_on_the_real_test_model() {
     let out = ok(&wick(home.path(), &hub)
         .args([
             "run",
+            "--greedy",
             "--threads",
             "2",
             "-n",
@@ -259,6 +260,7 @@ fn run_downloads_a_remote_model_then_answers() {
     let out = ok(&wick(home.path(), &hub)
         .args([
             "run",
+            "--greedy",
             "--threads",
             "2",
             "-n",
@@ -294,6 +296,7 @@ fn a_split_model_pulls_every_shard_and_answers_as_the_whole_file() {
         ok(&wick(home.path(), &hub)
             .args([
                 "run",
+                "--greedy",
                 "--threads",
                 "2",
                 "-n",

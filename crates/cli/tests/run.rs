@@ -11,7 +11,7 @@ fn wick() -> Command {
 #[test]
 fn run_answers_a_question_with_the_real_model() {
     let out = wick()
-        .args(["run", "-m"])
+        .args(["run", "--greedy", "-m"])
         .arg(model())
         // The model's own template (as the server formats it) with a plain system prompt:
         // SmolLM2's default one makes its greedy answer wander.
@@ -154,6 +154,9 @@ fn help_explains_every_flag() {
         "--raw",
         "--max-tokens",
         "--temperature",
+        "--greedy",
+        "--cpu-level",
+        "WICK_CPU_LEVEL",
         "--top-k",
         "--top-p",
         "--min-p",

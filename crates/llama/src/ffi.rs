@@ -2,9 +2,8 @@
 //! as unsafe functions (its safe `SeqState` is opaque and cannot be written to disk), and the
 //! switch to ggml's batch-invariant CPU kernels (with wick's own flash attention in them), which
 //! llama.cpp does not expose at all, llama.cpp's RPC backend, whose functions ggml hands out
-//! only as untyped pointers, and three CPU instructions for wick's matrix kernel (F16C's
-//! conversion, AVX-VNNI's byte dot product, a prefetch hint) that `std::arch` offers only as
-//! unsafe functions.
+//! only as untyped pointers. wick's kernels themselves live in `wick-kernels` (their CPU
+//! instructions in its one intrinsics module); this module only hooks them into ggml's graph.
 #![allow(unsafe_code)]
 
 use std::cell::Cell;
@@ -92,61 +91,22 @@ pub(crate) fn kernel_switch_available() -> bool {
     install_kernel_switch()
 }
 
-/// Eight F16 values (their bits) as F32, exactly, with one F16C instruction (the matrix
-/// kernel's weight scales, [`crate::matmul`]).
-#[cfg(all(target_arch = "x86_64", target_feature = "f16c"))]
-#[allow(clippy::inline_always)] // one instruction, in the matrix kernel's inner loop
-#[inline(always)]
-pub(crate) fn f16x8(bits: [u16; 8]) -> [f32; 8] {
-    use std::arch::x86_64::{__m128i, __m256, _mm256_cvtph_ps};
-    // SAFETY: compiled only for targets with F16C (the `cfg` above: wick builds with
-    // `target-cpu=native`), so the instruction exists. Both transmutes are between plain
-    // integer or float data of the same size (16 and 32 bytes), every bit pattern valid.
-    unsafe {
-        let packed = std::mem::transmute::<[u16; 8], __m128i>(bits);
-        std::mem::transmute::<__m256, [f32; 8]>(_mm256_cvtph_ps(packed))
-    }
-}
-
-/// `acc` plus, per 32-bit lane, the sum of the lane's four products of `a`'s unsigned bytes
-/// with `b`'s signed bytes, with one VNNI instruction (`vpdpbusd`, no saturation): AVX-VNNI's,
-/// or AVX-512 VNNI's on 256-bit registers.
-#[cfg(all(
-    target_arch = "x86_64",
-    any(
-        target_feature = "avxvnni",
-        all(target_feature = "avx512vnni", target_feature = "avx512vl")
-    )
-))]
-#[allow(clippy::inline_always)] // one instruction, in the matrix kernel's inner loop
-#[inline(always)]
-pub(crate) fn dot_u8_i8(
-    acc: safe_arch::m256i,
-    a: safe_arch::m256i,
-    b: safe_arch::m256i,
-) -> safe_arch::m256i {
-    // SAFETY: compiled only for targets with the instruction (the `cfg`s: wick builds with
-    // `target-cpu=native`); it reads and writes registers only.
-    #[cfg(target_feature = "avxvnni")]
-    let sums = unsafe { std::arch::x86_64::_mm256_dpbusd_avx_epi32(acc.0, a.0, b.0) };
-    // SAFETY: as above, for AVX-512 VNNI with VL.
-    #[cfg(not(target_feature = "avxvnni"))]
-    let sums = unsafe { std::arch::x86_64::_mm256_dpbusd_epi32(acc.0, a.0, b.0) };
-    safe_arch::m256i(sums)
-}
-
-/// Asks the CPU to bring the cache line at `at` into its caches (a hint: it never faults,
-/// whatever the address, and changes nothing a program can observe but timing).
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma"
-))]
-#[inline]
-pub(crate) fn prefetch(at: *const u8) {
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-    // SAFETY: `prefetch` instructions never fault, on any address, and write nothing.
-    unsafe { _mm_prefetch::<_MM_HINT_T0>(at.cast::<i8>()) }
+/// The kernel format of a ggml weight type, for the types wick's matrix kernel reads.
+pub(crate) fn kernel_format(t: sys::ggml_type) -> Option<wick_kernels::matmul::Format> {
+    use wick_kernels::matmul::Format;
+    Some(match t {
+        sys::GGML_TYPE_Q4_0 => Format::Q4_0,
+        sys::GGML_TYPE_Q4_1 => Format::Q4_1,
+        sys::GGML_TYPE_Q5_0 => Format::Q5_0,
+        sys::GGML_TYPE_Q5_1 => Format::Q5_1,
+        sys::GGML_TYPE_Q8_0 => Format::Q8_0,
+        sys::GGML_TYPE_Q4_K => Format::Q4_K,
+        sys::GGML_TYPE_Q5_K => Format::Q5_K,
+        sys::GGML_TYPE_IQ4_NL => Format::IQ4_NL,
+        sys::GGML_TYPE_IQ4_XS => Format::IQ4_XS,
+        sys::GGML_TYPE_Q6_K => Format::Q6_K,
+        _ => return None,
+    })
 }
 
 /// ggml's version and commit, as its build recorded them.
@@ -225,8 +185,8 @@ type GraphCompute =
 static ORIGINAL_COMPUTE: OnceLock<GraphCompute> = OnceLock::new();
 
 /// Points a reference-kernel CPU backend's `graph_compute` at [`graph_compute_hook`], which
-/// hands its flash attention and its Q4_1 and `Q8_0` matrix products to wick's batch-invariant
-/// kernels ([`crate::attention`], [`crate::matmul`]), after checking the backend's layout
+/// hands its flash attention and its matrix products of the quantized types wick's kernels
+/// read to them ([`wick_kernels::attention`], [`wick_kernels::matmul`]), after checking the backend's layout
 /// against ggml's public accessors. When the layout does not match, nothing is written and
 /// ggml's reference kernels (also batch-invariant, slower) run.
 ///
@@ -405,35 +365,31 @@ unsafe extern "C" fn matmul_op(
 }
 
 /// The product a `GGML_OP_MUL_MAT` node (or one converted from it) computes, as views, when
-/// wick's kernel ([`crate::matmul`]) computes it (only where its vector path is compiled in:
-/// elsewhere ggml's reference product, which has its own SIMD, is faster): Q4_1 weights (a 2-D matrix, blocks
-/// contiguous in each row) times F32 inputs (2-D, each row contiguous) into an F32 output
+/// wick's kernel ([`wick_kernels::matmul`]) computes it (only where its vector paths are compiled
+/// in: elsewhere ggml's reference product, which has its own SIMD, is faster): weights of one
+/// of [`wick_kernels::matmul::Format`]'s types (a 2-D matrix, blocks contiguous in each row) times F32 inputs (2-D, each row contiguous) into an F32 output
 /// (2-D, each row contiguous) that does not overlap the inputs.
 ///
 /// # Safety
 ///
 /// `node` is a live `GGML_OP_MUL_MAT` node (or one `graph_compute_hook` converted) whose
 /// sources' data is allocated.
-unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<crate::matmul::MatMul<'_>> {
-    use crate::matmul::{Format, Inputs, MatMul, Weights, QK};
+unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<wick_kernels::matmul::MatMul<'_>> {
+    use wick_kernels::matmul::{Inputs, MatMul, Weights};
     // SAFETY: the caller's contract: sources 0 and 1 are set.
     let (w, x) = unsafe { (node.src[0].as_ref()?, node.src[1].as_ref()?) };
     let dim = |t: &sys::ggml_tensor, i: usize| usize::try_from(t.ne[i]).ok();
     let (k, rows, batch) = (dim(w, 0)?, dim(w, 1)?, dim(x, 1)?);
     let flat = |t: &sys::ggml_tensor| t.ne[2] == 1 && t.ne[3] == 1;
-    let format = match w.type_ {
-        sys::GGML_TYPE_Q4_1 => Format::Q4_1,
-        sys::GGML_TYPE_Q8_0 => Format::Q8_0,
-        _ => return None,
-    };
-    let block = format.block_bytes();
-    let fits = crate::matmul::supports(format)
+    let format = kernel_format(w.type_)?;
+    let (block, values) = (format.block_bytes(), format.block_values());
+    let fits = wick_kernels::matmul::supports(format)
         && x.type_ == sys::GGML_TYPE_F32
         && node.type_ == sys::GGML_TYPE_F32
         && k > 0
         && rows > 0
         && batch > 0
-        && k.is_multiple_of(QK)
+        && k.is_multiple_of(values)
         && flat(w)
         && flat(x)
         && flat(node)
@@ -441,7 +397,7 @@ unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<crate::matmul::MatMul<'_>
         && dim(node, 0)? == rows
         && dim(node, 1)? == batch
         && w.nb[0] == block
-        && w.nb[1] >= k / QK * block
+        && w.nb[1] >= k / values * block
         && x.nb[0] == 4
         && x.nb[1].is_multiple_of(4)
         && x.nb[1] >= 4 * k
@@ -454,7 +410,7 @@ unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<crate::matmul::MatMul<'_>
     if !fits {
         return None;
     }
-    let w_len = (rows - 1) * w.nb[1] + k / QK * block;
+    let w_len = (rows - 1) * w.nb[1] + k / values * block;
     let x_len = (batch - 1) * (x.nb[1] / 4) + k;
     let out_bytes = (batch - 1) * node.nb[1] + 4 * rows;
     let (x_start, out_start) = (x.data as usize, node.data as usize);
@@ -491,8 +447,8 @@ unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<crate::matmul::MatMul<'_>
 ///
 /// `node` is a live `GGML_OP_FLASH_ATTN_EXT` node (or one `graph_compute_hook` converted)
 /// whose sources' data is allocated.
-unsafe fn attention_of(node: &sys::ggml_tensor) -> Option<crate::attention::Attention<'_>> {
-    use crate::attention::{Attention, Params, Shape};
+unsafe fn attention_of(node: &sys::ggml_tensor) -> Option<wick_kernels::attention::Attention<'_>> {
+    use wick_kernels::attention::{Attention, Params, Shape};
     // SAFETY: the caller's contract: sources 0–2 are set, 3 and 4 may be null.
     let (query, key, value, mask, sinks) = unsafe {
         (
@@ -574,13 +530,13 @@ unsafe fn attention_of(node: &sys::ggml_tensor) -> Option<crate::attention::Atte
     }
 }
 
-/// A tensor's elements as a [`crate::attention::View`], when dimension 0 is contiguous and the
+/// A tensor's elements as a [`wick_kernels::attention::View`], when dimension 0 is contiguous and the
 /// strides are whole elements.
 ///
 /// # Safety
 ///
 /// `t`'s data is allocated and holds elements of `T`, and is not written while the view lives.
-unsafe fn view<T>(t: &sys::ggml_tensor) -> Option<crate::attention::View<'_, T>> {
+unsafe fn view<T>(t: &sys::ggml_tensor) -> Option<wick_kernels::attention::View<'_, T>> {
     let size = std::mem::size_of::<T>();
     if t.data.is_null() || t.nb[0] != size || t.nb[1..].iter().any(|&b| b % size != 0) {
         return None;
@@ -596,7 +552,7 @@ unsafe fn view<T>(t: &sys::ggml_tensor) -> Option<crate::attention::View<'_, T>>
     let len = last / size + 1;
     // SAFETY: the caller's contract; `len` elements reach exactly the tensor's last element.
     let data = unsafe { std::slice::from_raw_parts(t.data.cast::<T>(), len) };
-    Some(crate::attention::View {
+    Some(wick_kernels::attention::View {
         data,
         stride: [t.nb[1] / size, t.nb[2] / size, t.nb[3] / size],
     })

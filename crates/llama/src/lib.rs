@@ -19,17 +19,13 @@
 //! ```
 #![deny(missing_docs)]
 
-mod attention;
 mod eval;
 mod ffi;
 mod gguf;
 mod handle;
 mod load;
-mod matmul;
 mod rpc;
 mod sampler;
-#[cfg(test)]
-mod test_rng;
 mod vocab;
 mod worker;
 

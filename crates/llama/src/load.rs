@@ -174,9 +174,16 @@ pub(crate) fn model_info(
     };
     // wick's own kernels change the floats of the deterministic mode when they change, so
     // their revision is part of the build (and so of the snapshot fingerprint below): a
-    // snapshot computed by other kernels is never restored.
+    // snapshot computed by other kernels is never restored. wick's kernels give the same bits
+    // at every CPU level, but ggml's own ops left in the graph (activations, and the matrix
+    // products of the types wick does not read) are compiled for the build machine and may
+    // round differently on another instruction set, so the build names the instruction sets
+    // ggml was compiled with: replicas on different CPUs keep separate snapshots.
     let kernels = if info.deterministic {
-        format!(" wick-kernels/{KERNELS_REVISION}")
+        format!(
+            " wick-kernels/{KERNELS_REVISION} ggml-cpu/{}",
+            ggml_cpu_features()
+        )
     } else {
         String::new()
     };
@@ -184,12 +191,48 @@ pub(crate) fn model_info(
         "llama.cpp ggml {} {device} {mode}{kernels}",
         crate::ffi::ggml_version()
     );
+    if info.deterministic {
+        use wick_kernels::matmul::{supports, Format};
+        info.cpu_kernels = Some(wick_backend::CpuKernels {
+            level: wick_kernels::cpu::level().to_string(),
+            matmul_types: Format::ALL
+                .into_iter()
+                .filter(|f| supports(*f))
+                .map(|f| f.name().to_string())
+                .collect(),
+        });
+    }
     info
 }
 
-/// The revision of wick's deterministic CPU kernels ([`crate::attention`], [`crate::matmul`]):
-/// raised whenever a change to them changes a single float.
-const KERNELS_REVISION: u32 = 3;
+/// The instruction sets ggml's CPU code is compiled with that change how it rounds (wick
+/// builds ggml with `target-cpu=native`, like the crate itself), joined by `+`.
+fn ggml_cpu_features() -> String {
+    let features: [(&str, bool); 8] = [
+        ("x86-64", cfg!(target_arch = "x86_64")),
+        ("aarch64", cfg!(target_arch = "aarch64")),
+        ("f16c", cfg!(target_feature = "f16c")),
+        ("fma", cfg!(target_feature = "fma")),
+        ("avx2", cfg!(target_feature = "avx2")),
+        ("avx512", cfg!(target_feature = "avx512f")),
+        ("avxvnni", cfg!(target_feature = "avxvnni")),
+        ("avx512vnni", cfg!(target_feature = "avx512vnni")),
+    ];
+    let named: Vec<&str> = features
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(name, _)| *name)
+        .collect();
+    if named.is_empty() {
+        std::env::consts::ARCH.to_string()
+    } else {
+        named.join("+")
+    }
+}
+
+/// The revision of wick's deterministic CPU kernels ([`wick_kernels::attention`],
+/// [`wick_kernels::matmul`]): raised whenever a change to them changes a single float.
+const KERNELS_REVISION: u32 = 4;
 
 /// Names the model and the KV layout, so a snapshot from another model or layout is refused.
 pub(crate) fn fingerprint(config: &BackendConfig, info: &ModelInfo) -> String {

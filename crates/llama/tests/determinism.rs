@@ -175,3 +175,40 @@ fn logits_do_not_depend_on_chunking_co_batching_decoding_or_threads() {
     prefill_in_chunks(&mut one, s0, &tokens, 17);
     assert_eq!(next(&mut one, s0), reference, "one thread");
 }
+
+#[test]
+fn logits_are_the_same_bits_at_every_cpu_level() {
+    use wick_kernels::cpu;
+    // The cap is process-wide: other tests running now may run at a lower level for a while,
+    // which changes their speed, never their bits (what this test shows).
+    let levels = cpu::available();
+    let mut seen = Vec::new();
+    for level in &levels {
+        cpu::set_cap(*level).expect("an available level");
+        let mut b = backend(2, KernelMode::Deterministic);
+        assert_eq!(
+            b.info().cpu_kernels.as_ref().map(|k| k.level.clone()),
+            Some(level.to_string())
+        );
+        let tokens = prompt(&b);
+        prefill_in_chunks(&mut b, SeqId(0), &tokens[..40], 40);
+        let mut fingerprints = vec![next(&mut b, SeqId(0))];
+        for _ in 0..4 {
+            fingerprints.push(next(&mut b, SeqId(0)));
+        }
+        seen.push((*level, fingerprints));
+    }
+    cpu::set_cap(cpu::best()).expect("the build's best");
+    eprintln!(
+        "levels compared: {}",
+        levels
+            .iter()
+            .map(|l| l.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    assert!(levels.len() >= 2, "the scalar level and at least one other");
+    for (level, fingerprints) in &seen[1..] {
+        assert_eq!(fingerprints, &seen[0].1, "{level} against {}", seen[0].0);
+    }
+}

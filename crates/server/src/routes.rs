@@ -183,7 +183,9 @@ fn model_json(state: &AppState, m: &ServedModel) -> Value {
     json!({"id": m.id, "object": "model", "created": state.created(), "owned_by": "wick",
            "context_window": meta.context_window,
            "meta": {"deterministic": meta.deterministic, "build": meta.build,
-                    "placement": placement_json(&meta.placement)}})
+                    "placement": placement_json(&meta.placement),
+                    "cpu_kernels": meta.cpu_kernels.as_ref().map(|k| json!({
+                        "level": k.level, "matmul_types": k.matmul_types}))}})
 }
 
 /// Where the layers run: `[{"device": "RPC0", "description": "10.0.0.2:50052",

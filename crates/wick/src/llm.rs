@@ -164,6 +164,7 @@ impl Llm {
             deterministic: info.deterministic,
             build: info.build.clone(),
             placement: info.placement.clone(),
+            cpu_kernels: info.cpu_kernels.clone(),
         }
     }
 

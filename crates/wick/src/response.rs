@@ -50,4 +50,6 @@ pub struct LlmMetadata {
     pub build: String,
     /// Where the layers run: one span of layers per device (the CPU, a GPU, an RPC worker).
     pub placement: Vec<crate::LayerPlacement>,
+    /// wick's own CPU kernels, where they compute the model: their CPU level and weight types.
+    pub cpu_kernels: Option<crate::CpuKernels>,
 }

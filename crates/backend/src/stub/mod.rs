@@ -148,6 +148,7 @@ impl StubBackend {
                 output: true,
             }],
             max_active_adapters: u32::MAX,
+            cpu_kernels: None,
         };
         let tokenizer = Arc::new(StubTokenizer {
             vocab: vocab.clone(),

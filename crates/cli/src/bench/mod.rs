@@ -20,7 +20,7 @@ mod scenarios;
 mod schema;
 mod server;
 mod spec;
-mod tools;
+pub(crate) mod tools;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;

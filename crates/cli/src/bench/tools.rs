@@ -1,4 +1,5 @@
-//! llama.cpp's own `llama-bench` and `llama-server`, built on demand into the cache directory.
+//! llama.cpp's own `llama-bench`, `llama-server` and `llama-quantize`, built on demand into the
+//! cache directory.
 //!
 //! llama-cpp-sys-2 ships a llama.cpp trimmed to the library, so the tools come from the
 //! llama-cpp-python source distribution, which vendors the whole tree under `vendor/llama.cpp`.
@@ -20,11 +21,12 @@ pub(crate) const DEFAULT_LLAMA_CPP_PYTHON: &str = "0.3.36";
 /// The llama-cpp-sys-2 version wick links (read from Cargo.lock by the build script).
 pub(crate) const WICK_LLAMA_CPP_SYS: &str = env!("WICK_LLAMA_CPP_SYS_VERSION");
 
-/// The two built tools and where they came from.
+/// The built tools and where they came from.
 #[derive(Debug, Clone)]
 pub(crate) struct Tools {
     pub(crate) llama_bench: PathBuf,
     pub(crate) llama_server: PathBuf,
+    pub(crate) llama_quantize: PathBuf,
     /// `llama-cpp-python <version> vendor/llama.cpp`, plus the build number when known.
     pub(crate) version: String,
 }
@@ -43,9 +45,15 @@ pub(crate) fn ensure(cache: &Path, version: &str) -> Result<Tools> {
     let tools = Tools {
         llama_bench: bin.join("llama-bench"),
         llama_server: bin.join("llama-server"),
+        llama_quantize: bin.join("llama-quantize"),
         version: format!("llama-cpp-python {version} vendor/llama.cpp"),
     };
-    if tools.llama_bench.is_file() && tools.llama_server.is_file() {
+    let built = |t: &Tools| {
+        [&t.llama_bench, &t.llama_server, &t.llama_quantize]
+            .iter()
+            .all(|p| p.is_file())
+    };
+    if built(&tools) {
         return Ok(tools);
     }
     let src = root.join("src");
@@ -53,11 +61,10 @@ pub(crate) fn ensure(cache: &Path, version: &str) -> Result<Tools> {
         fetch_source(&root, version)?;
     }
     build(&root)?;
-    if !(tools.llama_bench.is_file() && tools.llama_server.is_file()) {
+    if !built(&tools) {
         bail!(
-            "the llama.cpp build finished but {} or {} is missing; see {}",
-            tools.llama_bench.display(),
-            tools.llama_server.display(),
+            "the llama.cpp build finished but a tool is missing in {}; see {}",
+            bin.display(),
             root.join("build.log").display()
         );
     }
@@ -117,7 +124,8 @@ fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned())
 }
 
-/// Configures and builds `llama-bench` and `llama-server`, showing cmake's progress.
+/// Configures and builds `llama-bench`, `llama-server` and `llama-quantize`, showing cmake's
+/// progress (a tree built before keeps what it built: only what is missing compiles).
 fn build(root: &Path) -> Result<()> {
     let log_path = root.join("build.log");
     let log = std::fs::File::create(&log_path)?;
@@ -144,15 +152,19 @@ fn build(root: &Path) -> Result<()> {
     let jobs = std::thread::available_parallelism().map_or(2, usize::from);
     let started = Instant::now();
     let bar = ProgressBar::new(100).with_style(
-        ProgressStyle::with_template(
-            "building llama-bench + llama-server {bar:30} {pos}% {elapsed} {msg}",
-        )
-        .expect("a valid template"),
+        ProgressStyle::with_template("building llama.cpp's tools {bar:30} {pos}% {elapsed} {msg}")
+            .expect("a valid template"),
     );
     let mut child = Command::new("cmake")
         .arg("--build")
         .arg(root.join("build"))
-        .args(["--target", "llama-bench", "llama-server", "-j"])
+        .args([
+            "--target",
+            "llama-bench",
+            "llama-server",
+            "llama-quantize",
+            "-j",
+        ])
         .arg(jobs.to_string())
         .stdout(Stdio::piped())
         .stderr(log.try_clone()?)
@@ -175,7 +187,7 @@ fn build(root: &Path) -> Result<()> {
         );
     }
     eprintln!(
-        "wick bench: built llama-bench and llama-server in {:.0}s",
+        "wick: built llama-bench, llama-server and llama-quantize in {:.0}s",
         started.elapsed().as_secs_f64()
     );
     Ok(())

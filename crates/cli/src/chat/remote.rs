@@ -36,7 +36,10 @@ impl Remote {
             .context("starting the HTTP client")?;
         let mut settings = serde_json::Map::new();
         settings.insert("max_tokens".into(), args.max_tokens.into());
-        settings.insert("temperature".into(), args.sampling.temperature.into());
+        settings.insert(
+            "temperature".into(),
+            args.sampling.sampler().temperature.into(),
+        );
         settings.insert("top_p".into(), args.sampling.top_p.into());
         settings.insert("seed".into(), args.sampling.seed.into());
         let mut remote = Remote {

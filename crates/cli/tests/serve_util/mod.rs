@@ -28,6 +28,23 @@ impl Server {
 
     /// [`Server::start`] with `home` as `$WICK_HOME`.
     pub(crate) fn start_in(home: &std::path::Path, extra: &[&str]) -> Server {
+        Server::start_model_in(home, &wick_testutil::model_path(), extra)
+    }
+
+    /// [`Server::start`] on `model` instead of the test model.
+    pub(crate) fn start_model(model: &std::path::Path, extra: &[&str]) -> Server {
+        let home = tempfile::tempdir().expect("a temporary WICK_HOME");
+        let mut server = Server::start_model_in(home.path(), model, extra);
+        server.home = Some(home);
+        server
+    }
+
+    /// [`Server::start_model`] with `home` as `$WICK_HOME`.
+    pub(crate) fn start_model_in(
+        home: &std::path::Path,
+        model: &std::path::Path,
+        extra: &[&str],
+    ) -> Server {
         // Two threads unless the test says (servers side by side may want one each).
         let threads: &[&str] = if extra.contains(&"--threads") {
             &[]
@@ -37,7 +54,7 @@ impl Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_wick"))
             .env("WICK_HOME", home)
             .args(["serve", "--port", "0", "-m"])
-            .arg(wick_testutil::model_path())
+            .arg(model)
             .args(threads)
             .args(extra)
             .stdout(Stdio::piped())

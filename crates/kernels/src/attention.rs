@@ -25,9 +25,9 @@
 use std::ops::Range;
 
 /// Open keys per block.
-pub(crate) const BLOCK: usize = 64;
+pub const BLOCK: usize = 64;
 /// Query rows per unit of work.
-pub(crate) const TILE: usize = 32;
+pub const TILE: usize = 32;
 /// Lanes of the block sum.
 const LANES: usize = 16;
 /// The F16 bit pattern of −∞, what ggml's masks hold for a closed cell.
@@ -36,9 +36,11 @@ const F16_NEG_INF: u16 = 0xFC00;
 /// A 4-dimensional view: `data` from the view's first element, strides in elements for
 /// dimensions 1, 2 and 3 (dimension 0 is contiguous).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct View<'a, T> {
-    pub(crate) data: &'a [T],
-    pub(crate) stride: [usize; 3],
+pub struct View<'a, T> {
+    /// The elements, from the view's first.
+    pub data: &'a [T],
+    /// Strides in elements of dimensions 1, 2 and 3.
+    pub stride: [usize; 3],
 }
 
 impl<'a, T> View<'a, T> {
@@ -51,49 +53,61 @@ impl<'a, T> View<'a, T> {
 
 /// The shape of one `FLASH_ATTN_EXT` (ggml's names in brackets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Shape {
+pub struct Shape {
     /// Key and query width (`DK`).
-    pub(crate) dk: usize,
+    pub dk: usize,
     /// Value width (`DV`).
-    pub(crate) dv: usize,
+    pub dv: usize,
     /// Query rows (`neq1`).
-    pub(crate) rows: usize,
+    pub rows: usize,
     /// Query heads (`neq2`).
-    pub(crate) heads: usize,
+    pub heads: usize,
     /// Query streams (`neq3`).
-    pub(crate) streams: usize,
+    pub streams: usize,
     /// Cached cells in the view (`nek1`).
-    pub(crate) cells: usize,
-    /// Key heads (`nek2`) and key streams (`nek3`).
-    pub(crate) k_heads: usize,
-    pub(crate) k_streams: usize,
-    /// Value heads (`nev2`) and value streams (`nev3`).
-    pub(crate) v_heads: usize,
-    pub(crate) v_streams: usize,
-    /// The mask's heads and streams (`mask->ne[2]`, `mask->ne[3]`), broadcast by modulo.
-    pub(crate) mask_heads: usize,
-    pub(crate) mask_streams: usize,
+    pub cells: usize,
+    /// Key heads (`nek2`).
+    pub k_heads: usize,
+    /// Key streams (`nek3`).
+    pub k_streams: usize,
+    /// Value heads (`nev2`).
+    pub v_heads: usize,
+    /// Value streams (`nev3`).
+    pub v_streams: usize,
+    /// The mask's heads (`mask->ne[2]`; heads and streams broadcast by modulo).
+    pub mask_heads: usize,
+    /// The mask's streams.
+    pub mask_streams: usize,
 }
 
 /// The op's scalar parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Params {
-    pub(crate) scale: f32,
-    pub(crate) max_bias: f32,
-    pub(crate) softcap: f32,
+pub struct Params {
+    /// The queries' scale.
+    pub scale: f32,
+    /// `ALiBi`'s maximum bias (0: none).
+    pub max_bias: f32,
+    /// The logits' soft cap (0: none).
+    pub softcap: f32,
 }
 
 /// One `FLASH_ATTN_EXT`: queries F32, keys and values F16 (as bits), mask F16 (as bits).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Attention<'a> {
-    pub(crate) shape: Shape,
-    pub(crate) params: Params,
-    pub(crate) q: View<'a, f32>,
-    pub(crate) k: View<'a, u16>,
-    pub(crate) v: View<'a, u16>,
-    pub(crate) mask: Option<View<'a, u16>>,
+pub struct Attention<'a> {
+    /// The sizes.
+    pub shape: Shape,
+    /// The scalar parameters.
+    pub params: Params,
+    /// Queries.
+    pub q: View<'a, f32>,
+    /// Keys (F16 bits).
+    pub k: View<'a, u16>,
+    /// Values (F16 bits).
+    pub v: View<'a, u16>,
+    /// The mask (F16 bits), if any.
+    pub mask: Option<View<'a, u16>>,
     /// One logit per query head, joined to every row's softmax (attention sinks).
-    pub(crate) sinks: Option<&'a [f32]>,
+    pub sinks: Option<&'a [f32]>,
 }
 
 /// What a thread works on: a tile of rows of one stream, for a run of query heads that read
@@ -107,7 +121,7 @@ struct Unit {
 
 impl Attention<'_> {
     /// Whether the shape is one this kernel computes (the caller leaves others to ggml).
-    pub(crate) fn supported(shape: &Shape) -> bool {
+    pub fn supported(shape: &Shape) -> bool {
         let divides = |a: usize, b: usize| b != 0 && a.is_multiple_of(b);
         shape.dk.is_multiple_of(LANES)
             && shape.dv.is_multiple_of(LANES)
@@ -124,7 +138,7 @@ impl Attention<'_> {
     /// Computes thread `ith`'s share (of `nth`) and hands each finished output row to `out`:
     /// its index among the `streams × rows × heads` rows of width `dv` (ggml's permuted
     /// layout) and its values.
-    pub(crate) fn run(&self, ith: usize, nth: usize, out: &mut dyn FnMut(usize, &[f32])) {
+    pub fn run(&self, ith: usize, nth: usize, out: &mut dyn FnMut(usize, &[f32])) {
         let slopes: Vec<f32> = (0..self.shape.heads).map(|h| self.slope(h)).collect();
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
@@ -790,7 +804,7 @@ fn exp_nonpositive(arg: f32) -> f32 {
 
 /// An F16 (its bits) as F32, exactly: normal, subnormal, infinite and NaN values.
 #[inline]
-pub(crate) fn f16_to_f32(bits: u16) -> f32 {
+pub fn f16_to_f32(bits: u16) -> f32 {
     let sign = u32::from(bits & 0x8000) << 16;
     let rest = u32::from(bits & 0x7FFF);
     // Shifted into an F32's exponent and mantissa, the value is 2^-112 of the F16's (exact for

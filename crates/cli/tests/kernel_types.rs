@@ -1,0 +1,146 @@
+//! Every common weight type on the real model, in the default (deterministic) mode: the test
+//! model requantized by `wick quantize` (llama.cpp's own llama-quantize, built with `wick
+//! bench`'s tools; made once and kept in `$WICK_HOME/test-models`), then served at every CPU
+//! level this machine has. For each type:
+//!
+//! - a prompt's greedy answer and its log-probabilities are the same bits alone and beside
+//!   three other requests in one batch (batch invariance);
+//! - they are the same bits at every CPU level (`--cpu-level`): wick's kernels compute the same
+//!   definition on every instruction set, and the cap leaves ggml's own ops as they are;
+//! - `/v1/models` names the level and whether wick's matrix kernel reads the type.
+//!
+//! SmolLM2's rows are 576 values wide, which the 256-value super-block types (K-quants,
+//! `IQ4_XS`) cannot hold: llama-quantize writes those tensors in its fallback types (`Q5_0`,
+//! `Q5_1`, `Q8_0`, `IQ4_NL`) and only the 1536-wide ones (`ffn_down`) in the type named.
+
+mod serve_util;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::{json, Value};
+use serve_util::{client, post_json, wick_home, Server};
+use wick_kernels::cpu::{self, Level};
+
+/// llama-quantize's type names, and the ggml tensor type each writes for the 1536-wide rows.
+const TYPES: &[(&str, &str)] = &[
+    ("Q4_0", "q4_0"),
+    ("Q5_0", "q5_0"),
+    ("Q5_1", "q5_1"),
+    ("Q8_0", "q8_0"),
+    ("Q2_K", "q2_K"),
+    ("Q3_K_M", "q3_K"),
+    ("Q4_K_M", "q4_K"),
+    ("Q5_K_M", "q5_K"),
+    ("Q6_K", "q6_K"),
+    ("IQ4_NL", "iq4_nl"),
+    ("IQ4_XS", "iq4_xs"),
+    ("F16", "f16"),
+    ("BF16", "bf16"),
+];
+
+const PROMPTS: [&str; 4] = [
+    "The three primary colours are",
+    "Water boils at a temperature of",
+    "A short poem about the sea:",
+    "def fibonacci(n):",
+];
+
+/// The test model in `kind`, made once.
+fn model_of(kind: &str) -> PathBuf {
+    let dir = wick_home().join("test-models");
+    let out = dir.join(format!("SmolLM2-135M-Instruct.{kind}.gguf"));
+    if out.is_file() {
+        return out;
+    }
+    let result = Command::new(env!("CARGO_BIN_EXE_wick"))
+        .args(["quantize", "-t", kind, "-m"])
+        .arg(wick_testutil::model_path())
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .expect("wick quantize runs");
+    assert!(
+        result.status.success(),
+        "wick quantize -t {kind}: {}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    assert!(out.is_file(), "{} was written", out.display());
+    out
+}
+
+/// A prompt's greedy answer with its log-probabilities (5 alternatives per token).
+fn body(prompt: &str) -> Value {
+    json!({"prompt": prompt, "max_tokens": 8, "temperature": 0, "logprobs": 5})
+}
+
+fn answer(server: &Server, prompt: &str) -> Value {
+    let (status, out) = post_json(server, "/v1/completions", &body(prompt));
+    assert_eq!(status, 200, "{out}");
+    let choice = &out["choices"][0];
+    json!({"text": choice["text"], "logprobs": choice["logprobs"]})
+}
+
+/// Every prompt at once (one batch on the server), each prompt's answer.
+fn together(server: &Server) -> Vec<Value> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = PROMPTS
+            .iter()
+            .map(|p| s.spawn(move || answer(server, p)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn every_weight_type_is_batch_invariant_and_the_same_at_every_cpu_level() {
+    let levels = cpu::available();
+    assert!(levels.contains(&Level::Scalar), "{levels:?}");
+    eprintln!(
+        "CPU levels: {}",
+        levels
+            .iter()
+            .map(|l| l.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for (kind, tensor_type) in TYPES {
+        let model = model_of(kind);
+        let mut first: Option<(Level, Value)> = None;
+        for level in &levels {
+            let server =
+                Server::start_model(&model, &["--parallel", "4", "--cpu-level", level.name()]);
+            let models: Value = client()
+                .get(server.url("/v1/models"))
+                .send()
+                .unwrap()
+                .json()
+                .unwrap();
+            let meta = &models["data"][0]["meta"];
+            assert_eq!(meta["deterministic"], true, "{kind}: {meta}");
+            assert_eq!(meta["cpu_kernels"]["level"], level.name(), "{kind}: {meta}");
+            let wick_types = meta["cpu_kernels"]["matmul_types"].to_string();
+            eprintln!(
+                "{kind} at {level}: {tensor_type} on {}",
+                if wick_types.contains(&format!("\"{tensor_type}\"")) {
+                    "wick's kernel"
+                } else {
+                    "ggml's per-pair product"
+                }
+            );
+            let alone = answer(&server, PROMPTS[0]);
+            assert!(
+                !alone["text"].as_str().unwrap_or_default().is_empty(),
+                "{kind} at {level}: {alone}"
+            );
+            let batch = together(&server);
+            assert_eq!(batch[0], alone, "{kind} at {level}: in a batch of four");
+            match &first {
+                None => first = Some((*level, alone)),
+                Some((base, want)) => {
+                    assert_eq!(&alone, want, "{kind}: {level} against {base}");
+                }
+            }
+        }
+    }
+}

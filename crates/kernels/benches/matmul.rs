@@ -1,0 +1,72 @@
+//! The matrix kernel per weight type at every CPU level this build has (`scalar` is the
+//! definition itself, per pair): one decode row and an 8-row prefill tile against a
+//! 1536 × 1536 matrix of random blocks, on one thread.
+#![allow(missing_docs, clippy::cast_precision_loss)]
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use wick_kernels::cpu;
+use wick_kernels::matmul::{Format, Inputs, MatMul, Weights};
+
+const K: usize = 1536;
+const N: usize = 1536;
+
+fn weights(format: Format) -> Vec<u8> {
+    let bytes = K / format.block_values() * format.block_bytes();
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut w: Vec<u8> = (0..N * bytes)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state.to_le_bytes()[0]
+        })
+        .collect();
+    // Scales in range: every block's leading F16 fields set to 2^-6.
+    for block in w.chunks_mut(format.block_bytes()) {
+        block[..2].copy_from_slice(&0x2400u16.to_le_bytes());
+        block[2..4].copy_from_slice(&0x2400u16.to_le_bytes());
+    }
+    w
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("matmul");
+    group.sample_size(10);
+    for format in Format::ALL {
+        let w = weights(format);
+        for rows in [1usize, 8] {
+            let x: Vec<f32> = (0..rows * K)
+                .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+                .collect();
+            let product = MatMul {
+                k: K,
+                w: Weights {
+                    format,
+                    data: &w,
+                    stride: w.len() / N,
+                    rows: N,
+                },
+                x: Inputs {
+                    data: &x,
+                    stride: K,
+                    rows,
+                },
+            };
+            group.throughput(Throughput::Elements((K * N * rows) as u64));
+            for level in cpu::available() {
+                let id = BenchmarkId::new(format!("{}/{rows}", format.name()), level);
+                group.bench_with_input(id, &level, |b, &level| {
+                    b.iter(|| {
+                        let mut sum = 0.0f32;
+                        product.run_at(level, 0, 1, &mut |_, _, v| sum += v[0]);
+                        sum
+                    });
+                });
+            }
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,63 @@
+//! The kernels' only `unsafe`: CPU instructions that `std::arch` offers only as `unsafe fn`
+//! and `safe_arch` does not wrap (F16C's conversion, the VNNI dot products, the prefetch
+//! hint). Each is compiled only where the build's target features include its instruction.
+#![allow(unsafe_code)]
+
+/// Eight F16 values (their bits) as F32, exactly, with one F16C instruction (the matrix
+/// kernel's weight scales).
+#[cfg(all(target_arch = "x86_64", target_feature = "f16c"))]
+#[allow(clippy::inline_always)] // one instruction, in the matrix kernel's inner loop
+#[inline(always)]
+pub(crate) fn f16x8(bits: [u16; 8]) -> [f32; 8] {
+    use std::arch::x86_64::{__m128i, __m256, _mm256_cvtph_ps};
+    // SAFETY: compiled only for targets with F16C (the `cfg` above: wick builds with
+    // `target-cpu=native`), so the instruction exists. Both transmutes are between plain
+    // integer or float data of the same size (16 and 32 bytes), every bit pattern valid.
+    unsafe {
+        let packed = std::mem::transmute::<[u16; 8], __m128i>(bits);
+        std::mem::transmute::<__m256, [f32; 8]>(_mm256_cvtph_ps(packed))
+    }
+}
+
+/// `acc` plus, per 32-bit lane, the sum of the lane's four products of `a`'s unsigned bytes
+/// with `b`'s signed bytes (`vpdpbusd`, no saturation), AVX-VNNI's encoding.
+#[cfg(all(target_arch = "x86_64", target_feature = "avxvnni"))]
+#[allow(clippy::inline_always)] // one instruction, in the matrix kernel's inner loop
+#[inline(always)]
+pub(crate) fn dpbusd_avx_vnni(
+    acc: safe_arch::m256i,
+    a: safe_arch::m256i,
+    b: safe_arch::m256i,
+) -> safe_arch::m256i {
+    // SAFETY: compiled only for targets with AVX-VNNI (the `cfg`: wick builds with
+    // `target-cpu=native`); it reads and writes registers only.
+    safe_arch::m256i(unsafe { std::arch::x86_64::_mm256_dpbusd_avx_epi32(acc.0, a.0, b.0) })
+}
+
+/// [`dpbusd_avx_vnni`]'s sums with AVX-512 VNNI's encoding (EVEX, 256-bit registers).
+#[cfg(all(
+    target_arch = "x86_64",
+    target_feature = "avx512vnni",
+    target_feature = "avx512vl"
+))]
+#[allow(clippy::inline_always)] // one instruction, in the matrix kernel's inner loop
+#[inline(always)]
+pub(crate) fn dpbusd_avx512_vnni(
+    acc: safe_arch::m256i,
+    a: safe_arch::m256i,
+    b: safe_arch::m256i,
+) -> safe_arch::m256i {
+    // SAFETY: compiled only for targets with AVX-512 VNNI and VL (the `cfg`: wick builds with
+    // `target-cpu=native`); it reads and writes registers only.
+    safe_arch::m256i(unsafe { std::arch::x86_64::_mm256_dpbusd_epi32(acc.0, a.0, b.0) })
+}
+
+/// Asks the CPU to bring the cache line at `at` into its caches (a hint: it never faults,
+/// whatever the address, and changes nothing a program can observe but timing).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
+#[inline]
+pub(crate) fn prefetch(at: *const u8) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    // SAFETY: `prefetch` instructions never fault, on any address, and write nothing.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(at.cast::<i8>()) }
+}

@@ -1,0 +1,760 @@
+//! How the kernel reads each weight type: every type is read in 32-value blocks, each with a
+//! scale `d` and, for the unsigned types, a minimum `m`:
+//!
+//! - **signed** types give value `j` as `d · w_j` with `w_j` from −128 to 127 (`Q4_0`'s
+//!   nibbles minus 8, `Q5_0`'s five bits minus 16, `Q8_0`'s bytes, the `IQ4` types' table
+//!   entries), and the kernel's sign trick keeps AVX2's pair sums exact;
+//! - **unsigned** types give it as `d · u_j + m` with `u_j` from 0 to 31 (`Q4_1`, `Q5_1`, and
+//!   the K-quants' sub-blocks, whose scale and minimum are the super-block's F16 times a 6-bit
+//!   integer: exact in F32).
+//!
+//! Each layout has a scalar reader ([`Layout::values`], the definition) and, with the vector
+//! paths, a paired reader ([`Layout::pair`]) that the tests hold to it.
+
+// Block fields by ggml's names (`qs`, `qh`, `d`, `dmin`).
+#![allow(clippy::many_single_char_names)]
+
+#[cfg(vector)]
+use safe_arch::m256i;
+
+use super::{f16x8, QK, TILE_W};
+
+/// One weight type's block layout.
+pub(super) trait Layout {
+    /// Values per ggml block (32, or 256 for super-blocks).
+    const VALUES: usize;
+    /// Bytes per ggml block.
+    const BYTES: usize;
+    /// Signed values without minimums, or unsigned ones with them.
+    const SIGNED: bool;
+    /// A scale per 16 values (signed types only): [`Layout::headers`]' minimums are then the
+    /// scales of values 16–31.
+    const SPLIT: bool = false;
+
+    /// 32-value block `b`'s values `w_j` (or `u_j`), in value order (scalar code).
+    fn values(row: &[u8], b: usize) -> [i8; QK];
+
+    /// The scales and minimums of 32-value blocks `b` (even) and `b + 1` of the rows `w`
+    /// (zeros past the row): `(d_b, m_b, d_b+1, m_b+1)`, each per row; minimums are zeros for
+    /// the signed types.
+    fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4];
+
+    /// Blocks `b` and `b + 1` of `row` (zeros past the row) in the inputs' paired layout:
+    /// values 0–15 of `b` then of `b + 1`, and values 16–31 of `b` then of `b + 1`.
+    #[cfg(vector)]
+    fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i);
+}
+
+/// The F16 at byte `at` of `w`.
+#[inline]
+pub(super) fn half_at(w: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([w[at], w[at + 1]])
+}
+
+/// The F16s at byte `at` of 32-value blocks `b` and `b + 1` (of `bytes` each) of the rows `w`,
+/// as F32: `(block b's, block b + 1's)` per row, zeros past the row.
+#[allow(clippy::inline_always)] // in the tile loop: measured a fifth of the product when not inlined
+#[inline(always)]
+fn block_halves(
+    w: &[&[u8]; TILE_W],
+    b: usize,
+    blocks: usize,
+    bytes: usize,
+    at: usize,
+) -> ([f32; TILE_W], [f32; TILE_W]) {
+    let bits: [u16; 8] = std::array::from_fn(|i| {
+        let b = b + i / TILE_W;
+        if b < blocks {
+            half_at(w[i % TILE_W], b * bytes + at)
+        } else {
+            0
+        }
+    });
+    let d = f16x8(bits);
+    (
+        std::array::from_fn(|r| d[r]),
+        std::array::from_fn(|r| d[TILE_W + r]),
+    )
+}
+
+/// Value `j` of a 32-value block stored as 16 bytes of nibbles: the low nibble of byte `j`
+/// for `j < 16`, the high nibble of byte `j − 16` after.
+#[inline]
+fn nibble(qs: &[u8], j: usize) -> u8 {
+    if j < 16 {
+        qs[j] & 0x0F
+    } else {
+        qs[j - 16] >> 4
+    }
+}
+
+/// The 16 bytes at `at` of 32-value block `b` (of `bytes`), or zeros past the row.
+#[cfg(vector)]
+#[inline]
+fn sixteen(row: &[u8], b: usize, blocks: usize, bytes: usize, at: usize) -> [u8; 16] {
+    if b >= blocks {
+        return [0; 16];
+    }
+    let at = b * bytes + at;
+    row[at..at + 16].try_into().expect("16 bytes")
+}
+
+/// The 32-bit word at byte `at` of 32-value block `b`, or zero past the row.
+#[inline]
+fn word(row: &[u8], b: usize, blocks: usize, bytes: usize, at: usize) -> u32 {
+    if b >= blocks {
+        return 0;
+    }
+    let at = b * bytes + at;
+    u32::from_le_bytes(row[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// `IQ4_NL`'s and `IQ4_XS`'s 16 values (ggml's `kvalues_iq4nl`).
+pub(super) const IQ4: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+/// ggml's `Q4_0`: F16 `d`, 16 bytes of nibbles `q`; value `d · (q − 8)`.
+pub(super) struct Q40;
+/// ggml's `Q4_1`: F16 `d` and `m`, 16 bytes of nibbles `q`; value `d · q + m`.
+pub(super) struct Q41;
+/// ggml's `Q5_0`: F16 `d`, 32 high bits, 16 bytes of low nibbles; value `d · (q − 16)`.
+pub(super) struct Q50;
+/// ggml's `Q5_1`: F16 `d` and `m`, 32 high bits, 16 bytes of low nibbles; value `d · q + m`.
+pub(super) struct Q51;
+/// ggml's `Q8_0`: F16 `d`, 32 signed bytes `q`; value `d · q`.
+pub(super) struct Q80;
+/// ggml's `Q4_K`: super-blocks of 256 values (F16 `d` and `dmin`, eight 6-bit scales and
+/// minimums, 128 bytes of nibbles); sub-block `j`'s value is `d · sc_j · q − dmin · m_j`.
+pub(super) struct Q4K;
+/// ggml's `Q5_K`: `Q4_K` with a fifth bit per value (32 bytes of high bits).
+pub(super) struct Q5K;
+/// ggml's `IQ4_NL`: F16 `d`, 16 bytes of nibbles indexing a table of 16 values.
+pub(super) struct IQ4NL;
+/// ggml's `IQ4_XS`: super-blocks of 256 values (F16 `d`, eight 6-bit scales, 128 bytes of
+/// nibbles indexing `IQ4_NL`'s table); sub-block `j`'s value is `d · (ls_j − 32) · t(q)`.
+pub(super) struct IQ4XS;
+
+#[allow(clippy::cast_possible_wrap)] // nibbles and five-bit values fit an i8
+impl Layout for Q40 {
+    const VALUES: usize = QK;
+    const BYTES: usize = 18;
+    const SIGNED: bool = true;
+
+    fn values(row: &[u8], b: usize) -> [i8; QK] {
+        let qs = &row[b * Self::BYTES + 2..];
+        std::array::from_fn(|j| nibble(qs, j) as i8 - 8)
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
+        let (d0, d1) = block_halves(w, b, blocks, Self::BYTES, 0);
+        [d0, [0.0; TILE_W], d1, [0.0; TILE_W]]
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i) {
+        let (lo, hi) = vector::nibbles(
+            sixteen(row, b, blocks, Self::BYTES, 2),
+            sixteen(row, b + 1, blocks, Self::BYTES, 2),
+        );
+        (vector::minus(lo, 8), vector::minus(hi, 8))
+    }
+}
+
+#[allow(clippy::cast_possible_wrap)] // nibbles fit an i8
+impl Layout for Q41 {
+    const VALUES: usize = QK;
+    const BYTES: usize = 20;
+    const SIGNED: bool = false;
+
+    fn values(row: &[u8], b: usize) -> [i8; QK] {
+        let qs = &row[b * Self::BYTES + 4..];
+        std::array::from_fn(|j| nibble(qs, j) as i8)
+    }
+
+    // Measured: left to the compiler, it is not inlined into the tile loop and takes a fifth
+    // of the product's time.
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
+        let one = |b: usize| {
+            if b >= blocks {
+                return [0.0; 8];
+            }
+            let at = b * Self::BYTES;
+            let words: [u32; TILE_W] = std::array::from_fn(|r| {
+                u32::from_le_bytes(w[r][at..at + 4].try_into().expect("4 bytes"))
+            });
+            // The low half of a block's first word is its scale, the high half its minimum.
+            #[allow(clippy::cast_possible_truncation)]
+            let bits: [u16; 8] =
+                std::array::from_fn(|i| (words[i % TILE_W] >> (16 * (i / TILE_W))) as u16);
+            f16x8(bits)
+        };
+        let (first, second) = (one(b), one(b + 1));
+        [
+            std::array::from_fn(|r| first[r]),
+            std::array::from_fn(|r| first[TILE_W + r]),
+            std::array::from_fn(|r| second[r]),
+            std::array::from_fn(|r| second[TILE_W + r]),
+        ]
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `headers`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i) {
+        vector::nibbles(
+            sixteen(row, b, blocks, Self::BYTES, 4),
+            sixteen(row, b + 1, blocks, Self::BYTES, 4),
+        )
+    }
+}
+
+/// Value `j`'s fifth bit (16 or 0) from a 32-value block's word of high bits.
+#[inline]
+fn fifth(qh: u32, j: usize) -> u8 {
+    if qh >> j & 1 == 1 {
+        16
+    } else {
+        0
+    }
+}
+
+#[allow(clippy::cast_possible_wrap)] // five-bit values fit an i8
+impl Layout for Q50 {
+    const VALUES: usize = QK;
+    const BYTES: usize = 22;
+    const SIGNED: bool = true;
+
+    fn values(row: &[u8], b: usize) -> [i8; QK] {
+        let qh = word(row, b, b + 1, Self::BYTES, 2);
+        let qs = &row[b * Self::BYTES + 6..];
+        std::array::from_fn(|j| (nibble(qs, j) | fifth(qh, j)) as i8 - 16)
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
+        let (d0, d1) = block_halves(w, b, blocks, Self::BYTES, 0);
+        [d0, [0.0; TILE_W], d1, [0.0; TILE_W]]
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i) {
+        let (lo, hi) = vector::nibbles(
+            sixteen(row, b, blocks, Self::BYTES, 6),
+            sixteen(row, b + 1, blocks, Self::BYTES, 6),
+        );
+        let (bits_lo, bits_hi) = vector::fifth_bits(
+            word(row, b, blocks, Self::BYTES, 2),
+            word(row, b + 1, blocks, Self::BYTES, 2),
+        );
+        (
+            vector::minus(safe_arch::bitor_m256i(lo, bits_lo), 16),
+            vector::minus(safe_arch::bitor_m256i(hi, bits_hi), 16),
+        )
+    }
+}
+
+#[allow(clippy::cast_possible_wrap)] // five-bit values fit an i8
+impl Layout for Q51 {
+    const VALUES: usize = QK;
+    const BYTES: usize = 24;
+    const SIGNED: bool = false;
+
+    fn values(row: &[u8], b: usize) -> [i8; QK] {
+        let qh = word(row, b, b + 1, Self::BYTES, 4);
+        let qs = &row[b * Self::BYTES + 8..];
+        std::array::from_fn(|j| (nibble(qs, j) | fifth(qh, j)) as i8)
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
+        let (d0, d1) = block_halves(w, b, blocks, Self::BYTES, 0);
+        let (m0, m1) = block_halves(w, b, blocks, Self::BYTES, 2);
+        [d0, m0, d1, m1]
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i) {
+        let (lo, hi) = vector::nibbles(
+            sixteen(row, b, blocks, Self::BYTES, 8),
+            sixteen(row, b + 1, blocks, Self::BYTES, 8),
+        );
+        let (bits_lo, bits_hi) = vector::fifth_bits(
+            word(row, b, blocks, Self::BYTES, 4),
+            word(row, b + 1, blocks, Self::BYTES, 4),
+        );
+        (
+            safe_arch::bitor_m256i(lo, bits_lo),
+            safe_arch::bitor_m256i(hi, bits_hi),
+        )
+    }
+}
+
+impl Layout for Q80 {
+    const VALUES: usize = QK;
+    const BYTES: usize = 34;
+    const SIGNED: bool = true;
+
+    fn values(row: &[u8], b: usize) -> [i8; QK] {
+        let qs = &row[b * Self::BYTES + 2..];
+        std::array::from_fn(|j| qs[j].cast_signed())
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
+        let (d0, d1) = block_halves(w, b, blocks, Self::BYTES, 0);
+        [d0, [0.0; TILE_W], d1, [0.0; TILE_W]]
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i) {
+        let load = |at: usize| {
+            vector::join(
+                sixteen(row, b, blocks, Self::BYTES, at),
+                sixteen(row, b + 1, blocks, Self::BYTES, at),
+            )
+        };
+        (load(2), load(18))
+    }
+}
+
+#[allow(clippy::cast_possible_wrap)] // nibbles index the table
+impl Layout for IQ4NL {
+    const VALUES: usize = QK;
+    const BYTES: usize = 18;
+    const SIGNED: bool = true;
+
+    fn values(row: &[u8], b: usize) -> [i8; QK] {
+        let qs = &row[b * Self::BYTES + 2..];
+        std::array::from_fn(|j| IQ4[usize::from(nibble(qs, j))])
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
+        let (d0, d1) = block_halves(w, b, blocks, Self::BYTES, 0);
+        [d0, [0.0; TILE_W], d1, [0.0; TILE_W]]
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i) {
+        let (lo, hi) = vector::nibbles(
+            sixteen(row, b, blocks, Self::BYTES, 2),
+            sixteen(row, b + 1, blocks, Self::BYTES, 2),
+        );
+        (vector::iq4(lo), vector::iq4(hi))
+    }
+}
+
+/// Sub-block `j`'s 6-bit scale and minimum from a K-quant's 12 bytes of them (ggml's
+/// `get_scale_min_k4`).
+#[inline]
+fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+/// The super-block F16s at bytes 0 and 2 (`d` and `dmin`, or `d` and whatever follows) of the
+/// super-block holding 32-value block `b`, per row, as F32.
+#[allow(clippy::inline_always)] // as `block_halves`
+#[inline(always)]
+fn super_halves(w: &[&[u8]; TILE_W], b: usize, bytes: usize) -> ([f32; TILE_W], [f32; TILE_W]) {
+    let at = b / 8 * bytes;
+    let bits: [u16; 8] = std::array::from_fn(|i| half_at(w[i % TILE_W], at + 2 * (i / TILE_W)));
+    let d = f16x8(bits);
+    (
+        std::array::from_fn(|r| d[r]),
+        std::array::from_fn(|r| d[TILE_W + r]),
+    )
+}
+
+/// A K-quant's headers for sub-blocks `b` and `b + 1` (`b` even, so both in one super-block):
+/// `d · sc` and `−dmin · m`, exact (an F16 times a 6-bit integer).
+#[allow(clippy::inline_always)] // as `block_halves`
+#[inline(always)]
+fn k_headers(w: &[&[u8]; TILE_W], b: usize, bytes: usize) -> [[f32; TILE_W]; 4] {
+    let (d, dmin) = super_halves(w, b, bytes);
+    let at = b / 8 * bytes + 4;
+    let (j0, j1) = (b % 8, b % 8 + 1);
+    let mut out = [[0.0f32; TILE_W]; 4];
+    for r in 0..TILE_W {
+        let scales = &w[r][at..at + 12];
+        let ((s0, m0), (s1, m1)) = (scale_min_k4(j0, scales), scale_min_k4(j1, scales));
+        out[0][r] = d[r] * f32::from(s0);
+        out[1][r] = -(dmin[r] * f32::from(m0));
+        out[2][r] = d[r] * f32::from(s1);
+        out[3][r] = -(dmin[r] * f32::from(m1));
+    }
+    out
+}
+
+#[allow(clippy::cast_possible_wrap)] // nibbles fit an i8
+impl Layout for Q4K {
+    const VALUES: usize = 256;
+    const BYTES: usize = 144;
+    const SIGNED: bool = false;
+
+    fn values(row: &[u8], b: usize) -> [i8; QK] {
+        let (j, qs) = (b % 8, &row[b / 8 * Self::BYTES + 16..]);
+        let bytes = &qs[32 * (j / 2)..][..32];
+        let shift = 4 * (j % 2);
+        std::array::from_fn(|l| (bytes[l] >> shift & 0x0F) as i8)
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
+        k_headers(w, b, Self::BYTES)
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, _blocks: usize) -> (m256i, m256i) {
+        let at = b / 8 * Self::BYTES + 16 + 32 * (b % 8 / 2);
+        vector::k_nibbles(row[at..at + 32].try_into().expect("32 bytes"))
+    }
+}
+
+#[allow(clippy::cast_possible_wrap)] // five-bit values fit an i8
+impl Layout for Q5K {
+    const VALUES: usize = 256;
+    const BYTES: usize = 176;
+    const SIGNED: bool = false;
+
+    fn values(row: &[u8], b: usize) -> [i8; QK] {
+        let (j, block) = (b % 8, &row[b / 8 * Self::BYTES..]);
+        let (qh, bytes) = (&block[16..48], &block[48 + 32 * (j / 2)..][..32]);
+        let shift = 4 * (j % 2);
+        std::array::from_fn(|l| {
+            let high = if qh[l] >> j & 1 == 1 { 16 } else { 0 };
+            ((bytes[l] >> shift & 0x0F) | high) as i8
+        })
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
+        k_headers(w, b, Self::BYTES)
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, _blocks: usize) -> (m256i, m256i) {
+        let block = b / 8 * Self::BYTES;
+        let at = block + 48 + 32 * (b % 8 / 2);
+        let (lo, hi) = vector::k_nibbles(row[at..at + 32].try_into().expect("32 bytes"));
+        let qh: &[u8; 32] = row[block + 16..block + 48].try_into().expect("32 bytes");
+        let (bits_lo, bits_hi) = vector::k_fifth_bits(qh, b % 8);
+        (
+            safe_arch::bitor_m256i(lo, bits_lo),
+            safe_arch::bitor_m256i(hi, bits_hi),
+        )
+    }
+}
+
+impl IQ4XS {
+    /// Sub-block `j`'s 6-bit scale of the super-block at `block`.
+    #[inline]
+    fn scale(block: &[u8], j: usize) -> i32 {
+        let high = u16::from_le_bytes([block[2], block[3]]);
+        let low = block[4 + j / 2] >> (4 * (j % 2)) & 0x0F;
+        i32::from(low) | i32::from((high >> (2 * j)) & 3) << 4
+    }
+}
+
+impl Layout for IQ4XS {
+    const VALUES: usize = 256;
+    const BYTES: usize = 136;
+    const SIGNED: bool = true;
+
+    fn values(row: &[u8], b: usize) -> [i8; QK] {
+        let qs = &row[b / 8 * Self::BYTES + 8 + 16 * (b % 8)..];
+        std::array::from_fn(|j| IQ4[usize::from(nibble(qs, j))])
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
+        let (d, _) = super_halves(w, b, Self::BYTES);
+        let at = b / 8 * Self::BYTES;
+        let mut out = [[0.0f32; TILE_W]; 4];
+        for r in 0..TILE_W {
+            let block = &w[r][at..at + 8];
+            // ls − 32 is from −32 to 31: exact in F32, and its product with an F16 too.
+            #[allow(clippy::cast_precision_loss)]
+            let (s0, s1) = (
+                (Self::scale(block, b % 8) - 32) as f32,
+                (Self::scale(block, b % 8 + 1) - 32) as f32,
+            );
+            out[0][r] = d[r] * s0;
+            out[2][r] = d[r] * s1;
+        }
+        out
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, _blocks: usize) -> (m256i, m256i) {
+        let at = b / 8 * Self::BYTES + 8 + 16 * (b % 8);
+        let (lo, hi) = vector::nibbles(
+            row[at..at + 16].try_into().expect("16 bytes"),
+            row[at + 16..at + 32].try_into().expect("16 bytes"),
+        );
+        (vector::iq4(lo), vector::iq4(hi))
+    }
+}
+
+/// ggml's `Q6_K`: super-blocks of 256 values (128 bytes of low nibbles, 64 bytes of two high
+/// bits each, sixteen 8-bit scales, F16 `d`); 16-value sub-block `s`'s value is
+/// `d · sc_s · (q − 32)`.
+pub(super) struct Q6K;
+
+impl Q6K {
+    /// Where 32-value block `b`'s bits are within its super-block: the low nibbles' bytes, their
+    /// shift, the high bits' bytes and their shift.
+    #[inline]
+    fn places(b: usize) -> (usize, u32, usize, u32) {
+        let (n, t) = ((b % 8) / 4, b % 4);
+        let ql = 64 * n + if t % 2 == 1 { 32 } else { 0 };
+        let shift = if t >= 2 { 4 } else { 0 };
+        #[allow(clippy::cast_possible_truncation)] // t < 4
+        (ql, shift, 128 + 32 * n, 2 * t as u32)
+    }
+}
+
+#[allow(clippy::cast_possible_wrap)] // six-bit values fit an i8
+impl Layout for Q6K {
+    const VALUES: usize = 256;
+    const BYTES: usize = 210;
+    const SIGNED: bool = true;
+    const SPLIT: bool = true;
+
+    fn values(row: &[u8], b: usize) -> [i8; QK] {
+        let block = &row[b / 8 * Self::BYTES..];
+        let (ql, shift, qh, high) = Self::places(b);
+        std::array::from_fn(|l| {
+            let q = (block[ql + l] >> shift & 0x0F) | ((block[qh + l] >> high) & 3) << 4;
+            q as i8 - 32
+        })
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
+        let at = b / 8 * Self::BYTES;
+        let bits: [u16; 8] = std::array::from_fn(|i| {
+            if i < TILE_W {
+                half_at(w[i], at + 208)
+            } else {
+                0
+            }
+        });
+        let d = f16x8(bits);
+        let mut out = [[0.0f32; TILE_W]; 4];
+        for r in 0..TILE_W {
+            // An F16 times an 8-bit integer: exact in F32.
+            let scale = |s: usize| d[r] * f32::from(w[r][at + 192 + 2 * (b % 8) + s].cast_signed());
+            out[0][r] = scale(0);
+            out[1][r] = scale(1);
+            out[2][r] = scale(2);
+            out[3][r] = scale(3);
+        }
+        out
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, _blocks: usize) -> (m256i, m256i) {
+        let block = &row[b / 8 * Self::BYTES..];
+        let (ql0, shift0, qh, high0) = Self::places(b);
+        let (ql1, _, _, high1) = Self::places(b + 1);
+        let sixteen = |at: usize| -> [u8; 16] { block[at..at + 16].try_into().expect("16 bytes") };
+        let half = |h: usize| {
+            vector::six_bits(
+                (sixteen(ql0 + h), sixteen(ql1 + h)),
+                shift0,
+                sixteen(qh + h),
+                (high0, high1),
+            )
+        };
+        (half(0), half(16))
+    }
+}
+
+/// AVX2 unpacking, behind `safe_arch`'s safe API.
+#[cfg(vector)]
+mod vector {
+    use safe_arch::{
+        bitand_m256i, bitor_m256i, cmp_eq_mask_i8_m256i, load_unaligned_m128i, m256i,
+        set_m128i_m256i, set_splat_i8_m256i, shl_imm_u16_m256i, shr_each_u32_m256i,
+        shr_imm_u16_m256i, shuffle_av_i8z_half_m256i, sub_i8_m256i,
+    };
+
+    use super::IQ4;
+
+    /// Two 16-byte halves in one register: `first` in the low lane, `second` in the high.
+    #[inline]
+    pub(super) fn join(first: [u8; 16], second: [u8; 16]) -> m256i {
+        set_m128i_m256i(load_unaligned_m128i(&second), load_unaligned_m128i(&first))
+    }
+
+    /// Two blocks' 16 bytes of nibbles as their paired values: `(low nibbles of both, high
+    /// nibbles of both)`, `first`'s in the low lane.
+    #[inline]
+    pub(super) fn nibbles(first: [u8; 16], second: [u8; 16]) -> (m256i, m256i) {
+        let both = join(first, second);
+        let low = set_splat_i8_m256i(0x0F);
+        (
+            bitand_m256i(both, low),
+            bitand_m256i(shr_imm_u16_m256i::<4>(both), low),
+        )
+    }
+
+    /// A K-quant's 32 bytes of nibbles for sub-blocks `2i` (low nibbles) and `2i + 1` (high
+    /// nibbles) as their paired values: values 0–15 of both, then 16–31 of both.
+    #[inline]
+    pub(super) fn k_nibbles(bytes: &[u8; 32]) -> (m256i, m256i) {
+        let first: [u8; 16] = bytes[..16].try_into().expect("16 bytes");
+        let second: [u8; 16] = bytes[16..].try_into().expect("16 bytes");
+        // The low lane keeps its nibbles where they are, the high lane shifts its high
+        // nibbles down (the bits shifted in from the next byte are masked off).
+        let shifts = m256i::from([0i32, 0, 0, 0, 4, 4, 4, 4]);
+        let low = set_splat_i8_m256i(0x0F);
+        let spread =
+            |half: [u8; 16]| bitand_m256i(shr_each_u32_m256i(join(half, half), shifts), low);
+        (spread(first), spread(second))
+    }
+
+    /// 16 in each byte whose bit of `mask`'s byte is set in `bytes`, else 0.
+    #[inline]
+    fn sixteen_where(bytes: m256i, mask: m256i) -> m256i {
+        bitand_m256i(
+            cmp_eq_mask_i8_m256i(bitand_m256i(bytes, mask), mask),
+            set_splat_i8_m256i(16),
+        )
+    }
+
+    /// Two `Q5` blocks' words of high bits (bit `j` for value `j`) as 16 or 0 per value, in
+    /// the paired layout: `(values 0–15 of both, values 16–31 of both)`.
+    #[inline]
+    #[allow(clippy::cast_possible_wrap)] // bit patterns
+    pub(super) fn fifth_bits(first: u32, second: u32) -> (m256i, m256i) {
+        let words = m256i::from([
+            first as i32,
+            first as i32,
+            first as i32,
+            first as i32,
+            second as i32,
+            second as i32,
+            second as i32,
+            second as i32,
+        ]);
+        // Byte `k` of a lane's first eight takes the word's byte 0 (or 2), the next eight its
+        // byte 1 (or 3); each then tests its own bit.
+        let spread = |low: i8| {
+            let high = low + 1;
+            let index = m256i::from([
+                low, low, low, low, low, low, low, low, high, high, high, high, high, high, high,
+                high, low, low, low, low, low, low, low, low, high, high, high, high, high, high,
+                high, high,
+            ]);
+            shuffle_av_i8z_half_m256i(words, index)
+        };
+        let bits = m256i::from(bit_of_byte());
+        (
+            sixteen_where(spread(0), bits),
+            sixteen_where(spread(2), bits),
+        )
+    }
+
+    /// The bit each byte of a 16-byte run tests: 1, 2, 4, … 128, twice, in both lanes.
+    #[allow(clippy::cast_possible_wrap, clippy::cast_possible_truncation)]
+    fn bit_of_byte() -> [i8; 32] {
+        std::array::from_fn(|i| (1u8 << (i % 8)) as i8)
+    }
+
+    /// A `Q5_K` super-block's 32 bytes of high bits as 16 or 0 per value of sub-blocks `j`
+    /// (even; bit `j` of byte `l` for its value `l`) and `j + 1`, paired.
+    #[inline]
+    #[allow(clippy::cast_possible_wrap, clippy::cast_possible_truncation)]
+    pub(super) fn k_fifth_bits(qh: &[u8; 32], j: usize) -> (m256i, m256i) {
+        let (a, b) = ((1u8 << j) as i8, (2u8 << j) as i8);
+        let mask = m256i::from(std::array::from_fn::<i8, 32, _>(
+            |i| if i < 16 { a } else { b },
+        ));
+        let first: [u8; 16] = qh[..16].try_into().expect("16 bytes");
+        let second: [u8; 16] = qh[16..].try_into().expect("16 bytes");
+        (
+            sixteen_where(join(first, first), mask),
+            sixteen_where(join(second, second), mask),
+        )
+    }
+
+    /// Two `Q6_K` blocks' 16 values (of one half) as signed values: low nibbles of `ql`
+    /// (shifted down by `shift`, the same for both blocks of a pair), two high bits of `qh`
+    /// (shifted down by `highs`' first for the first block, its second for the second), less
+    /// 32.
+    #[inline]
+    pub(super) fn six_bits(
+        ql: ([u8; 16], [u8; 16]),
+        shift: u32,
+        qh: [u8; 16],
+        highs: (u32, u32),
+    ) -> m256i {
+        let low = if shift == 0 {
+            join(ql.0, ql.1)
+        } else {
+            shr_imm_u16_m256i::<4>(join(ql.0, ql.1))
+        };
+        let low = bitand_m256i(low, set_splat_i8_m256i(0x0F));
+        #[allow(clippy::cast_possible_wrap)] // shifts below 8
+        let (a, b) = (highs.0 as i32, highs.1 as i32);
+        let counts = m256i::from([a, a, a, a, b, b, b, b]);
+        let high = bitand_m256i(
+            shr_each_u32_m256i(join(qh, qh), counts),
+            set_splat_i8_m256i(3),
+        );
+        let q = bitor_m256i(low, shl_imm_u16_m256i::<4>(high));
+        minus(q, 32)
+    }
+
+    /// Each byte less `by`.
+    #[inline]
+    pub(super) fn minus(values: m256i, by: i8) -> m256i {
+        sub_i8_m256i(values, set_splat_i8_m256i(by))
+    }
+
+    /// Nibbles (0–15 per byte) as the `IQ4` table's values.
+    #[inline]
+    pub(super) fn iq4(nibbles: m256i) -> m256i {
+        let table: [u8; 16] = IQ4.map(i8::cast_unsigned);
+        shuffle_av_i8z_half_m256i(join(table, table), nibbles)
+    }
+}

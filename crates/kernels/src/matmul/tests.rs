@@ -1,0 +1,513 @@
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_precision_loss,
+    clippy::float_cmp,
+    clippy::many_single_char_names
+)]
+
+use super::*;
+use proptest::prelude::*;
+
+use crate::cpu::available;
+use crate::test_rng::Rng;
+use layouts::half_at;
+
+/// A random F16 of magnitude between 2^-8 and 2^-1 (a block's scale or minimum), its bytes.
+fn half(rng: &mut Rng) -> [u8; 2] {
+    rng.half(7).to_le_bytes()
+}
+
+/// A float in [−2, 2).
+fn float(rng: &mut Rng) -> f32 {
+    (rng.next() >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
+}
+
+/// Owned weights (`n` rows of `k`, rows `pad` bytes apart beyond their blocks) and inputs
+/// (`m` rows of `k`, `gap` floats apart beyond their values).
+struct Case {
+    format: Format,
+    k: usize,
+    n: usize,
+    m: usize,
+    w: Vec<u8>,
+    w_stride: usize,
+    x: Vec<f32>,
+    x_stride: usize,
+}
+
+impl Case {
+    fn new(
+        seed: u64,
+        format: Format,
+        k: usize,
+        n: usize,
+        m: usize,
+        pad: usize,
+        gap: usize,
+    ) -> Self {
+        let mut rng = Rng(seed | 1);
+        let bytes = format.block_bytes();
+        let w_stride = k / format.block_values() * bytes + pad;
+        let mut w = vec![0u8; n * w_stride];
+        for row in w.chunks_mut(w_stride) {
+            for block in row[..k / format.block_values() * bytes].chunks_mut(bytes) {
+                // Random bytes (every value, bit and 6-bit scale), then the F16 scales (and
+                // minimums) in range.
+                for byte in block.iter_mut() {
+                    *byte = rng.next() as u8;
+                }
+                for &at in halves(format) {
+                    block[at..at + 2].copy_from_slice(&half(&mut rng));
+                }
+            }
+        }
+        let x_stride = k + gap;
+        let x = (0..m * x_stride).map(|_| float(&mut rng)).collect();
+        Self {
+            format,
+            k,
+            n,
+            m,
+            w,
+            w_stride,
+            x,
+            x_stride,
+        }
+    }
+
+    fn matmul(&self) -> MatMul<'_> {
+        MatMul {
+            k: self.k,
+            w: Weights {
+                format: self.format,
+                data: &self.w,
+                stride: self.w_stride,
+                rows: self.n,
+            },
+            x: Inputs {
+                data: &self.x,
+                stride: self.x_stride,
+                rows: self.m,
+            },
+        }
+    }
+
+    /// Every output, `[input row][weight row]`, computed by `nth` threads at the build's best
+    /// level.
+    fn run(&self, nth: usize) -> Vec<Vec<f32>> {
+        self.run_at(crate::cpu::best(), nth)
+    }
+
+    /// Every output, computed by `nth` threads at `level`.
+    fn run_at(&self, level: Level, nth: usize) -> Vec<Vec<f32>> {
+        let mut out = vec![vec![f32::NAN; self.n]; self.m];
+        let matmul = self.matmul();
+        for ith in 0..nth {
+            matmul.run_at(level, ith, nth, &mut |i, first, values| {
+                out[i][first..first + values.len()].copy_from_slice(values);
+            });
+        }
+        out
+    }
+
+    /// Every output by the scalar definition, each pair on its own.
+    fn definition(&self) -> Vec<Vec<f32>> {
+        let mut x = Quantized::default();
+        x.of(self.matmul().x, self.k);
+        (0..self.m)
+            .map(|i| {
+                (0..self.n)
+                    .map(|n| dot(self.format, &self.w[n * self.w_stride..], &x, i))
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Weight row `n`'s values, dequantized as ggml does.
+    fn weights(&self, n: usize) -> Vec<f64> {
+        let row = &self.w[n * self.w_stride..];
+        let (values, bytes) = (self.format.block_values(), self.format.block_bytes());
+        let mut out = vec![0.0; self.k];
+        for (block, y) in out.chunks_mut(values).enumerate() {
+            dequantize(self.format, &row[block * bytes..][..bytes], y);
+        }
+        out
+    }
+}
+
+/// The byte offsets of a block's F16 fields.
+fn halves(format: Format) -> &'static [usize] {
+    match format {
+        Format::Q4_1 | Format::Q5_1 | Format::Q4_K | Format::Q5_K => &[0, 2],
+        Format::Q6_K => &[208],
+        _ => &[0],
+    }
+}
+
+/// ggml's `get_scale_min_k4`.
+fn scale_min(j: usize, q: &[u8]) -> (f64, f64) {
+    let (sc, m) = if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    };
+    (f64::from(sc), f64::from(m))
+}
+
+/// One ggml block's values, following ggml's own `dequantize_row_*` loops (an independent
+/// reading of the layouts for the accuracy test).
+#[allow(clippy::too_many_lines)]
+fn dequantize(format: Format, x: &[u8], y: &mut [f64]) {
+    let f16 = |at: usize| f64::from(crate::attention::f16_to_f32(half_at(x, at)));
+    let word = |at: usize| u32::from_le_bytes(x[at..at + 4].try_into().unwrap());
+    let iq4 = |q: u8| f64::from(layouts::IQ4[usize::from(q)]);
+    match format {
+        Format::Q4_0 | Format::Q4_1 | Format::IQ4_NL => {
+            let (d, qs) = (f16(0), if format == Format::Q4_1 { 4 } else { 2 });
+            let m = if format == Format::Q4_1 { f16(2) } else { 0.0 };
+            for j in 0..16 {
+                let (a, b) = (x[qs + j] & 0x0F, x[qs + j] >> 4);
+                match format {
+                    Format::Q4_0 => {
+                        y[j] = f64::from(i32::from(a) - 8) * d;
+                        y[j + 16] = f64::from(i32::from(b) - 8) * d;
+                    }
+                    Format::Q4_1 => {
+                        y[j] = f64::from(a) * d + m;
+                        y[j + 16] = f64::from(b) * d + m;
+                    }
+                    _ => {
+                        y[j] = d * iq4(a);
+                        y[j + 16] = d * iq4(b);
+                    }
+                }
+            }
+        }
+        Format::Q5_0 | Format::Q5_1 => {
+            let one = format == Format::Q5_1;
+            let (d, m) = (f16(0), if one { f16(2) } else { 0.0 });
+            let (qh, qs) = if one { (word(4), 8) } else { (word(2), 6) };
+            for j in 0..16 {
+                let xh0 = ((qh >> j) << 4) & 0x10;
+                let xh1 = (qh >> (j + 12)) & 0x10;
+                let x0 = f64::from(u32::from(x[qs + j] & 0x0F) | xh0);
+                let x1 = f64::from(u32::from(x[qs + j] >> 4) | xh1);
+                if one {
+                    y[j] = x0 * d + m;
+                    y[j + 16] = x1 * d + m;
+                } else {
+                    y[j] = (x0 - 16.0) * d;
+                    y[j + 16] = (x1 - 16.0) * d;
+                }
+            }
+        }
+        Format::Q8_0 => {
+            for j in 0..32 {
+                y[j] = f64::from(x[2 + j].cast_signed()) * f16(0);
+            }
+        }
+        Format::Q4_K | Format::Q5_K => {
+            let (d, min) = (f16(0), f16(2));
+            let scales = &x[4..16];
+            let five = format == Format::Q5_K;
+            let (qh, mut q) = if five {
+                (&x[16..48], 48)
+            } else {
+                (&x[..0], 16)
+            };
+            let (mut u1, mut u2) = (1u8, 2u8);
+            for (i, j) in (0..256).step_by(64).enumerate() {
+                let (sc1, m1) = scale_min(2 * i, scales);
+                let (sc2, m2) = scale_min(2 * i + 1, scales);
+                for l in 0..32 {
+                    let high = |u: u8| if five && qh[l] & u != 0 { 16.0 } else { 0.0 };
+                    y[j + l] = d * sc1 * (f64::from(x[q + l] & 0xF) + high(u1)) - min * m1;
+                    y[j + 32 + l] = d * sc2 * (f64::from(x[q + l] >> 4) + high(u2)) - min * m2;
+                }
+                q += 32;
+                u1 <<= 2;
+                u2 <<= 2;
+            }
+        }
+        Format::Q6_K => {
+            let d = f16(208);
+            let (mut ql, mut qh, mut sc, mut y0) = (0usize, 128usize, 192usize, 0usize);
+            for _ in 0..2 {
+                for l in 0..32 {
+                    let is = l / 16;
+                    let q1 = i32::from((x[ql + l] & 0xF) | ((x[qh + l] & 3) << 4)) - 32;
+                    let q2 = i32::from((x[ql + l + 32] & 0xF) | (((x[qh + l] >> 2) & 3) << 4)) - 32;
+                    let q3 = i32::from((x[ql + l] >> 4) | (((x[qh + l] >> 4) & 3) << 4)) - 32;
+                    let q4 = i32::from((x[ql + l + 32] >> 4) | (((x[qh + l] >> 6) & 3) << 4)) - 32;
+                    let s = |i: usize| f64::from(x[sc + is + i].cast_signed());
+                    y[y0 + l] = d * s(0) * f64::from(q1);
+                    y[y0 + l + 32] = d * s(2) * f64::from(q2);
+                    y[y0 + l + 64] = d * s(4) * f64::from(q3);
+                    y[y0 + l + 96] = d * s(6) * f64::from(q4);
+                }
+                y0 += 128;
+                ql += 64;
+                qh += 32;
+                sc += 8;
+            }
+        }
+        Format::IQ4_XS => {
+            let d = f16(0);
+            let scales_h = u16::from_le_bytes([x[2], x[3]]);
+            for ib in 0..8 {
+                let ls = i32::from((x[4 + ib / 2] >> (4 * (ib % 2))) & 0xF)
+                    | i32::from((scales_h >> (2 * ib)) & 3) << 4;
+                let dl = d * f64::from(ls - 32);
+                let qs = &x[8 + 16 * ib..];
+                for j in 0..16 {
+                    y[32 * ib + j] = dl * iq4(qs[j] & 0xF);
+                    y[32 * ib + j + 16] = dl * iq4(qs[j] >> 4);
+                }
+            }
+        }
+    }
+}
+
+/// Every format.
+fn formats() -> [Format; 10] {
+    Format::ALL
+}
+
+/// `k` rounded up to whole blocks of `format`.
+fn k_for(format: Format, k: usize) -> usize {
+    k.next_multiple_of(format.block_values())
+}
+
+fn bits(rows: &[Vec<f32>]) -> Vec<Vec<u32>> {
+    rows.iter()
+        .map(|r| r.iter().map(|v| v.to_bits()).collect())
+        .collect()
+}
+
+#[test]
+fn the_kernel_matches_the_scalar_definition_bit_for_bit_at_every_level() {
+    // Tiles of every height (1 to 4 inputs), short last weight tiles, several panels, padded
+    // rows.
+    for format in formats() {
+        for (seed, k, n, m) in [
+            (1, 32, 1, 1),
+            (2, 64, 5, 2),
+            (3, 576, 67, 7),
+            (4, 1536, 130, 9),
+        ] {
+            let k = k_for(format, k);
+            let case = Case::new(seed, format, k, n, m, 4, 3);
+            let want = bits(&case.definition());
+            for level in available() {
+                assert_eq!(
+                    bits(&case.run_at(level, 1)),
+                    want,
+                    "{format:?} at {level}: k {k}, n {n}, m {m}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_vector_path_matches_the_scalar_tile_bit_for_bit() {
+    fn check<L: Layout, const C: usize>(case: &Case, path: Path) {
+        let mut x = Quantized::default();
+        x.of(case.matmul().x, case.k);
+        let w: [&[u8]; TILE_W] = std::array::from_fn(|r| &case.w[r * case.w_stride..]);
+        let (lanes, minimums) = accumulate::<L, C>(path, w, &x, 1);
+        let (want_lanes, want_minimums) = accumulate_scalar::<L, C>(w, &x, 1);
+        let bits = |l: [f32; 8]| l.map(f32::to_bits);
+        for c in 0..C {
+            for r in 0..TILE_W {
+                assert_eq!(
+                    bits(lanes[c][r]),
+                    bits(want_lanes[c][r]),
+                    "{path:?} {C}: {c}, {r}"
+                );
+                assert_eq!(minimums[c][r].to_bits(), want_minimums[c][r].to_bits());
+            }
+        }
+    }
+    fn all<L: Layout>(case: &Case, path: Path) {
+        check::<L, 1>(case, path);
+        check::<L, 2>(case, path);
+        check::<L, 3>(case, path);
+        check::<L, 4>(case, path);
+    }
+    // An odd number of blocks: the last pair's second block is empty.
+    for k in [32, 96, 576] {
+        for format in formats() {
+            let k = k_for(format, k);
+            let case = Case::new(k as u64, format, k, TILE_W, 5, 0, 0);
+            for level in available() {
+                let path = Path::of(level);
+                match format {
+                    Format::Q4_0 => all::<Q40>(&case, path),
+                    Format::Q4_1 => all::<Q41>(&case, path),
+                    Format::Q5_0 => all::<Q50>(&case, path),
+                    Format::Q5_1 => all::<Q51>(&case, path),
+                    Format::Q8_0 => all::<Q80>(&case, path),
+                    Format::Q4_K => all::<Q4K>(&case, path),
+                    Format::Q5_K => all::<Q5K>(&case, path),
+                    Format::IQ4_NL => all::<IQ4NL>(&case, path),
+                    Format::IQ4_XS => all::<IQ4XS>(&case, path),
+                    Format::Q6_K => all::<Q6K>(&case, path),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn extreme_values_stay_exact_on_every_path() {
+    // The largest magnitudes every type can hold against inputs of ±127: the bound that keeps
+    // AVX2's 16-bit pair sums from saturating.
+    for format in formats() {
+        let k = k_for(format, 256);
+        let mut case = Case::new(9, format, k, 8, 3, 0, 0);
+        for (i, v) in case.x.iter_mut().enumerate() {
+            *v = if i % 3 == 0 { -1.0 } else { 1.0 };
+        }
+        let bytes = format.block_bytes();
+        for (i, block) in case.w.chunks_mut(bytes).enumerate() {
+            let fill = [0xFF, 0x00, 0x80][i % 3];
+            for (at, byte) in block.iter_mut().enumerate() {
+                if !halves(format).iter().any(|&h| at == h || at == h + 1) {
+                    *byte = fill;
+                }
+            }
+        }
+        let want = bits(&case.definition());
+        for level in available() {
+            assert_eq!(bits(&case.run_at(level, 2)), want, "{format:?} at {level}");
+        }
+        close_to_exact(&case);
+    }
+}
+
+#[test]
+fn an_output_does_not_change_with_the_batch_or_the_threads() {
+    for format in formats() {
+        batch_and_threads(&Case::new(7, format, k_for(format, 576), 200, 11, 0, 0));
+    }
+}
+
+fn batch_and_threads(case: &Case) {
+    let all = bits(&case.run(1));
+    for nth in [2, 3, 8, 64, 300] {
+        assert_eq!(bits(&case.run(nth)), all, "{nth} threads");
+    }
+    // Each input row alone, and any window of rows, gives the same bits as in the batch.
+    for first in 0..case.m {
+        for len in 1..=case.m - first {
+            let window = Case {
+                m: len,
+                x: case.x[first * case.x_stride..(first + len) * case.x_stride].to_vec(),
+                w: case.w.clone(),
+                ..*case
+            };
+            assert_eq!(
+                bits(&window.run(2)),
+                all[first..first + len],
+                "rows {first}+{len}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_product_is_close_to_the_exact_one() {
+    for format in formats() {
+        close_to_exact(&Case::new(11, format, 1536, 24, 5, 0, 0));
+        close_to_exact(&Case::new(12, format, 256, 24, 3, 0, 0));
+    }
+}
+
+fn close_to_exact(case: &Case) {
+    let out = case.run(2);
+    for n in 0..case.n {
+        let w = case.weights(n);
+        for (i, got) in out.iter().map(|row| row[n]).enumerate() {
+            let x = &case.x[i * case.x_stride..][..case.k];
+            let exact: f64 = w.iter().zip(x).map(|(a, &b)| a * f64::from(b)).sum();
+            let scale: f64 = w
+                .iter()
+                .zip(x)
+                .map(|(a, &b)| (a * f64::from(b)).abs())
+                .sum();
+            // 8-bit inputs: each value within half a step of 1/127 of its block's largest.
+            assert!(
+                (f64::from(got) - exact).abs() <= 0.01 * scale,
+                "row {i}, weight {n}: {got} vs {exact} (scale {scale})"
+            );
+        }
+    }
+}
+
+#[test]
+fn zero_inputs_give_the_weights_nothing_but_zero() {
+    for format in formats() {
+        let mut case = Case::new(5, format, k_for(format, 64), 9, 3, 0, 0);
+        case.x.fill(0.0);
+        assert!(case.run(2).iter().flatten().all(|v| *v == 0.0));
+    }
+}
+
+#[test]
+fn shares_cover_the_rows_once_in_whole_tiles() {
+    for n in [1, 4, 5, 63, 64, 576, 1537] {
+        for nth in 1..=9 {
+            let shares: Vec<_> = (0..nth).map(|ith| share(n, ith, nth)).collect();
+            assert_eq!(shares[0].start, 0);
+            assert_eq!(shares[nth - 1].end, n);
+            for pair in shares.windows(2) {
+                assert_eq!(pair[0].end, pair[1].start);
+                assert!(pair[0].end == n || pair[0].end.is_multiple_of(TILE_W));
+            }
+        }
+    }
+}
+
+#[test]
+fn quantizing_rounds_to_the_nearest_step() {
+    let mut values = [0.0f32; QK];
+    values[0] = 127.0;
+    values[1] = -63.5; // a tie: to even
+    values[2] = 0.4;
+    let mut q = [0i8; QK];
+    let (d, s) = quantize_block(&values, &mut q);
+    assert_eq!((d, q[0], q[1], q[2]), (1.0, 127, -64, 0));
+    assert_eq!(s, 63.0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn any_batch_split_gives_each_row_the_bits_it_has_alone(
+        seed in 1u64..u64::MAX,
+        blocks in 1usize..6,
+        n in 1usize..40,
+        m in 1usize..10,
+        nth in 1usize..5,
+        which in 0usize..10,
+    ) {
+        let format = formats()[which];
+        let case = Case::new(seed, format, blocks * format.block_values(), n, m, 0, 0);
+        let all = bits(&case.run(nth));
+        prop_assert_eq!(&all, &bits(&case.definition()));
+        for (i, row) in all.iter().enumerate() {
+            let alone = Case {
+                m: 1,
+                x: case.x[i * case.x_stride..(i + 1) * case.x_stride].to_vec(),
+                w: case.w.clone(),
+                ..case
+            };
+            prop_assert_eq!(&bits(&alone.run(1))[0], row);
+        }
+    }
+}
