@@ -468,6 +468,58 @@ pub fn verify_accepts_greedy_and_rejects_wrong(backend: &mut dyn Backend) {
     );
 }
 
+/// [`Backend::logits`] gives each position's distribution: its argmax is the greedy token
+/// there, the last row's is the next token, and decoding goes on after it.
+pub fn logits_follow_greedy_decoding(backend: &mut dyn Backend) {
+    let p = prompt(backend, 0);
+    fresh(backend, SeqId(0), &p);
+    let g = greedy(backend, SeqId(0), 4);
+    let n_vocab = backend.info().n_vocab as usize;
+    let argmax = |row: &[f32]| {
+        let best = row
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(i, _)| i)
+            .expect("a row");
+        TokenId(u32::try_from(best).expect("a token id"))
+    };
+    backend
+        .seq_rm(SeqId(1))
+        .expect("conformance: seq_rm must work");
+    let mut rows = Vec::new();
+    let mut input = p.clone();
+    input.extend(&g[..2]);
+    backend
+        .logits(SeqId(1), &input, &mut |row| {
+            assert_eq!(row.len(), n_vocab, "a row per vocabulary entry");
+            rows.push(argmax(row));
+        })
+        .expect("conformance: logits must work");
+    assert_eq!(
+        rows.len(),
+        input.len(),
+        "one row per token of a fresh sequence"
+    );
+    assert_eq!(
+        rows[p.len() - 1..],
+        g[..3],
+        "each row's argmax is the greedy token"
+    );
+    // A sequence that held tokens first: the pending one's row comes first.
+    let mut more = Vec::new();
+    backend
+        .logits(SeqId(1), &g[2..3], &mut |row| more.push(argmax(row)))
+        .expect("conformance: logits must work");
+    assert_eq!(more, g[2..4]);
+    assert_eq!(
+        greedy(backend, SeqId(1), 1)[0],
+        g[3],
+        "decoding goes on after it"
+    );
+    assert!(backend.logits(SeqId(1), &[], &mut |_| {}).is_err());
+}
+
 /// [`StepOp::Verify`] inside a batched step, beside other sequences' decodes and prefills:
 /// each sequence gets what it gets alone (the verifying one the greedy tokens it accepted, then
 /// the model's own), and decoding goes on after it as after plain decoding.
@@ -688,6 +740,7 @@ macro_rules! backend_conformance {
             seq_copy_shares_a_prefix,
             verify_accepts_greedy_and_rejects_wrong,
             verify_inside_step_matches_plain_decoding,
+            logits_follow_greedy_decoding,
             seeded_sampling_is_reproducible,
             grammar_constrains_output,
             bad_input_is_an_error,

@@ -614,6 +614,25 @@ pub trait Backend: Send {
         Err(self.unsupported("embed"))
     }
 
+    /// Appends `tokens` to `seq` and hands `each` the raw logits (length [`ModelInfo::n_vocab`])
+    /// of every position they make known, in order: the distribution of `tokens[0]` (when the
+    /// sequence held tokens before), of `tokens[1]`, …, and of the token after the last. This
+    /// is what perplexity and KL divergence are computed from.
+    ///
+    /// # Errors
+    ///
+    /// Unknown sequence, empty or out-of-range tokens, a full context, or
+    /// [`BackendError::Unsupported`].
+    fn logits(
+        &mut self,
+        seq: SeqId,
+        tokens: &[TokenId],
+        each: &mut dyn FnMut(&[f32]),
+    ) -> Result<()> {
+        let _ = (seq, tokens, each);
+        Err(self.unsupported("logits"))
+    }
+
     /// Speculative verification: evaluates `candidates` after the history of `seq` in one pass
     /// and accepts the longest prefix that greedy decoding would have produced. The sequence ends
     /// up holding its history, the accepted candidates and the model's next token.

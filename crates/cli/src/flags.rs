@@ -31,9 +31,10 @@ pub(crate) struct SamplingArgs {
     #[arg(long, default_value_t = 1.0, value_name = "X")]
     pub(crate) repeat_penalty: f32,
 
-    /// Seed of the random draw (same seed, same answer, on any CPU).
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub(crate) seed: u32,
+    /// Seed of the random draw: the same seed gives the same answer, on any CPU [default: a
+    /// fresh one each run, as llama-cli and Ollama do].
+    #[arg(long, value_name = "N")]
+    pub(crate) seed: Option<u32>,
 }
 
 impl SamplingArgs {
@@ -45,10 +46,21 @@ impl SamplingArgs {
             top_p: self.top_p,
             min_p: self.min_p,
             repetition_penalty: self.repeat_penalty,
-            seed: self.seed,
+            seed: self.seed.unwrap_or_else(fresh_seed),
             ..SamplerOpts::default()
         }
     }
+}
+
+/// A seed drawn from the process's random hasher keys (no extra crate for one number).
+fn fresh_seed() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let hash = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    #[allow(clippy::cast_possible_truncation)] // any 32 bits of it
+    let seed = hash as u32;
+    seed
 }
 
 /// How the model is loaded.
@@ -128,7 +140,7 @@ pub(crate) fn load_llm(
     }
     template
         .apply(builder)
-        .temperature(sampling.temperature)
+        .temperature(sampling.sampler().temperature)
         .generate_kwargs(sampling.sampler())
         .max_new_tokens(max_tokens)
         .context_window(load.ctx_size)

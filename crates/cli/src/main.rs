@@ -15,6 +15,7 @@ mod chat;
 mod flags;
 mod models;
 mod parse;
+mod perplexity;
 mod quantize;
 mod rpc_worker;
 mod run;
@@ -60,6 +61,9 @@ enum Command {
     /// Convert a model to another weight type with llama.cpp's llama-quantize (built on
     /// demand), to try wick's kernels on it.
     Quantize(quantize::QuantizeArgs),
+    /// Score a text (perplexity), and with --kl-divergence compare every distribution with
+    /// llama.cpp's fast kernels or another model (KL divergence, top-1 agreement).
+    Perplexity(perplexity::PerplexityArgs),
     /// Inspect or empty the prompt cache's KV snapshots on disk (`$WICK_HOME/kv`).
     Cache(cache::CacheArgs),
     /// Fetch a model into the store (resuming, verifying its SHA-256) and name it.
@@ -94,6 +98,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Cache(args) => cache::run(&args),
         Command::Quantize(args) => quantize::run(&args),
+        Command::Perplexity(args) => perplexity::run(&args),
         Command::Pull(args) => models::pull(&args),
         Command::Ls => models::ls(),
         Command::Rm(args) => models::rm(&args),

@@ -59,7 +59,7 @@ fn local(input: &str) -> Output {
 #[test]
 fn local_chat_answers_and_acknowledges_commands() {
     let out = local(
-        "What is the capital city of France?\n/system You are a helpful pirate.\nSay hello.\n\
+        "Tell me the name of the capital of France.\n/system You are a helpful pirate.\nSay hello.\n\
          /reset\n/help\n/nonsense\n/system\n",
     );
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));

@@ -236,7 +236,7 @@ fn ls_rm_and_run_on_the_real_test_model() {
             "You are a helpful assistant.",
             "-m",
             "SmolLM2-135M-Instruct.Q4_1",
-            "What is the capital city of France?",
+            "Tell me the name of the capital of France.",
         ])
         .output()
         .unwrap());
@@ -269,7 +269,7 @@ fn run_downloads_a_remote_model_then_answers() {
             "You are a helpful assistant.",
             "-m",
             "HuggingFaceTB/smol-GGUF:Q4_1",
-            "What is the capital city of France?",
+            "Tell me the name of the capital of France.",
         ])
         .output()
         .unwrap());
@@ -304,7 +304,7 @@ fn a_split_model_pulls_every_shard_and_answers_as_the_whole_file() {
                 "-s",
                 "You are a helpful assistant.",
             ])
-            .args(["-m", model, "What is the capital city of France?"])
+            .args(["-m", model, "Tell me the name of the capital of France."])
             .output()
             .unwrap())
     };

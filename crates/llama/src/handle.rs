@@ -277,6 +277,15 @@ impl Backend for LlamaBackend {
         self.with(|w| w.verify(seq, candidates))
     }
 
+    fn logits(
+        &mut self,
+        seq: SeqId,
+        tokens: &[TokenId],
+        each: &mut dyn FnMut(&[f32]),
+    ) -> Result<()> {
+        self.with(|w| w.logits(seq, tokens, each))
+    }
+
     fn seq_rm(&mut self, seq: SeqId) -> Result<()> {
         self.with(|w| w.truncate(seq, 0))
     }

@@ -310,6 +310,53 @@ impl Worker<'_> {
         })
     }
 
+    /// [`wick_backend::Backend::logits`]: the pending last token (if any) and `tokens` in one
+    /// pass with every output; the new last token's cell is removed again, so the sequence
+    /// keeps the invariant that its last token is pending.
+    pub(crate) fn logits(
+        &mut self,
+        seq: SeqId,
+        tokens: &[TokenId],
+        each: &mut dyn FnMut(&[f32]),
+    ) -> Result<()> {
+        if tokens.is_empty() {
+            return Err(BackendError::EmptyInput {
+                what: "logits needs at least one token",
+            });
+        }
+        check_range(tokens, self.state.info.n_vocab)?;
+        let index = self.index(seq)?;
+        let history = &self.state.seqs[index];
+        self.check_fits(seq, history.len() + tokens.len())?;
+        let (start, pending) = match history.last() {
+            Some(&last) => (history.len() - 1, Some(last)),
+            None => (0, None),
+        };
+        let pass = Pass {
+            seq: seq_i32(index),
+            start,
+            tokens: pending
+                .into_iter()
+                .chain(tokens.iter().copied())
+                .map(to_llama)
+                .collect(),
+            outputs: Outputs::All,
+        };
+        eval(
+            &mut self.ctx,
+            self.state.config.n_batch as usize,
+            std::slice::from_ref(&pass),
+            |ctx, _, _, idx| {
+                each(ctx.get_logits_ith(idx));
+                Ok(())
+            },
+        )?;
+        let len = self.state.seqs[index].len() + tokens.len();
+        self.remove_cells(index, len - 1);
+        self.state.seqs[index].extend_from_slice(tokens);
+        Ok(())
+    }
+
     /// Keeps the first `n` tokens of `seq`.
     pub(crate) fn truncate(&mut self, seq: SeqId, n: usize) -> Result<()> {
         let index = self.index(seq)?;

@@ -603,7 +603,9 @@ impl Llm {
         request
     }
 
-    /// Submits `prompt`; a `templated` prompt also stops at the template's end-of-turn texts.
+    /// Submits `prompt`; a `templated` prompt also stops at the template's end-of-turn texts,
+    /// unless `ignore_eos` (which runs the answer to `max_tokens`, as llama-server does: a
+    /// model without a template of its own writes the fallback's end-of-turn as text).
     pub(crate) fn start(
         &self,
         prompt: Vec<TokenId>,
@@ -613,7 +615,7 @@ impl Llm {
         let settings = &self.settings;
         let mut stop = settings.stop.clone();
         stop.extend(options.stop.iter().cloned());
-        if templated {
+        if templated && !options.ignore_eos {
             stop.extend(self.loaded.chat.stops().iter().cloned());
         }
         let mut sampler = options

@@ -23,7 +23,8 @@ pub struct GenerateOptions {
     /// with no chance there are left out, so fewer than asked for may come.
     pub logprobs_after_sampling: bool,
     /// Never end at an end-of-generation token: they are banned (llama-server's
-    /// `ignore_eos`), so the answer runs to `max_tokens` or a stop string.
+    /// `ignore_eos`), and the chat template's end-of-turn texts are not stops, so the answer
+    /// runs to `max_tokens` or a stop string the request gives.
     pub ignore_eos: bool,
     /// Stream items that report the prompt's progress
     /// ([`crate::CompletionResponse::progress`]): one when the request starts (what the

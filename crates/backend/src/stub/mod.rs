@@ -553,6 +553,37 @@ impl Backend for StubBackend {
         Ok(model::embed(tokens))
     }
 
+    fn logits(
+        &mut self,
+        seq: SeqId,
+        tokens: &[TokenId],
+        each: &mut dyn FnMut(&[f32]),
+    ) -> Result<()> {
+        let i = self.index(seq)?;
+        if tokens.is_empty() {
+            return Err(BackendError::EmptyInput {
+                what: "logits needs at least one token",
+            });
+        }
+        self.vocab.check(tokens)?;
+        self.fits(seq, self.seqs[i].len() + tokens.len())?;
+        let known = usize::from(self.seqs[i].len() > 0);
+        let mut after = self.seqs[i].clone();
+        after.extend(tokens);
+        let first = after.len() - tokens.len() - known;
+        for n in first..after.len() {
+            let ctx = model::context_hash(after.prefix(n + 1).hash(), &self.active);
+            #[allow(clippy::cast_possible_truncation)] // the stub's logits are small
+            let row: Vec<f32> = model::logits(&self.vocab, ctx)
+                .into_iter()
+                .map(|l| l as f32)
+                .collect();
+            each(&row);
+        }
+        self.seqs[i] = after;
+        Ok(())
+    }
+
     fn verify(&mut self, seq: SeqId, candidates: &[TokenId]) -> Result<Verified> {
         let i = self.index(seq)?;
         if candidates.is_empty() {

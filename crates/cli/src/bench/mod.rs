@@ -39,8 +39,16 @@ use server::{Launch, Side};
 #[allow(clippy::struct_excessive_bools)]
 pub(crate) struct BenchArgs {
     /// The model to measure: a GGUF file or any model reference [default: the default model].
+    /// Repeat it to measure (a) on several models (other weight types, say `wick quantize`'s):
+    /// one row pair per model and CPU level; (b)–(h) run on the first.
     #[arg(short, long, value_name = "REF")]
-    model: Option<String>,
+    model: Vec<String>,
+
+    /// The CPU levels (a) measures wick's deterministic kernels at, comma-separated (`scalar`,
+    /// `avx2`, `avx2-vnni`, `avx512`) [default: every level this build has]. The headline row
+    /// is the first model at the best level.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    cpu_levels: Vec<String>,
 
     /// CPU threads, the same for both sides [default: every core].
     #[arg(short, long, value_name = "N")]
@@ -138,12 +146,43 @@ impl BenchArgs {
     }
 }
 
+/// The CPU levels (a) runs at: those named, or every level this build has, plainest first.
+fn cpu_levels(names: &[String]) -> Result<Vec<wick_kernels::cpu::Level>> {
+    use wick_kernels::cpu;
+    if names.is_empty() {
+        return Ok(cpu::available());
+    }
+    let mut levels = Vec::new();
+    for name in names {
+        let level: cpu::Level = name.parse()?;
+        if !level.compiled() {
+            bail!(cpu::NotAvailable {
+                asked: level,
+                best: cpu::best()
+            });
+        }
+        levels.push(level);
+    }
+    levels.sort();
+    levels.dedup();
+    Ok(levels)
+}
+
 pub(crate) fn run(args: &BenchArgs) -> Result<()> {
     if let Some(bad) = args.only.iter().find(|c| !('a'..='h').contains(*c)) {
         bail!("--only takes letters a to h, not {bad:?}");
     }
     let started = Instant::now();
-    let model = crate::run::resolve_model(args.model.as_deref())?;
+    let models = if args.model.is_empty() {
+        vec![crate::run::resolve_model(None)?]
+    } else {
+        args.model
+            .iter()
+            .map(|m| crate::run::resolve_model(Some(m)))
+            .collect::<Result<Vec<_>>>()?
+    };
+    let model = models[0].clone();
+    let levels = cpu_levels(&args.cpu_levels)?;
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(4, |n| u32::try_from(n.get()).unwrap_or(4))
     });
@@ -176,15 +215,41 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
             repetitions: plan.repetitions,
             threads,
         };
-        let (wick, invariant) = kernel::wick(&model, test, KernelMode::default())?;
-        let (fast, fast_invariant) = kernel::wick(&model, test, KernelMode::Fast)?;
-        let (llama, build) = kernel::llama_bench(&tools.llama_bench, &model, test)?;
-        if !build.is_empty() {
-            report.llama_cpp_tools = format!("{}, {build}", tools.version);
+        for (i, path) in models.iter().enumerate() {
+            let name = path.file_stem().map_or_else(
+                || path.display().to_string(),
+                |s| s.to_string_lossy().into(),
+            );
+            let mut at_levels = Vec::new();
+            let mut invariant = true;
+            for level in &levels {
+                eprintln!("wick bench: (a) {name}: wick's deterministic kernels at {level}");
+                wick_kernels::cpu::set_cap(*level)?;
+                let measured = kernel::wick(path, test, KernelMode::default());
+                wick_kernels::cpu::set_cap(wick_kernels::cpu::best())?;
+                let (rates, det) = measured?;
+                invariant &= det;
+                at_levels.push((level.to_string(), rates));
+            }
+            eprintln!("wick bench: (a) {name}: wick's fast kernels, llama-bench");
+            let (fast, fast_invariant) = kernel::wick(path, test, KernelMode::Fast)?;
+            let (llama, build) = kernel::llama_bench(&tools.llama_bench, path, test)?;
+            if !build.is_empty() {
+                report.llama_cpp_tools = format!("{}, {build}", tools.version);
+            }
+            if i == 0 {
+                let best = at_levels.last().expect("at least one level").1;
+                report.kernel = Some([best, llama]);
+                report.kernel_fast = Some(fast);
+                report.kernel_invariant = Some([invariant, fast_invariant]);
+            }
+            report.kernel_models.push(report::ModelKernel {
+                model: name,
+                levels: at_levels,
+                fast,
+                llama,
+            });
         }
-        report.kernel = Some([wick, llama]);
-        report.kernel_fast = Some(fast);
-        report.kernel_invariant = Some([invariant, fast_invariant]);
     }
     let scratch = tempfile::Builder::new()
         .prefix("wick-bench-")

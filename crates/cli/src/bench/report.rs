@@ -28,6 +28,9 @@ pub(crate) struct Report {
     pub(crate) kernel_fast: Option<Kernel>,
     /// Whether wick's backend called its kernels batch-invariant: default mode, fast mode.
     pub(crate) kernel_invariant: Option<[bool; 2]>,
+    /// (a) per model: wick's deterministic kernels at each CPU level, its fast kernels and
+    /// llama-bench, measured in this run.
+    pub(crate) kernel_models: Vec<ModelKernel>,
     pub(crate) load: Option<[Vec<Load>; 2]>,
     pub(crate) restart: Option<[Vec<Restart>; 2]>,
     pub(crate) conversation: Option<[Conversation; 2]>,
@@ -37,6 +40,19 @@ pub(crate) struct Report {
     /// (g) on wick serve with the fast kernels, when it ran.
     pub(crate) determinism_fast: Option<Determinism>,
     pub(crate) speculation: Option<[Speculation; 2]>,
+}
+
+/// (a) on one model.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub(crate) struct ModelKernel {
+    /// The model file's stem.
+    pub(crate) model: String,
+    /// wick's deterministic kernels at each CPU level measured, plainest first.
+    pub(crate) levels: Vec<(String, Kernel)>,
+    /// wick's fast kernels.
+    pub(crate) fast: Kernel,
+    /// llama-bench.
+    pub(crate) llama: Kernel,
 }
 
 /// One table row: what, wick, llama.cpp, and which way is better.
@@ -167,6 +183,29 @@ impl Report {
             let (pp, tg) = ("(a) pp512 (fast kernels)", "(a) tg128 (fast kernels)");
             rows.push(Row::new(pp, f.pp.mean, l.pp.mean, "tok/s", true));
             rows.push(Row::new(tg, f.tg.mean, l.tg.mean, "tok/s", true));
+        }
+        // Every model at every level, when more than the headline was measured.
+        let headline_only =
+            self.kernel_models.len() == 1 && self.kernel_models[0].levels.len() == 1;
+        if headline_only {
+            return;
+        }
+        for m in &self.kernel_models {
+            let l = &m.llama;
+            for (level, w) in &m.levels {
+                let (pp, tg) = (
+                    format!("(a) pp512 {} at {level}", m.model),
+                    format!("(a) tg128 {} at {level}", m.model),
+                );
+                rows.push(Row::new(pp, w.pp.mean, l.pp.mean, "tok/s", true));
+                rows.push(Row::new(tg, w.tg.mean, l.tg.mean, "tok/s", true));
+            }
+            let (pp, tg) = (
+                format!("(a) pp512 {} fast kernels", m.model),
+                format!("(a) tg128 {} fast kernels", m.model),
+            );
+            rows.push(Row::new(pp, m.fast.pp.mean, l.pp.mean, "tok/s", true));
+            rows.push(Row::new(tg, m.fast.tg.mean, l.tg.mean, "tok/s", true));
         }
     }
 

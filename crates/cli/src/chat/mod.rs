@@ -41,8 +41,8 @@ in $WICK_HOME/chat_history. When standard input is not a terminal each line is o
 chat can be scripted: printf 'Hi\\n/system Be brief\\nWhat is 2+2?\\n' | wick chat
 
 With --url, the chat goes to an OpenAI-compatible server (POST URL/v1/chat/completions,
-streamed); --max-tokens, --temperature, --top-p and --seed are sent with every request, and
-the other model and sampling flags apply to local models only.";
+streamed); --max-tokens, --temperature (or --greedy), --top-p and --seed (when given) are sent
+with every request, and the other model and sampling flags apply to local models only.";
 
 /// Arguments of `wick chat`.
 #[derive(Debug, Args)]

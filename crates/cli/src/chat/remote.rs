@@ -41,7 +41,9 @@ impl Remote {
             args.sampling.sampler().temperature.into(),
         );
         settings.insert("top_p".into(), args.sampling.top_p.into());
-        settings.insert("seed".into(), args.sampling.seed.into());
+        if let Some(seed) = args.sampling.seed {
+            settings.insert("seed".into(), seed.into());
+        }
         let mut remote = Remote {
             client,
             base: base_url(url),
