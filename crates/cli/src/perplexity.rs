@@ -49,7 +49,7 @@ pub(crate) struct PerplexityArgs {
     #[arg(long)]
     kl_divergence: bool,
 
-    /// The base of --kl-divergence: another model (an F16 or Q8_0 file, say), on llama.cpp's
+    /// The base of --kl-divergence: another model (an F16 or `Q8_0` file, say), on llama.cpp's
     /// fast kernels.
     #[arg(long, value_name = "REF", requires = "kl_divergence")]
     base: Option<String>,
@@ -142,8 +142,7 @@ pub(crate) fn run(args: &PerplexityArgs) -> Result<()> {
         bar.set_message(format!("perplexity {:.4}", totals.perplexity()));
     }
     bar.finish_and_clear();
-    let scores = totals.scores(count, base.is_some());
-    print(&scores, args, &model)?;
+    print(&totals.scores(count, base.is_some()), args, &model)?;
     Ok(())
 }
 

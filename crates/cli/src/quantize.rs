@@ -23,8 +23,8 @@ pub(crate) struct QuantizeArgs {
     #[arg(short, long, value_name = "REF")]
     model: Option<String>,
 
-    /// The weight type to write, as llama-quantize names it (Q4_0, Q4_K_M, Q6_K, IQ4_XS,
-    /// F16, …). A quantized model is requantized (`--allow-requantize`): fine for trying
+    /// The weight type to write, as llama-quantize names it (`Q4_0`, `Q4_K_M`, `Q6_K`,
+    /// `IQ4_XS`, `F16`, …). A quantized model is requantized (`--allow-requantize`): fine for trying
     /// kernels and speeds, lossy for quality.
     #[arg(short = 't', long = "type", value_name = "TYPE")]
     kind: String,

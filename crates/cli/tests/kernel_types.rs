@@ -69,9 +69,10 @@ fn model_of(kind: &str) -> PathBuf {
     out
 }
 
-/// A prompt's greedy answer with its log-probabilities (5 alternatives per token).
+/// A prompt's greedy answer of 8 tokens (whatever they are: requantized models may end
+/// at once) with its log-probabilities (5 alternatives per token).
 fn body(prompt: &str) -> Value {
-    json!({"prompt": prompt, "max_tokens": 8, "temperature": 0, "logprobs": 5})
+    json!({"prompt": prompt, "max_tokens": 8, "temperature": 0, "logprobs": 5, "ignore_eos": true})
 }
 
 fn answer(server: &Server, prompt: &str) -> Value {

@@ -168,6 +168,61 @@ fn cpu_levels(names: &[String]) -> Result<Vec<wick_kernels::cpu::Level>> {
     Ok(levels)
 }
 
+/// (a) on every model at every level, with the fast kernels and llama-bench beside each; the
+/// first model at the best level is the headline.
+fn kernels(
+    models: &[std::path::PathBuf],
+    levels: &[wick_kernels::cpu::Level],
+    tools: &tools::Tools,
+    plan: &Plan,
+    threads: u32,
+    report: &mut Report,
+) -> Result<()> {
+    eprintln!("wick bench: (a) pp512 / tg128, wick in both kernel modes");
+    let test = kernel::KernelTest {
+        n_prompt: 512,
+        n_gen: 128,
+        repetitions: plan.repetitions,
+        threads,
+    };
+    for (i, path) in models.iter().enumerate() {
+        let name = path.file_stem().map_or_else(
+            || path.display().to_string(),
+            |s| s.to_string_lossy().into(),
+        );
+        let mut at_levels = Vec::new();
+        let mut invariant = true;
+        for level in levels {
+            eprintln!("wick bench: (a) {name}: wick's deterministic kernels at {level}");
+            wick_kernels::cpu::set_cap(*level)?;
+            let measured = kernel::wick(path, test, KernelMode::default());
+            wick_kernels::cpu::set_cap(wick_kernels::cpu::best())?;
+            let (rates, det) = measured?;
+            invariant &= det;
+            at_levels.push((level.to_string(), rates));
+        }
+        eprintln!("wick bench: (a) {name}: wick's fast kernels, llama-bench");
+        let (fast, fast_invariant) = kernel::wick(path, test, KernelMode::Fast)?;
+        let (llama, build) = kernel::llama_bench(&tools.llama_bench, path, test)?;
+        if !build.is_empty() {
+            report.llama_cpp_tools = format!("{}, {build}", tools.version);
+        }
+        if i == 0 {
+            let best = at_levels.last().expect("at least one level").1;
+            report.kernel = Some([best, llama]);
+            report.kernel_fast = Some(fast);
+            report.kernel_invariant = Some([invariant, fast_invariant]);
+        }
+        report.kernel_models.push(report::ModelKernel {
+            model: name,
+            levels: at_levels,
+            fast,
+            llama,
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn run(args: &BenchArgs) -> Result<()> {
     if let Some(bad) = args.only.iter().find(|c| !('a'..='h').contains(*c)) {
         bail!("--only takes letters a to h, not {bad:?}");
@@ -208,48 +263,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         tools.version
     );
     if args.wants('a') {
-        eprintln!("wick bench: (a) pp512 / tg128, wick in both kernel modes");
-        let test = kernel::KernelTest {
-            n_prompt: 512,
-            n_gen: 128,
-            repetitions: plan.repetitions,
-            threads,
-        };
-        for (i, path) in models.iter().enumerate() {
-            let name = path.file_stem().map_or_else(
-                || path.display().to_string(),
-                |s| s.to_string_lossy().into(),
-            );
-            let mut at_levels = Vec::new();
-            let mut invariant = true;
-            for level in &levels {
-                eprintln!("wick bench: (a) {name}: wick's deterministic kernels at {level}");
-                wick_kernels::cpu::set_cap(*level)?;
-                let measured = kernel::wick(path, test, KernelMode::default());
-                wick_kernels::cpu::set_cap(wick_kernels::cpu::best())?;
-                let (rates, det) = measured?;
-                invariant &= det;
-                at_levels.push((level.to_string(), rates));
-            }
-            eprintln!("wick bench: (a) {name}: wick's fast kernels, llama-bench");
-            let (fast, fast_invariant) = kernel::wick(path, test, KernelMode::Fast)?;
-            let (llama, build) = kernel::llama_bench(&tools.llama_bench, path, test)?;
-            if !build.is_empty() {
-                report.llama_cpp_tools = format!("{}, {build}", tools.version);
-            }
-            if i == 0 {
-                let best = at_levels.last().expect("at least one level").1;
-                report.kernel = Some([best, llama]);
-                report.kernel_fast = Some(fast);
-                report.kernel_invariant = Some([invariant, fast_invariant]);
-            }
-            report.kernel_models.push(report::ModelKernel {
-                model: name,
-                levels: at_levels,
-                fast,
-                llama,
-            });
-        }
+        kernels(&models, &levels, &tools, &plan, threads, &mut report)?;
     }
     let scratch = tempfile::Builder::new()
         .prefix("wick-bench-")
