@@ -8,6 +8,7 @@
 //! graph in the deterministic kernel mode.
 #![deny(missing_docs)]
 
+pub mod activation;
 pub mod attention;
 pub mod cpu;
 mod intrinsics;

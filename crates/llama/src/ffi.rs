@@ -276,6 +276,25 @@ unsafe extern "C" fn graph_compute_hook(
                 node.op = sys::GGML_OP_CUSTOM;
                 continue;
             }
+            if node.op == sys::GGML_OP_GLU {
+                let swapped = node.op_params[1];
+                let is_swiglu =
+                    u32::try_from(node.op_params[0]).is_ok_and(|op| op == sys::GGML_GLU_OP_SWIGLU);
+                if is_swiglu && swiglu_of(node, swapped != 0).is_some() {
+                    node.op_params[SAVED_PARAMS] = swapped;
+                    let custom = CustomOpParams {
+                        fun: Some(swiglu_op),
+                        n_tasks: -1, // GGML_N_TASKS_MAX: every thread
+                        userdata: std::ptr::null_mut(),
+                    };
+                    std::ptr::write_unaligned(
+                        node.op_params.as_mut_ptr().cast::<CustomOpParams>(),
+                        custom,
+                    );
+                    node.op = sys::GGML_OP_CUSTOM;
+                }
+                continue;
+            }
             if node.op != sys::GGML_OP_FLASH_ATTN_EXT || attention_of(node).is_none() {
                 continue;
             }
@@ -328,6 +347,130 @@ unsafe extern "C" fn attention_op(
             std::ptr::copy_nonoverlapping(values.as_ptr(), base.add(row * width), values.len());
         });
     }
+}
+
+/// ggml's per-thread call of a converted `SWIGLU`.
+unsafe extern "C" fn swiglu_op(
+    dst: *mut sys::ggml_tensor,
+    ith: std::ffi::c_int,
+    nth: std::ffi::c_int,
+    _userdata: *mut std::ffi::c_void,
+) {
+    // SAFETY: ggml passes the converted node, whose sources and data are live for the op; its
+    // inputs were checked by `swiglu_of` when it was converted (types, shapes, strides, no
+    // overlap with the output) and are only read. Each output row is written by exactly one
+    // thread (`rows_of` splits the rows between `nth` threads by `ith`), `nc` floats at
+    // `row · nb[1]` bytes inside `dst`'s data (checked by `swiglu_of`).
+    unsafe {
+        let node = &*dst;
+        let Some(glu) = swiglu_of(node, node.op_params[SAVED_PARAMS] != 0) else {
+            return;
+        };
+        let Some((ith, nth)) = thread_of(ith, nth) else {
+            return;
+        };
+        let base = node.data.cast::<f32>();
+        for row in wick_kernels::activation::rows_of(glu.rows, ith, nth) {
+            let out = std::slice::from_raw_parts_mut(base.add(row * glu.out_stride), glu.width);
+            let (x, g) = glu.row(row);
+            wick_kernels::activation::swiglu(x, g, out);
+        }
+    }
+}
+
+/// One `SWIGLU`'s inputs: `rows` rows of `width` values, `x` (activated) and `g` (gate), and
+/// the output's row stride (floats).
+struct SwiGlu<'a> {
+    x: &'a [f32],
+    g: &'a [f32],
+    x_stride: usize,
+    g_stride: usize,
+    out_stride: usize,
+    width: usize,
+    rows: usize,
+}
+
+impl SwiGlu<'_> {
+    fn row(&self, row: usize) -> (&[f32], &[f32]) {
+        (
+            &self.x[row * self.x_stride..][..self.width],
+            &self.g[row * self.g_stride..][..self.width],
+        )
+    }
+}
+
+/// The `SWIGLU` a `GGML_OP_GLU` node (or one converted from it) computes, when wick's
+/// activation does: F32 throughout, 2-D, contiguous rows, one source split in halves (which
+/// half is activated: `swapped`) or two sources, and an output that overlaps neither.
+///
+/// # Safety
+///
+/// `node` is a live `GGML_OP_GLU` node (or one `graph_compute_hook` converted) whose sources'
+/// data is allocated.
+unsafe fn swiglu_of(node: &sys::ggml_tensor, swapped: bool) -> Option<SwiGlu<'_>> {
+    // SAFETY: the caller's contract: source 0 is set, source 1 may be.
+    let (a, b) = unsafe { (node.src[0].as_ref()?, node.src[1].as_ref()) };
+    let dim = |t: &sys::ggml_tensor, i: usize| usize::try_from(t.ne[i]).ok();
+    let flat = |t: &sys::ggml_tensor| t.ne[2] == 1 && t.ne[3] == 1;
+    let f32_rows = |t: &sys::ggml_tensor| {
+        t.type_ == sys::GGML_TYPE_F32 && t.nb[0] == 4 && t.nb[1] % 4 == 0 && !t.data.is_null()
+    };
+    let (width, rows) = (dim(node, 0)?, dim(node, 1)?);
+    let fits = width > 0
+        && rows > 0
+        && f32_rows(node)
+        && f32_rows(a)
+        && flat(node)
+        && flat(a)
+        && dim(a, 1)? == rows
+        && node.nb[1] >= 4 * width
+        && match b {
+            None => dim(a, 0)? == 2 * width,
+            Some(b) => {
+                f32_rows(b)
+                    && flat(b)
+                    && dim(a, 0)? == width
+                    && dim(b, 0)? == width
+                    && dim(b, 1)? == rows
+            }
+        };
+    if !fits {
+        return None;
+    }
+    let span = |t: &sys::ggml_tensor| (rows - 1) * (t.nb[1] / 4) + dim(t, 0).unwrap_or(0);
+    let out_bytes = 4 * ((rows - 1) * (node.nb[1] / 4) + width);
+    let overlaps = |t: &sys::ggml_tensor| {
+        let (start, out) = (t.data as usize, node.data as usize);
+        start < out + out_bytes && out < start + 4 * span(t)
+    };
+    if overlaps(a) || b.is_some_and(overlaps) {
+        return None;
+    }
+    // SAFETY: each slice spans its tensor's rows as ggml addresses them (the last row ends the
+    // slice), inside its allocated data, F32 as checked above; they are only read while the op
+    // runs, and the output does not overlap them.
+    let (xa, xb) = unsafe {
+        (
+            std::slice::from_raw_parts(a.data.cast::<f32>(), span(a)),
+            b.map(|b| std::slice::from_raw_parts(b.data.cast::<f32>(), span(b))),
+        )
+    };
+    let stride = a.nb[1] / 4;
+    let (x, g, x_stride, g_stride) = match xb {
+        Some(g) => (xa, g, stride, b.map_or(0, |b| b.nb[1] / 4)),
+        // One source: its rows hold the activated half and the gate side by side.
+        None if swapped => (&xa[width..], xa, stride, stride),
+        None => (xa, &xa[width..], stride, stride),
+    };
+    Some(SwiGlu {
+        x,
+        g,
+        x_stride,
+        g_stride,
+        out_stride: node.nb[1] / 4,
+        width,
+        rows,
+    })
 }
 
 /// ggml's per-thread call of a converted matrix product.
