@@ -82,7 +82,11 @@ pub fn rows_of(rows: usize, ith: usize, nth: usize) -> std::ops::Range<usize> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::cast_precision_loss, clippy::float_cmp)]
+    #![allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::float_cmp
+    )]
 
     use super::*;
 

@@ -413,7 +413,10 @@ unsafe fn swiglu_of(node: &sys::ggml_tensor, swapped: bool) -> Option<SwiGlu<'_>
     let dim = |t: &sys::ggml_tensor, i: usize| usize::try_from(t.ne[i]).ok();
     let flat = |t: &sys::ggml_tensor| t.ne[2] == 1 && t.ne[3] == 1;
     let f32_rows = |t: &sys::ggml_tensor| {
-        t.type_ == sys::GGML_TYPE_F32 && t.nb[0] == 4 && t.nb[1] % 4 == 0 && !t.data.is_null()
+        t.type_ == sys::GGML_TYPE_F32
+            && t.nb[0] == 4
+            && t.nb[1].is_multiple_of(4)
+            && !t.data.is_null()
     };
     let (width, rows) = (dim(node, 0)?, dim(node, 1)?);
     let fits = width > 0
