@@ -130,9 +130,10 @@ impl Format {
     }
 }
 
-/// Whether the kernel runs `format` on this build at `level` faster than ggml's own per-pair
-/// product: wherever a vector path is compiled in. The scalar level still computes every
-/// format (the same bits, slowly), which is what the cap is for.
+/// Whether `wick-llama` should hand `format`'s products to this kernel on this build: wherever
+/// the vector paths are compiled in (every format has one). Without them ggml's own per-pair
+/// product, with SIMD of its own, is faster than the scalar definition; the scalar level still
+/// computes every format (the same bits, slowly), which is what the cap is for.
 pub fn supports(_format: Format) -> bool {
     VECTORISED
 }
@@ -149,6 +150,8 @@ pub const VECTORISED: bool = cfg!(all(
 
 /// Weight rows per tile.
 const TILE_W: usize = 4;
+// The tile loop writes its per-row arrays out for four rows.
+const _: () = assert!(TILE_W == 4);
 /// Input rows per tile, at most.
 const TILE_X: usize = 4;
 /// How far ahead of the weight block in use (bytes) the kernel asks for weights. Reading
@@ -679,21 +682,38 @@ mod vector {
                 );
             }
             let [d0, m0, d1, m1] = L::headers(&w, b, n);
-            let scales: [m256; TILE_W] = std::array::from_fn(|r| {
-                m256::from([d0[r], d0[r], d0[r], d0[r], d1[r], d1[r], d1[r], d1[r]])
-            });
+            // Arrays written out (not `from_fn`, whose closure was measured not inlined: half
+            // of the product's time went to its calls).
+            let lanes = |a: [f32; TILE_W], b: [f32; TILE_W], r: usize| {
+                m256::from([a[r], a[r], a[r], a[r], b[r], b[r], b[r], b[r]])
+            };
+            let scales: [m256; TILE_W] = [
+                lanes(d0, d1, 0),
+                lanes(d0, d1, 1),
+                lanes(d0, d1, 2),
+                lanes(d0, d1, 3),
+            ];
             // With split scales, the second halves' scales.
-            let seconds: [m256; TILE_W] = std::array::from_fn(|r| {
-                m256::from([m0[r], m0[r], m0[r], m0[r], m1[r], m1[r], m1[r], m1[r]])
-            });
+            let seconds: [m256; TILE_W] = [
+                lanes(m0, m1, 0),
+                lanes(m0, m1, 1),
+                lanes(m0, m1, 2),
+                lanes(m0, m1, 3),
+            ];
             // Unsigned values as they are; signed ones as their magnitudes, their signs going
             // to the inputs below.
-            let unpacked: [(m256i, m256i); TILE_W] = std::array::from_fn(|r| L::pair(w[r], b, n));
-            let magnitudes: [(m256i, m256i); TILE_W] = if L::SIGNED {
-                unpacked.map(|(lo, hi)| (abs_i8_m256i(lo), abs_i8_m256i(hi)))
-            } else {
-                unpacked
-            };
+            let unpacked: [(m256i, m256i); TILE_W] = [
+                L::pair(w[0], b, n),
+                L::pair(w[1], b, n),
+                L::pair(w[2], b, n),
+                L::pair(w[3], b, n),
+            ];
+            let mut magnitudes = unpacked;
+            if L::SIGNED {
+                for (lo, hi) in &mut magnitudes {
+                    (*lo, *hi) = (abs_i8_m256i(*lo), abs_i8_m256i(*hi));
+                }
+            }
             for c in 0..C {
                 let at = pairs[c] + p;
                 let (xl, xh) = (
