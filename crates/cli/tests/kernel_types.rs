@@ -7,7 +7,8 @@
 //!   three other requests in one batch (batch invariance);
 //! - they are the same bits at every CPU level (`--cpu-level`): wick's kernels compute the same
 //!   definition on every instruction set, and the cap leaves ggml's own ops as they are;
-//! - `/v1/models` names the level and whether wick's matrix kernel reads the type.
+//! - `/v1/models` names the level and whether wick's matrix kernel reads the type;
+//! - its distributions are close to llama.cpp's fast kernels' (KL divergence, top-1 agreement).
 //!
 //! SmolLM2's rows are 576 values wide, which the 256-value super-block types (K-quants,
 //! `IQ4_XS`) cannot hold: llama-quantize writes those tensors in its fallback types (`Q5_0`,
@@ -93,6 +94,28 @@ fn together(server: &Server) -> Vec<Value> {
     })
 }
 
+/// The deterministic mode's distributions against llama.cpp's fast kernels on the same
+/// model (`wick perplexity --kl-divergence`, one 256-token chunk): close, whatever the type.
+/// A kernel that misread a layout scores like noise (a KL divergence of several nats).
+fn close_to_the_fast_kernels(kind: &str, model: &std::path::Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_wick"))
+        .args(["perplexity", "--kl-divergence", "--json", "--chunks", "1"])
+        .args(["--ctx-size", "256", "--threads", "2", "-m"])
+        .arg(model)
+        .output()
+        .expect("wick perplexity runs");
+    assert!(
+        out.status.success(),
+        "{kind}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let scores: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let kl = scores["kl_divergence"].as_f64().unwrap();
+    let top1 = scores["top1_agreement"].as_f64().unwrap();
+    eprintln!("{kind}: KL divergence {kl:.5}, top-1 agreement {top1:.3} against the fast kernels");
+    assert!(kl < 0.05 && top1 > 0.8, "{kind}: {scores}");
+}
+
 #[test]
 fn every_weight_type_is_batch_invariant_and_the_same_at_every_cpu_level() {
     let levels = cpu::available();
@@ -107,6 +130,7 @@ fn every_weight_type_is_batch_invariant_and_the_same_at_every_cpu_level() {
     );
     for (kind, tensor_type) in TYPES {
         let model = model_of(kind);
+        close_to_the_fast_kernels(kind, &model);
         let mut first: Option<(Level, Value)> = None;
         for level in &levels {
             let server =

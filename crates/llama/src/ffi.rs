@@ -86,9 +86,123 @@ pub(crate) fn with_cpu_kernels<R>(use_ref: bool, create: impl FnOnce() -> R) -> 
     result
 }
 
-/// Whether the reference-kernel switch is (or can be) in place in this process.
+/// The head of ggml's `struct ggml_backend_reg` (`ggml/src/ggml-backend-impl.h` of the pinned
+/// llama.cpp): its API version, then its `ggml_backend_reg_i` table by value.
+#[repr(C)]
+struct RegHead {
+    api_version: std::ffi::c_int,
+    get_name: Option<unsafe extern "C" fn(sys::ggml_backend_reg_t) -> *const std::ffi::c_char>,
+    get_device_count: Option<unsafe extern "C" fn(sys::ggml_backend_reg_t) -> usize>,
+    get_device:
+        Option<unsafe extern "C" fn(sys::ggml_backend_reg_t, usize) -> sys::ggml_backend_dev_t>,
+    get_proc_address: Option<GetProcAddress>,
+}
+
+type GetProcAddress =
+    unsafe extern "C" fn(sys::ggml_backend_reg_t, *const std::ffi::c_char) -> *mut std::ffi::c_void;
+
+/// The CPU registry's own `get_proc_address`, saved before [`install_plain_weights`]
+/// replaces it.
+static ORIGINAL_PROC: OnceLock<GetProcAddress> = OnceLock::new();
+
+/// Whether the plain-weights hook is in place (decided once per process).
+static PLAIN_INSTALLED: OnceLock<bool> = OnceLock::new();
+
+thread_local! {
+    /// Whether models loaded on this thread keep every weight in ggml's plain layout.
+    static PLAIN_WEIGHTS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `load` (which loads a llama.cpp model on this thread) so that, when `plain`, no weight
+/// goes to the CPU's extra buffer types (`CPU_REPACK`: Q4_0, Q4_K, IQ4_NL, … interleaved for
+/// tiled GEMM kernels whose sums depend on the batch).
+///
+/// llama.cpp asks the CPU registry for those buffer types (`ggml_backend_dev_get_extra_bufts`
+/// through `get_proc_address`) while it loads a model, and even a tensor-override to the CPU
+/// buffer type lets them in; llama-cpp-2 does not expose `use_extra_bufts`. So wick installs
+/// (once per process) a hook in the CPU registry's `get_proc_address` that answers null for
+/// that one name while a thread that asked for plain weights loads a model.
+pub(crate) fn with_plain_weights<R>(plain: bool, load: impl FnOnce() -> R) -> R {
+    let on = plain && install_plain_weights();
+    let previous = PLAIN_WEIGHTS.with(|flag| flag.replace(on));
+    let result = load();
+    PLAIN_WEIGHTS.with(|flag| flag.set(previous));
+    result
+}
+
+unsafe extern "C" fn get_proc_address_hook(
+    reg: sys::ggml_backend_reg_t,
+    name: *const std::ffi::c_char,
+) -> *mut std::ffi::c_void {
+    // SAFETY: ggml passes a NUL-terminated name (checked for null); the original is saved
+    // before this hook is installed and is called with the arguments ggml gave.
+    unsafe {
+        if PLAIN_WEIGHTS.with(Cell::get)
+            && !name.is_null()
+            && std::ffi::CStr::from_ptr(name) == c"ggml_backend_dev_get_extra_bufts"
+        {
+            return std::ptr::null_mut();
+        }
+        let original = ORIGINAL_PROC
+            .get()
+            .expect("saved before the hook is installed");
+        original(reg, name)
+    }
+}
+
+/// Replaces the CPU registry's `get_proc_address` with [`get_proc_address_hook`], once per
+/// process, after checking that the registry is laid out as [`RegHead`] says. Returns whether
+/// the hook is in place.
+fn install_plain_weights() -> bool {
+    *PLAIN_INSTALLED.get_or_init(|| {
+        // SAFETY: ggml's static CPU device and its static registry (or null, checked).
+        let reg = unsafe {
+            let dev = sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU);
+            if dev.is_null() {
+                return false;
+            }
+            sys::ggml_backend_dev_backend_reg(dev)
+        };
+        if reg.is_null() {
+            return false;
+        }
+        // SAFETY: a `ggml_backend_reg` is an `int` then its `ggml_backend_reg_i` table by value
+        // (four function pointers, the last `get_proc_address`). Before trusting that layout,
+        // it is checked against ggml's public accessors, which read the same table: `get_name`
+        // must return `ggml_backend_reg_name`'s pointer, `get_device_count` the count
+        // `ggml_backend_reg_dev_count` gives, and `get_proc_address` must answer the CPU's
+        // own function name as `ggml_backend_reg_get_proc_address` does. The registry is a
+        // static of ggml's that lives for the process; the write happens once (`OnceLock`),
+        // before the first model loads with plain weights.
+        unsafe {
+            let head = &mut *reg.cast::<RegHead>();
+            let (Some(get_name), Some(count), Some(proc_address)) =
+                (head.get_name, head.get_device_count, head.get_proc_address)
+            else {
+                return false;
+            };
+            let probe = c"ggml_backend_dev_get_extra_bufts";
+            let matches = get_name(reg) == sys::ggml_backend_reg_name(reg)
+                && count(reg) == sys::ggml_backend_reg_dev_count(reg)
+                && proc_address(reg, probe.as_ptr())
+                    == sys::ggml_backend_reg_get_proc_address(reg, probe.as_ptr());
+            if !matches {
+                tracing::warn!(
+                    "ggml's CPU registry is not laid out as expected: repacked weights stay                      (not batch-invariant)"
+                );
+                return false;
+            }
+            let _ = ORIGINAL_PROC.set(proc_address);
+            head.get_proc_address = Some(get_proc_address_hook);
+            true
+        }
+    })
+}
+
+/// Whether the reference-kernel switch and the plain-weights switch are (or can be) in place
+/// in this process: what the deterministic mode needs.
 pub(crate) fn kernel_switch_available() -> bool {
-    install_kernel_switch()
+    install_kernel_switch() && install_plain_weights()
 }
 
 /// The kernel format of a ggml weight type, for the types wick's matrix kernel reads.
@@ -528,6 +642,15 @@ unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<wick_kernels::matmul::Mat
     let (k, rows, batch) = (dim(w, 0)?, dim(w, 1)?, dim(x, 1)?);
     let flat = |t: &sys::ggml_tensor| t.ne[2] == 1 && t.ne[3] == 1;
     let format = kernel_format(w.type_)?;
+    // SAFETY: a weight's buffer (null for none, checked) and its type are ggml's, alive with it.
+    let plain = unsafe {
+        !w.buffer.is_null()
+            && sys::ggml_backend_buft_is_host(sys::ggml_backend_buffer_get_type(w.buffer))
+    };
+    // A weight in an extra buffer type (`CPU_REPACK`) is interleaved for ggml's own kernels.
+    if !plain {
+        return None;
+    }
     let (block, values) = (format.block_bytes(), format.block_values());
     let fits = wick_kernels::matmul::supports(format)
         && x.type_ == sys::GGML_TYPE_F32

@@ -58,20 +58,19 @@ pub(crate) fn load_model(
                 reason: format!("llama.cpp cannot use these devices ({e})"),
             })?;
     }
-    let mut params = std::pin::pin!(params);
-    if deterministic(config) {
-        // Every weight in ggml's plain CPU buffers: the repacked layouts (Q4_0, Q4_K, Q8_0, …
-        // "CPU_REPACK") run tiled GEMM kernels outside the reference switch, whose sums depend
-        // on the batch's row count.
-        params.as_mut().add_cpu_buft_override(c".*");
-    }
-    let model =
-        LlamaModel::load_from_file(runtime()?, &config.model_path, &params).map_err(|e| {
-            BackendError::Load {
-                path: config.model_path.clone(),
-                reason: format!("llama.cpp could not load it ({e}); is it a complete GGUF model?"),
-            }
-        })?;
+    // Deterministic: every weight in ggml's plain layout. The repacked ones (Q4_0, Q4_K,
+    // IQ4_NL, … in "CPU_REPACK") run tiled GEMM kernels outside the reference switch, whose
+    // sums depend on the batch's row count, and wick's kernels read the plain layout only. A
+    // tensor override to the CPU buffer type does not keep them out (llama.cpp then still
+    // considers the extra buffer types), so the CPU registry is asked not to offer them.
+    let runtime = runtime()?;
+    let loaded = crate::ffi::with_plain_weights(deterministic(config), || {
+        LlamaModel::load_from_file(runtime, &config.model_path, &params)
+    });
+    let model = loaded.map_err(|e| BackendError::Load {
+        path: config.model_path.clone(),
+        reason: format!("llama.cpp could not load it ({e}); is it a complete GGUF model?"),
+    })?;
     Ok((model, devices))
 }
 
