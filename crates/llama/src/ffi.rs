@@ -114,7 +114,7 @@ thread_local! {
 }
 
 /// Runs `load` (which loads a llama.cpp model on this thread) so that, when `plain`, no weight
-/// goes to the CPU's extra buffer types (`CPU_REPACK`: Q4_0, Q4_K, IQ4_NL, … interleaved for
+/// goes to the CPU's extra buffer types (`CPU_REPACK`: `Q4_0`, `Q4_K`, `IQ4_NL`, … interleaved for
 /// tiled GEMM kernels whose sums depend on the batch).
 ///
 /// llama.cpp asks the CPU registry for those buffer types (`ggml_backend_dev_get_extra_bufts`
