@@ -79,10 +79,18 @@ thread_local! {
 /// asked for them. When the hook cannot be installed (a ggml whose device table does not look
 /// as expected), nothing is changed and `create` runs with the default kernels.
 pub(crate) fn with_cpu_kernels<R>(use_ref: bool, create: impl FnOnce() -> R) -> R {
-    let on = use_ref && install_kernel_switch();
-    let previous = USE_REF.with(|flag| flag.replace(on));
-    let result = create();
-    USE_REF.with(|flag| flag.set(previous));
+    with_flag(&USE_REF, use_ref && install_kernel_switch(), create)
+}
+
+/// Runs `f` with this thread's `flag` set to `on`, then puts it back.
+fn with_flag<R>(
+    flag: &'static std::thread::LocalKey<Cell<bool>>,
+    on: bool,
+    f: impl FnOnce() -> R,
+) -> R {
+    let previous = flag.with(|flag| flag.replace(on));
+    let result = f();
+    flag.with(|flag| flag.set(previous));
     result
 }
 
@@ -123,11 +131,7 @@ thread_local! {
 /// (once per process) a hook in the CPU registry's `get_proc_address` that answers null for
 /// that one name while a thread that asked for plain weights loads a model.
 pub(crate) fn with_plain_weights<R>(plain: bool, load: impl FnOnce() -> R) -> R {
-    let on = plain && install_plain_weights();
-    let previous = PLAIN_WEIGHTS.with(|flag| flag.replace(on));
-    let result = load();
-    PLAIN_WEIGHTS.with(|flag| flag.set(previous));
-    result
+    with_flag(&PLAIN_WEIGHTS, plain && install_plain_weights(), load)
 }
 
 unsafe extern "C" fn get_proc_address_hook(

@@ -99,6 +99,26 @@ fn sixteen(row: &[u8], b: usize, blocks: usize, bytes: usize, at: usize) -> [u8;
     row[at..at + 16].try_into().expect("16 bytes")
 }
 
+/// The headers of a type with a scale (an F16 at byte 0 of each 32-value block) and no
+/// minimum.
+#[allow(clippy::inline_always)] // as `block_halves`
+#[inline(always)]
+fn scale_headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize, bytes: usize) -> [[f32; TILE_W]; 4] {
+    let (d0, d1) = block_halves(w, b, blocks, bytes, 0);
+    [d0, [0.0; TILE_W], d1, [0.0; TILE_W]]
+}
+
+/// Blocks `b` and `b + 1`'s 16 bytes of nibbles at byte `at` (of `bytes`-byte blocks) as
+/// their paired values (zeros past the row).
+#[cfg(vector)]
+#[inline]
+fn nibble_pair(row: &[u8], b: usize, blocks: usize, bytes: usize, at: usize) -> (m256i, m256i) {
+    vector::nibbles(
+        sixteen(row, b, blocks, bytes, at),
+        sixteen(row, b + 1, blocks, bytes, at),
+    )
+}
+
 /// The 32-bit word at byte `at` of 32-value block `b`, or zero past the row.
 #[inline]
 fn word(row: &[u8], b: usize, blocks: usize, bytes: usize, at: usize) -> u32 {
@@ -149,18 +169,14 @@ impl Layout for Q40 {
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
     fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
-        let (d0, d1) = block_halves(w, b, blocks, Self::BYTES, 0);
-        [d0, [0.0; TILE_W], d1, [0.0; TILE_W]]
+        scale_headers(w, b, blocks, Self::BYTES)
     }
 
     #[cfg(vector)]
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
     fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i) {
-        let (lo, hi) = vector::nibbles(
-            sixteen(row, b, blocks, Self::BYTES, 2),
-            sixteen(row, b + 1, blocks, Self::BYTES, 2),
-        );
+        let (lo, hi) = nibble_pair(row, b, blocks, Self::BYTES, 2);
         (vector::minus(lo, 8), vector::minus(hi, 8))
     }
 }
@@ -208,10 +224,7 @@ impl Layout for Q41 {
     #[allow(clippy::inline_always)] // as `headers`
     #[inline(always)]
     fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i) {
-        vector::nibbles(
-            sixteen(row, b, blocks, Self::BYTES, 4),
-            sixteen(row, b + 1, blocks, Self::BYTES, 4),
-        )
+        nibble_pair(row, b, blocks, Self::BYTES, 4)
     }
 }
 
@@ -240,18 +253,14 @@ impl Layout for Q50 {
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
     fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
-        let (d0, d1) = block_halves(w, b, blocks, Self::BYTES, 0);
-        [d0, [0.0; TILE_W], d1, [0.0; TILE_W]]
+        scale_headers(w, b, blocks, Self::BYTES)
     }
 
     #[cfg(vector)]
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
     fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i) {
-        let (lo, hi) = vector::nibbles(
-            sixteen(row, b, blocks, Self::BYTES, 6),
-            sixteen(row, b + 1, blocks, Self::BYTES, 6),
-        );
+        let (lo, hi) = nibble_pair(row, b, blocks, Self::BYTES, 6);
         let (bits_lo, bits_hi) = vector::fifth_bits(
             word(row, b, blocks, Self::BYTES, 2),
             word(row, b + 1, blocks, Self::BYTES, 2),
@@ -287,10 +296,7 @@ impl Layout for Q51 {
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
     fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i) {
-        let (lo, hi) = vector::nibbles(
-            sixteen(row, b, blocks, Self::BYTES, 8),
-            sixteen(row, b + 1, blocks, Self::BYTES, 8),
-        );
+        let (lo, hi) = nibble_pair(row, b, blocks, Self::BYTES, 8);
         let (bits_lo, bits_hi) = vector::fifth_bits(
             word(row, b, blocks, Self::BYTES, 4),
             word(row, b + 1, blocks, Self::BYTES, 4),
@@ -315,8 +321,7 @@ impl Layout for Q80 {
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
     fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
-        let (d0, d1) = block_halves(w, b, blocks, Self::BYTES, 0);
-        [d0, [0.0; TILE_W], d1, [0.0; TILE_W]]
+        scale_headers(w, b, blocks, Self::BYTES)
     }
 
     #[cfg(vector)]
@@ -347,18 +352,14 @@ impl Layout for IQ4NL {
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
     fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
-        let (d0, d1) = block_halves(w, b, blocks, Self::BYTES, 0);
-        [d0, [0.0; TILE_W], d1, [0.0; TILE_W]]
+        scale_headers(w, b, blocks, Self::BYTES)
     }
 
     #[cfg(vector)]
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
     fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i) {
-        let (lo, hi) = vector::nibbles(
-            sixteen(row, b, blocks, Self::BYTES, 2),
-            sixteen(row, b + 1, blocks, Self::BYTES, 2),
-        );
+        let (lo, hi) = nibble_pair(row, b, blocks, Self::BYTES, 2);
         (vector::iq4(lo), vector::iq4(hi))
     }
 }
