@@ -56,6 +56,6 @@ pub use gbnf::{check_gbnf, GbnfError};
 pub use info::{
     CpuKernels, LayerPlacement, ModelInfo, SpecialTokens, ThinkingTokens, THINKING_MARKERS,
 };
-pub use logprobs::{Logprobs, TokenLogprob, MAX_TOP_LOGPROBS};
+pub use logprobs::{log_softmax, Logprobs, TokenLogprob, MAX_TOP_LOGPROBS};
 pub use stub::StubBackend;
 pub use tokenizer::{SharedTokenizer, Tokenizer};

@@ -93,6 +93,19 @@ impl Logprobs {
     }
 }
 
+/// The log-probabilities of every entry of `logits` (their log-softmax), normalised as
+/// [`Logprobs::from_logits`] normalises them: what perplexity and KL divergence are
+/// computed from.
+#[must_use]
+pub fn log_softmax(logits: &[f32]) -> Vec<f32> {
+    let log_norm = log_norm(logits.iter().map(|&l| f64::from(l)));
+    #[allow(clippy::cast_possible_truncation)]
+    logits
+        .iter()
+        .map(|&l| (f64::from(l) - log_norm).min(0.0) as f32)
+        .collect()
+}
+
 /// `ln Σ exp(l)` over the logits, stably (`0` when every logit is `-inf` or NaN).
 fn log_norm(logits: impl Iterator<Item = f64> + Clone) -> f64 {
     let max = logits

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use wick_backend::{Backend, BackendConfig, KernelMode};
+use wick_backend::{log_softmax, Backend, BackendConfig, KernelMode};
 use wick_llama::LlamaBackend;
 use wick_types::{SeqId, TokenId};
 
@@ -175,43 +175,28 @@ impl Totals {
         base: Option<&mut dyn Backend>,
         window: &[TokenId],
     ) -> Result<()> {
-        let first = window.len() / 2;
-        // Row `j` is the distribution of token `j + 1`; rows `first - 1 ..` are scored.
-        let scored_from = first - 1;
         let base_rows = match base {
-            Some(base) => Some(log_softmax_rows(base, window, scored_from)?),
+            Some(base) => {
+                let mut rows = Vec::new();
+                scored_rows(base, window, |_, row| rows.push(row))?;
+                Some(rows)
+            }
             None => None,
         };
-        let mut row_index = 0usize;
-        let mut failure = None;
-        model.seq_rm(SeqId(0))?;
-        model.logits(SeqId(0), window, &mut |logits| {
-            let j = row_index;
-            row_index += 1;
-            if j < scored_from || j + 1 >= window.len() {
-                return;
-            }
-            let lp = log_softmax(logits);
-            let target = window[j + 1].0 as usize;
-            let Some(&p) = lp.get(target) else {
-                failure = Some(target);
-                return;
-            };
-            let nll = -f64::from(p);
+        let mut i = 0usize;
+        scored_rows(model, window, |target, lp| {
+            let nll = -f64::from(lp[target]);
             self.n += 1;
             self.nll += nll;
             self.nll_squared += nll * nll;
             if let Some(rows) = &base_rows {
-                let b = &rows[j - scored_from];
+                let b = &rows[i];
                 self.base_nll -= f64::from(b[target]);
                 self.kl += kl(b, &lp);
                 self.agree += usize::from(argmax(b) == argmax(&lp));
             }
-        })?;
-        if let Some(target) = failure {
-            bail!("token {target} is outside the model's vocabulary");
-        }
-        Ok(())
+            i += 1;
+        })
     }
 
     #[allow(clippy::cast_precision_loss)]
@@ -239,34 +224,25 @@ impl Totals {
     }
 }
 
-/// `model`'s log-softmax rows for the positions of `window` from `from` on.
-fn log_softmax_rows(
+/// Evaluates `window` on `model` from an empty sequence and hands `f` each scored position's
+/// target token and log-probabilities, in order: row `j` is the distribution of token `j + 1`,
+/// and the rows from the first half's last one on are scored (every scored token has at least
+/// half a chunk before it). The targets are in the vocabulary: `logits` checked them.
+fn scored_rows(
     model: &mut dyn Backend,
     window: &[TokenId],
-    from: usize,
-) -> Result<Vec<Vec<f32>>> {
-    let mut rows = Vec::new();
+    mut f: impl FnMut(usize, Vec<f32>),
+) -> Result<()> {
+    let from = window.len() / 2 - 1;
     let mut j = 0usize;
     model.seq_rm(SeqId(0))?;
     model.logits(SeqId(0), window, &mut |logits| {
         if j >= from && j + 1 < window.len() {
-            rows.push(log_softmax(logits));
+            f(window[j + 1].0 as usize, log_softmax(logits));
         }
         j += 1;
     })?;
-    Ok(rows)
-}
-
-/// Log-probabilities from logits, summed in F64.
-fn log_softmax(logits: &[f32]) -> Vec<f32> {
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
-    let log_sum = sum.ln();
-    #[allow(clippy::cast_possible_truncation)]
-    logits
-        .iter()
-        .map(|&l| (f64::from(l - max) - log_sum) as f32)
-        .collect()
+    Ok(())
 }
 
 /// KL(p ‖ q) from log-probabilities.

@@ -50,6 +50,22 @@ impl Level {
         }
     }
 
+    /// The level, when this build has it.
+    ///
+    /// # Errors
+    ///
+    /// [`NotAvailable`] naming the build's best level.
+    pub fn require(self) -> Result<Self, NotAvailable> {
+        if self.compiled() {
+            Ok(self)
+        } else {
+            Err(NotAvailable {
+                asked: self,
+                best: best(),
+            })
+        }
+    }
+
     fn from_index(i: u8) -> Self {
         Self::ALL[usize::from(i).min(Self::ALL.len() - 1)]
     }
@@ -139,12 +155,7 @@ impl std::error::Error for NotAvailable {}
 /// [`NotAvailable`] when `level` is above what this build has: asking for a level is asking
 /// to test it, so running a lower one instead would hide that.
 pub fn set_cap(level: Level) -> Result<(), NotAvailable> {
-    if !level.compiled() {
-        return Err(NotAvailable {
-            asked: level,
-            best: best(),
-        });
-    }
+    let level = level.require()?;
     let index = Level::ALL.iter().position(|l| *l == level).unwrap_or(0);
     #[allow(clippy::cast_possible_truncation)] // four levels
     CAP.store(index as u8, Ordering::Relaxed);

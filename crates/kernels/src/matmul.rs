@@ -41,6 +41,55 @@ use crate::cpu::Level;
 /// `QK8_1`).
 pub const QK: usize = 32;
 
+/// Evaluates `$body` with `$L` the [`layouts::Layout`] of `$format`: the one place a format
+/// becomes its layout type.
+macro_rules! with_layout {
+    ($format:expr, $L:ident => $body:expr) => {
+        match $format {
+            Format::Q4_0 => {
+                type $L = layouts::Q40;
+                $body
+            }
+            Format::Q4_1 => {
+                type $L = layouts::Q41;
+                $body
+            }
+            Format::Q5_0 => {
+                type $L = layouts::Q50;
+                $body
+            }
+            Format::Q5_1 => {
+                type $L = layouts::Q51;
+                $body
+            }
+            Format::Q8_0 => {
+                type $L = layouts::Q80;
+                $body
+            }
+            Format::Q4_K => {
+                type $L = layouts::Q4K;
+                $body
+            }
+            Format::Q5_K => {
+                type $L = layouts::Q5K;
+                $body
+            }
+            Format::IQ4_NL => {
+                type $L = layouts::IQ4NL;
+                $body
+            }
+            Format::IQ4_XS => {
+                type $L = layouts::IQ4XS;
+                $body
+            }
+            Format::Q6_K => {
+                type $L = layouts::Q6K;
+                $body
+            }
+        }
+    };
+}
+
 /// The weight types the kernel reads, each one of ggml's block formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[allow(non_camel_case_types)] // ggml's names
@@ -82,28 +131,15 @@ impl Format {
         Format::Q6_K,
     ];
 
-    /// Values per ggml block (32, or 256 for the K-quants and `IQ4_XS`): a row's length is a
+    /// Values per ggml block (32, or 256 for the super-block types): a row's length is a
     /// multiple of it.
     pub fn block_values(self) -> usize {
-        match self {
-            Format::Q4_K | Format::Q5_K | Format::IQ4_XS | Format::Q6_K => 256,
-            _ => QK,
-        }
+        with_layout!(self, L => L::VALUES)
     }
 
     /// Bytes per ggml block.
     pub fn block_bytes(self) -> usize {
-        match self {
-            Format::Q4_0 | Format::IQ4_NL => 18,
-            Format::Q4_1 => 20,
-            Format::Q5_0 => 22,
-            Format::Q5_1 => 24,
-            Format::Q8_0 => 34,
-            Format::Q4_K => 144,
-            Format::Q5_K => 176,
-            Format::IQ4_XS => 136,
-            Format::Q6_K => 210,
-        }
+        with_layout!(self, L => L::BYTES)
     }
 
     /// ggml's name of the type.
@@ -287,7 +323,7 @@ fn quantize_block(values: &[f32], q: &mut [i8; QK]) -> (f32, f32) {
 }
 
 mod layouts;
-use layouts::{Layout, IQ4NL, IQ4XS, Q40, Q41, Q4K, Q50, Q51, Q5K, Q6K, Q80};
+use layouts::Layout;
 
 /// The definition of one pair's product, in scalar code: weight row `w` (its blocks of
 /// `format`) with input row `i` of `x`. The kernel matches it bit for bit at every level.
@@ -301,28 +337,10 @@ use layouts::{Layout, IQ4NL, IQ4XS, Q40, Q41, Q4K, Q50, Q51, Q5K, Q6K, Q80};
 /// added last.
 #[cfg(test)]
 pub(crate) fn dot(format: Format, w: &[u8], x: &Quantized, i: usize) -> f32 {
-    let (lanes, minimums) = match format {
-        Format::Q4_0 => pair_lanes::<Q40>(w, x, i),
-        Format::Q4_1 => pair_lanes::<Q41>(w, x, i),
-        Format::Q5_0 => pair_lanes::<Q50>(w, x, i),
-        Format::Q5_1 => pair_lanes::<Q51>(w, x, i),
-        Format::Q8_0 => pair_lanes::<Q80>(w, x, i),
-        Format::Q4_K => pair_lanes::<Q4K>(w, x, i),
-        Format::Q5_K => pair_lanes::<Q5K>(w, x, i),
-        Format::IQ4_NL => pair_lanes::<IQ4NL>(w, x, i),
-        Format::IQ4_XS => pair_lanes::<IQ4XS>(w, x, i),
-        Format::Q6_K => pair_lanes::<Q6K>(w, x, i),
-    };
-    finish(lanes, minimums, has_minimums(format))
-}
-
-/// Whether `format` is read as unsigned values with a minimum per block.
-#[cfg(test)]
-fn has_minimums(format: Format) -> bool {
-    matches!(
-        format,
-        Format::Q4_1 | Format::Q5_1 | Format::Q4_K | Format::Q5_K
-    )
+    with_layout!(format, L => {
+        let (lanes, minimums) = pair_lanes::<L>(w, x, i);
+        finish(lanes, minimums, !L::SIGNED)
+    })
 }
 
 /// A pair's result from its lanes and minimums' chain.
@@ -432,12 +450,14 @@ impl Path {
             // A level this build lacks is never active (`crate::cpu` caps at the build's);
             // the closest lower path computes the same bits.
             #[allow(unreachable_patterns)]
-            _ => Path::best_below(level),
+            _ => Path::fallback(),
         }
     }
 
+    /// The best path compiled in below a level the build lacks (AVX-512 VNNI without
+    /// AVX-VNNI, capped at `avx2-vnni`, say).
     #[allow(unreachable_code)]
-    fn best_below(_level: Level) -> Self {
+    fn fallback() -> Self {
         #[cfg(vector)]
         return Path::Avx2;
         Path::Scalar
@@ -486,18 +506,7 @@ impl MatMul<'_> {
     /// Weight rows `rows` (at most [`PANEL`]) times every input row, into `results` (row `i`'s
     /// at `i · PANEL`).
     fn panel(&self, path: Path, x: &Quantized, rows: Range<usize>, results: &mut [f32]) {
-        match self.w.format {
-            Format::Q4_0 => self.panel_of::<Q40>(path, x, rows, results),
-            Format::Q4_1 => self.panel_of::<Q41>(path, x, rows, results),
-            Format::Q5_0 => self.panel_of::<Q50>(path, x, rows, results),
-            Format::Q5_1 => self.panel_of::<Q51>(path, x, rows, results),
-            Format::Q8_0 => self.panel_of::<Q80>(path, x, rows, results),
-            Format::Q4_K => self.panel_of::<Q4K>(path, x, rows, results),
-            Format::Q5_K => self.panel_of::<Q5K>(path, x, rows, results),
-            Format::IQ4_NL => self.panel_of::<IQ4NL>(path, x, rows, results),
-            Format::IQ4_XS => self.panel_of::<IQ4XS>(path, x, rows, results),
-            Format::Q6_K => self.panel_of::<Q6K>(path, x, rows, results),
-        }
+        with_layout!(self.w.format, L => self.panel_of::<L>(path, x, rows, results));
     }
 
     fn panel_of<L: Layout>(&self, path: Path, x: &Quantized, rows: Range<usize>, out: &mut [f32]) {

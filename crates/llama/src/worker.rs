@@ -328,20 +328,7 @@ impl Worker<'_> {
         let index = self.index(seq)?;
         let history = &self.state.seqs[index];
         self.check_fits(seq, history.len() + tokens.len())?;
-        let (start, pending) = match history.last() {
-            Some(&last) => (history.len() - 1, Some(last)),
-            None => (0, None),
-        };
-        let pass = Pass {
-            seq: seq_i32(index),
-            start,
-            tokens: pending
-                .into_iter()
-                .chain(tokens.iter().copied())
-                .map(to_llama)
-                .collect(),
-            outputs: Outputs::All,
-        };
+        let pass = extend(index, history, tokens, Outputs::All);
         eval(
             &mut self.ctx,
             self.state.config.n_batch as usize,

@@ -572,7 +572,7 @@ impl Backend for StubBackend {
         after.extend(tokens);
         let first = after.len() - tokens.len() - known;
         for n in first..after.len() {
-            let ctx = model::context_hash(after.prefix(n + 1).hash(), &self.active);
+            let ctx = model::context_hash(after.hash_of(n + 1), &self.active);
             #[allow(clippy::cast_possible_truncation)] // the stub's logits are small
             let row: Vec<f32> = model::logits(&self.vocab, ctx)
                 .into_iter()

@@ -69,7 +69,14 @@ impl Sequence {
 
     /// The hash of the whole history.
     pub(super) fn hash(&self) -> u64 {
-        self.hashes.last().copied().unwrap_or(ROOT)
+        self.hash_of(self.len())
+    }
+
+    /// The hash of the first `n` tokens (at most all of them).
+    pub(super) fn hash_of(&self, n: usize) -> u64 {
+        n.min(self.len())
+            .checked_sub(1)
+            .map_or(ROOT, |last| self.hashes[last])
     }
 
     /// Appends tokens.

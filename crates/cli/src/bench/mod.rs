@@ -154,14 +154,7 @@ fn cpu_levels(names: &[String]) -> Result<Vec<wick_kernels::cpu::Level>> {
     }
     let mut levels = Vec::new();
     for name in names {
-        let level: cpu::Level = name.parse()?;
-        if !level.compiled() {
-            bail!(cpu::NotAvailable {
-                asked: level,
-                best: cpu::best()
-            });
-        }
-        levels.push(level);
+        levels.push(name.parse::<cpu::Level>()?.require()?);
     }
     levels.sort();
     levels.dedup();

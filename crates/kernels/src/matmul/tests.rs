@@ -345,18 +345,7 @@ fn every_vector_path_matches_the_scalar_tile_bit_for_bit() {
             let case = Case::new(k as u64, format, k, TILE_W, 5, 0, 0);
             for level in available() {
                 let path = Path::of(level);
-                match format {
-                    Format::Q4_0 => all::<Q40>(&case, path),
-                    Format::Q4_1 => all::<Q41>(&case, path),
-                    Format::Q5_0 => all::<Q50>(&case, path),
-                    Format::Q5_1 => all::<Q51>(&case, path),
-                    Format::Q8_0 => all::<Q80>(&case, path),
-                    Format::Q4_K => all::<Q4K>(&case, path),
-                    Format::Q5_K => all::<Q5K>(&case, path),
-                    Format::IQ4_NL => all::<IQ4NL>(&case, path),
-                    Format::IQ4_XS => all::<IQ4XS>(&case, path),
-                    Format::Q6_K => all::<Q6K>(&case, path),
-                }
+                with_layout!(format, L => all::<L>(&case, path));
             }
         }
     }
