@@ -21,6 +21,18 @@ fn weights(format: Format) -> Vec<u8> {
             state.to_le_bytes()[0]
         })
         .collect();
+    if format.is_float() {
+        // Every value 2^-6 in the format's bits (F16, BF16 or F32, little-endian).
+        let value: &[u8] = match format {
+            Format::F16 => &[0x00, 0x24],
+            Format::BF16 => &[0x80, 0x3C],
+            _ => &[0x00, 0x00, 0x80, 0x3C],
+        };
+        for v in w.chunks_mut(value.len()) {
+            v.copy_from_slice(value);
+        }
+        return w;
+    }
     // Scales in range: every block's leading F16 fields set to 2^-6.
     for block in w.chunks_mut(format.block_bytes()) {
         block[..2].copy_from_slice(&0x2400u16.to_le_bytes());

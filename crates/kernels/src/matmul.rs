@@ -41,48 +41,73 @@ use crate::cpu::Level;
 /// `QK8_1`).
 pub const QK: usize = 32;
 
-/// Evaluates `$body` with `$L` the [`layouts::Layout`] of `$format`: the one place a format
-/// becomes its layout type.
+/// Evaluates `$body` with `$L` the [`layouts::Layout`] of `$format`, or for a float format
+/// `$float` with `$E` its [`floats::Element`]: the one place a format becomes its type.
 macro_rules! with_layout {
-    ($format:expr, $L:ident => $body:expr) => {
+    ($format:expr, $L:ident => $body:expr, $E:ident => $float:expr) => {
         match $format {
+            Format::F16 => {
+                #[allow(dead_code)] // unused where a body needs no type
+                type $E = floats::F16;
+                $float
+            }
+            Format::BF16 => {
+                #[allow(dead_code)] // unused where a body needs no type
+                type $E = floats::BF16;
+                $float
+            }
+            Format::F32 => {
+                #[allow(dead_code)] // unused where a body needs no type
+                type $E = floats::F32;
+                $float
+            }
             Format::Q4_0 => {
+                #[allow(dead_code)] // unused where a body needs no type
                 type $L = layouts::Q40;
                 $body
             }
             Format::Q4_1 => {
+                #[allow(dead_code)] // unused where a body needs no type
                 type $L = layouts::Q41;
                 $body
             }
             Format::Q5_0 => {
+                #[allow(dead_code)] // unused where a body needs no type
                 type $L = layouts::Q50;
                 $body
             }
             Format::Q5_1 => {
+                #[allow(dead_code)] // unused where a body needs no type
                 type $L = layouts::Q51;
                 $body
             }
             Format::Q8_0 => {
+                #[allow(dead_code)] // unused where a body needs no type
                 type $L = layouts::Q80;
                 $body
             }
             Format::Q4_K => {
+                #[allow(dead_code)] // unused where a body needs no type
                 type $L = layouts::Q4K;
                 $body
             }
             Format::Q5_K => {
+                #[allow(dead_code)] // unused where a body needs no type
                 type $L = layouts::Q5K;
                 $body
             }
             Format::IQ4_NL => {
+                #[allow(dead_code)] // unused where a body needs no type
                 type $L = layouts::IQ4NL;
                 $body
             }
             Format::IQ4_XS => {
+                #[allow(dead_code)] // unused where a body needs no type
                 type $L = layouts::IQ4XS;
                 $body
             }
             Format::Q6_K => {
+                #[allow(dead_code)] // unused where a body needs no type
                 type $L = layouts::Q6K;
                 $body
             }
@@ -114,11 +139,17 @@ pub enum Format {
     IQ4_XS,
     /// 6 bits in super-blocks of 256, 8-bit scales per 16.
     Q6_K,
+    /// IEEE half precision.
+    F16,
+    /// bfloat16.
+    BF16,
+    /// IEEE single precision.
+    F32,
 }
 
 impl Format {
-    /// Every format, in ggml's type order.
-    pub const ALL: [Format; 10] = [
+    /// Every format: the block formats in ggml's type order, then the floats.
+    pub const ALL: [Format; 13] = [
         Format::Q4_0,
         Format::Q4_1,
         Format::Q5_0,
@@ -129,17 +160,30 @@ impl Format {
         Format::IQ4_NL,
         Format::IQ4_XS,
         Format::Q6_K,
+        Format::F16,
+        Format::BF16,
+        Format::F32,
     ];
 
-    /// Values per ggml block (32, or 256 for the super-block types): a row's length is a
-    /// multiple of it.
+    /// Values per ggml block (32, or 256 for the super-block types, 1 for the floats).
     pub fn block_values(self) -> usize {
-        with_layout!(self, L => L::VALUES)
+        with_layout!(self, L => L::VALUES, E => 1)
     }
 
-    /// Bytes per ggml block.
+    /// Bytes per ggml block (per value for the floats).
     pub fn block_bytes(self) -> usize {
-        with_layout!(self, L => L::BYTES)
+        with_layout!(self, L => L::BYTES, E => E::BYTES)
+    }
+
+    /// What a row's length must be a multiple of for the kernel: the block formats' block, the
+    /// floats' lane group of 8.
+    pub fn row_multiple(self) -> usize {
+        with_layout!(self, L => L::VALUES, E => floats::LANES)
+    }
+
+    /// Whether the weights are floats (nothing quantized, inputs kept as they are).
+    pub fn is_float(self) -> bool {
+        matches!(self, Format::F16 | Format::BF16 | Format::F32)
     }
 
     /// ggml's name of the type.
@@ -155,6 +199,9 @@ impl Format {
             Format::IQ4_NL => "iq4_nl",
             Format::IQ4_XS => "iq4_xs",
             Format::Q6_K => "q6_K",
+            Format::F16 => "f16",
+            Format::BF16 => "bf16",
+            Format::F32 => "f32",
         }
     }
 
@@ -322,6 +369,8 @@ fn quantize_block(values: &[f32], q: &mut [i8; QK]) -> (f32, f32) {
     (d, d * sum as f32)
 }
 
+mod floats;
+use floats::Element;
 mod layouts;
 use layouts::Layout;
 
@@ -335,12 +384,18 @@ use layouts::Layout;
 /// `4l..4l + 4` with the first half's scale, then `16 + 4l..16 + 4l + 4` with the second's.
 /// For a format with minimums, their chain takes `m · s` per block, in block order, and is
 /// added last.
+///
+/// A float format's definition is [`floats`]': it reads input row `i` as it is, `raw`.
 #[cfg(test)]
-pub(crate) fn dot(format: Format, w: &[u8], x: &Quantized, i: usize) -> f32 {
-    with_layout!(format, L => {
-        let (lanes, minimums) = pair_lanes::<L>(w, x, i);
-        finish(lanes, minimums, !L::SIGNED)
-    })
+pub(crate) fn dot(format: Format, w: &[u8], x: &Quantized, raw: &[f32], i: usize) -> f32 {
+    with_layout!(
+        format,
+        L => {
+            let (lanes, minimums) = pair_lanes::<L>(w, x, i);
+            finish(lanes, minimums, !L::SIGNED)
+        },
+        E => floats::dot::<E>(w, raw)
+    )
 }
 
 /// A pair's result from its lanes and minimums' chain.
@@ -488,7 +543,9 @@ impl MatMul<'_> {
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
             let Scratch { x, out: results } = &mut *scratch;
-            x.of(self.x, self.k);
+            if !self.w.format.is_float() {
+                x.of(self.x, self.k);
+            }
             results.resize(self.x.rows * PANEL, 0.0);
             let mut panel = mine.start;
             while panel < mine.end {
@@ -506,11 +563,26 @@ impl MatMul<'_> {
     /// Weight rows `rows` (at most [`PANEL`]) times every input row, into `results` (row `i`'s
     /// at `i · PANEL`).
     fn panel(&self, path: Path, x: &Quantized, rows: Range<usize>, results: &mut [f32]) {
-        with_layout!(self.w.format, L => self.panel_of::<L>(path, x, rows, results));
+        with_layout!(
+            self.w.format,
+            L => self.panel_with(self.k / L::VALUES * L::BYTES, rows, results, |w, i, count| {
+                block_tiles::<L>(path, w, x, i, count)
+            }),
+            E => self.panel_with(self.k * E::BYTES, rows, results, |w, i, count| {
+                self.float_tiles::<E>(path, w, i, count)
+            })
+        );
     }
 
-    fn panel_of<L: Layout>(&self, path: Path, x: &Quantized, rows: Range<usize>, out: &mut [f32]) {
-        let row_bytes = self.k / L::VALUES * L::BYTES;
+    /// The panel's loop: `tile(w, i, count)` gives the products of weight rows `w` with input
+    /// rows `i..i + count` (at most [`TILE_X`]), `[input][weight]`.
+    fn panel_with(
+        &self,
+        row_bytes: usize,
+        rows: Range<usize>,
+        out: &mut [f32],
+        tile: impl Fn([&[u8]; TILE_W], usize, usize) -> [[f32; TILE_W]; TILE_X],
+    ) {
         let weight_row = |n: usize| {
             let n = n.min(rows.end - 1); // a short last tile repeats its last row
             &self.w.data[n * self.w.stride..][..row_bytes]
@@ -520,13 +592,7 @@ impl MatMul<'_> {
             let count = (self.x.rows - i).min(TILE_X);
             for n in rows.clone().step_by(TILE_W) {
                 let w: [&[u8]; TILE_W] = std::array::from_fn(|r| weight_row(n + r));
-                let mut tile = [[0.0f32; TILE_W]; TILE_X];
-                match count {
-                    1 => tile[..1].copy_from_slice(&tile_of::<L, 1>(path, w, x, i)),
-                    2 => tile[..2].copy_from_slice(&tile_of::<L, 2>(path, w, x, i)),
-                    3 => tile[..3].copy_from_slice(&tile_of::<L, 3>(path, w, x, i)),
-                    _ => tile = tile_of::<L, TILE_X>(path, w, x, i),
-                }
+                let tile = tile(w, i, count);
                 let width = (rows.end - n).min(TILE_W);
                 for (c, values) in tile[..count].iter().enumerate() {
                     let at = (i + c) * PANEL + (n - rows.start);
@@ -536,6 +602,79 @@ impl MatMul<'_> {
             i += count;
         }
     }
+
+    /// Float weight rows `w` times input rows `first..first + count`, `[input][weight]`.
+    #[allow(clippy::inline_always)] // one call per tile
+    #[inline(always)]
+    fn float_tiles<E: Element>(
+        &self,
+        path: Path,
+        w: [&[u8]; TILE_W],
+        first: usize,
+        count: usize,
+    ) -> [[f32; TILE_W]; TILE_X] {
+        let row = |c: usize| {
+            let i = (first + c).min(first + count - 1);
+            &self.x.data[i * self.x.stride..][..self.k]
+        };
+        let mut tile = [[0.0f32; TILE_W]; TILE_X];
+        match count {
+            1 => tile[..1].copy_from_slice(&float_tile::<E, 1>(path, w, [row(0)], self.k)),
+            2 => tile[..2].copy_from_slice(&float_tile::<E, 2>(path, w, [row(0), row(1)], self.k)),
+            3 => tile[..3].copy_from_slice(&float_tile::<E, 3>(
+                path,
+                w,
+                [row(0), row(1), row(2)],
+                self.k,
+            )),
+            _ => tile = float_tile::<E, TILE_X>(path, w, [row(0), row(1), row(2), row(3)], self.k),
+        }
+        tile
+    }
+}
+
+/// Block-format weight rows `w` times input rows `first..first + count`, `[input][weight]`.
+#[allow(clippy::inline_always)] // one call per tile
+#[inline(always)]
+fn block_tiles<L: Layout>(
+    path: Path,
+    w: [&[u8]; TILE_W],
+    x: &Quantized,
+    first: usize,
+    count: usize,
+) -> [[f32; TILE_W]; TILE_X] {
+    let mut tile = [[0.0f32; TILE_W]; TILE_X];
+    match count {
+        1 => tile[..1].copy_from_slice(&tile_of::<L, 1>(path, w, x, first)),
+        2 => tile[..2].copy_from_slice(&tile_of::<L, 2>(path, w, x, first)),
+        3 => tile[..3].copy_from_slice(&tile_of::<L, 3>(path, w, x, first)),
+        _ => tile = tile_of::<L, TILE_X>(path, w, x, first),
+    }
+    tile
+}
+
+/// The products of float weight rows `w` with input rows `x` on `path`: `[input][weight]`.
+#[allow(clippy::inline_always)] // one call per tile, dispatching to the path's loop
+#[inline(always)]
+fn float_tile<E: Element, const C: usize>(
+    path: Path,
+    w: [&[u8]; TILE_W],
+    x: [&[f32]; C],
+    k: usize,
+) -> [[f32; TILE_W]; C] {
+    // The floats' one vector path serves every level above scalar: the same bits.
+    #[cfg(vector)]
+    let lanes = if path == Path::Scalar {
+        floats::accumulate_scalar::<E, C>(w, x)
+    } else {
+        floats::accumulate::<E, C>(w, x, k)
+    };
+    #[cfg(not(vector))]
+    let lanes = {
+        let _ = (path, k);
+        floats::accumulate_scalar::<E, C>(w, x)
+    };
+    lanes.map(|row| row.map(lane_sum))
 }
 
 /// The products of weight rows `w` with input rows `first..first + C` on `path`:

@@ -223,6 +223,9 @@ pub(crate) fn kernel_format(t: sys::ggml_type) -> Option<wick_kernels::matmul::F
         sys::GGML_TYPE_IQ4_NL => Format::IQ4_NL,
         sys::GGML_TYPE_IQ4_XS => Format::IQ4_XS,
         sys::GGML_TYPE_Q6_K => Format::Q6_K,
+        sys::GGML_TYPE_F16 => Format::F16,
+        sys::GGML_TYPE_BF16 => Format::BF16,
+        sys::GGML_TYPE_F32 => Format::F32,
         _ => return None,
     })
 }
@@ -656,13 +659,15 @@ unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<wick_kernels::matmul::Mat
         return None;
     }
     let (block, values) = (format.block_bytes(), format.block_values());
+    // Whole blocks (and, for the floats, whole lane groups of 8) per row.
+    let multiple = format.row_multiple();
     let fits = wick_kernels::matmul::supports(format)
         && x.type_ == sys::GGML_TYPE_F32
         && node.type_ == sys::GGML_TYPE_F32
         && k > 0
         && rows > 0
         && batch > 0
-        && k.is_multiple_of(values)
+        && k.is_multiple_of(multiple)
         && flat(w)
         && flat(x)
         && flat(node)

@@ -22,6 +22,22 @@ fn float(rng: &mut Rng) -> f32 {
     (rng.next() >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
 }
 
+/// A random float weight of `format` (one of the floats) in [−2, 2) (F16: magnitudes
+/// between 2^-5 and 2^2), its bytes (four, of which the format's first).
+fn float_weight(format: Format, rng: &mut Rng) -> [u8; 4] {
+    match format {
+        Format::F16 => {
+            let [a, b] = rng.half(10).to_le_bytes();
+            [a, b, 0, 0]
+        }
+        Format::BF16 => {
+            let [a, b] = ((float(rng).to_bits() >> 16) as u16).to_le_bytes();
+            [a, b, 0, 0]
+        }
+        _ => float(rng).to_le_bytes(),
+    }
+}
+
 /// Owned weights (`n` rows of `k`, rows `pad` bytes apart beyond their blocks) and inputs
 /// (`m` rows of `k`, `gap` floats apart beyond their values).
 struct Case {
@@ -51,6 +67,10 @@ impl Case {
         let mut w = vec![0u8; n * w_stride];
         for row in w.chunks_mut(w_stride) {
             for block in row[..k / format.block_values() * bytes].chunks_mut(bytes) {
+                if format.is_float() {
+                    block.copy_from_slice(&float_weight(format, &mut rng)[..bytes]);
+                    continue;
+                }
                 // Random bytes (every value, bit and 6-bit scale), then the F16 scales (and
                 // minimums) in range.
                 for byte in block.iter_mut() {
@@ -117,7 +137,10 @@ impl Case {
         (0..self.m)
             .map(|i| {
                 (0..self.n)
-                    .map(|n| dot(self.format, &self.w[n * self.w_stride..], &x, i))
+                    .map(|n| {
+                        let raw = &self.x[i * self.x_stride..][..self.k];
+                        dot(self.format, &self.w[n * self.w_stride..], &x, raw, i)
+                    })
                     .collect()
             })
             .collect()
@@ -140,6 +163,7 @@ fn halves(format: Format) -> &'static [usize] {
     match format {
         Format::Q4_1 | Format::Q5_1 | Format::Q4_K | Format::Q5_K => &[0, 2],
         Format::Q6_K => &[208],
+        Format::F16 | Format::BF16 | Format::F32 => &[],
         _ => &[0],
     }
 }
@@ -165,6 +189,9 @@ fn dequantize(format: Format, x: &[u8], y: &mut [f64]) {
     let word = |at: usize| u32::from_le_bytes(x[at..at + 4].try_into().unwrap());
     let iq4 = |q: u8| f64::from(layouts::IQ4[usize::from(q)]);
     match format {
+        Format::F16 => y[0] = f16(0),
+        Format::BF16 => y[0] = f64::from(f32::from_bits(u32::from(half_at(x, 0)) << 16)),
+        Format::F32 => y[0] = f64::from(f32::from_le_bytes(x[..4].try_into().unwrap())),
         Format::Q4_0 | Format::Q4_1 | Format::IQ4_NL => {
             let (d, qs) = (f16(0), if format == Format::Q4_1 { 4 } else { 2 });
             let m = if format == Format::Q4_1 { f16(2) } else { 0.0 };
@@ -272,13 +299,13 @@ fn dequantize(format: Format, x: &[u8], y: &mut [f64]) {
 }
 
 /// Every format.
-fn formats() -> [Format; 10] {
+fn formats() -> [Format; 13] {
     Format::ALL
 }
 
-/// `k` rounded up to whole blocks of `format`.
+/// `k` rounded up to what `format`'s rows need.
 fn k_for(format: Format, k: usize) -> usize {
-    k.next_multiple_of(format.block_values())
+    k.next_multiple_of(format.row_multiple())
 }
 
 fn bits(rows: &[Vec<f32>]) -> Vec<Vec<u32>> {
@@ -338,6 +365,25 @@ fn every_vector_path_matches_the_scalar_tile_bit_for_bit() {
         check::<L, 3>(case, path);
         check::<L, 4>(case, path);
     }
+    fn check_floats<E: Element, const C: usize>(case: &Case, path: Path) {
+        let w: [&[u8]; TILE_W] = std::array::from_fn(|r| &case.w[r * case.w_stride..]);
+        let x: [&[f32]; C] = std::array::from_fn(|c| &case.x[(c + 1) * case.x_stride..][..case.k]);
+        let got = float_tile::<E, C>(path, w, x, case.k);
+        let want = float_tile::<E, C>(Path::Scalar, w, x, case.k);
+        for c in 0..C {
+            assert_eq!(
+                got[c].map(f32::to_bits),
+                want[c].map(f32::to_bits),
+                "{path:?} {C}: {c}"
+            );
+        }
+    }
+    fn all_floats<E: Element>(case: &Case, path: Path) {
+        check_floats::<E, 1>(case, path);
+        check_floats::<E, 2>(case, path);
+        check_floats::<E, 3>(case, path);
+        check_floats::<E, 4>(case, path);
+    }
     // An odd number of blocks: the last pair's second block is empty.
     for k in [32, 96, 576] {
         for format in formats() {
@@ -345,7 +391,7 @@ fn every_vector_path_matches_the_scalar_tile_bit_for_bit() {
             let case = Case::new(k as u64, format, k, TILE_W, 5, 0, 0);
             for level in available() {
                 let path = Path::of(level);
-                with_layout!(format, L => all::<L>(&case, path));
+                with_layout!(format, L => all::<L>(&case, path), E => all_floats::<E>(&case, path));
             }
         }
     }
@@ -354,8 +400,8 @@ fn every_vector_path_matches_the_scalar_tile_bit_for_bit() {
 #[test]
 fn extreme_values_stay_exact_on_every_path() {
     // The largest magnitudes every type can hold against inputs of ±127: the bound that keeps
-    // AVX2's 16-bit pair sums from saturating.
-    for format in formats() {
+    // AVX2's 16-bit pair sums from saturating (the integer paths': the floats have none).
+    for format in formats().into_iter().filter(|f| !f.is_float()) {
         let k = k_for(format, 256);
         let mut case = Case::new(9, format, k, 8, 3, 0, 0);
         for (i, v) in case.x.iter_mut().enumerate() {
@@ -483,10 +529,10 @@ proptest! {
         n in 1usize..40,
         m in 1usize..10,
         nth in 1usize..5,
-        which in 0usize..10,
+        which in 0usize..13,
     ) {
         let format = formats()[which];
-        let case = Case::new(seed, format, blocks * format.block_values(), n, m, 0, 0);
+        let case = Case::new(seed, format, blocks * format.row_multiple(), n, m, 0, 0);
         let all = bits(&case.run(nth));
         prop_assert_eq!(&all, &bits(&case.definition()));
         for (i, row) in all.iter().enumerate() {

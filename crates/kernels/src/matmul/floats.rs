@@ -1,0 +1,176 @@
+//! Float weights (`F16`, `BF16`, `F32`) times F32 inputs: the kernel's second family of
+//! formats, with the same properties as the block formats' (see the module above) and a
+//! simpler definition, since nothing is quantized.
+//!
+//! **The definition.** A pair's product runs eight F32 lanes: lane `l` adds the products of
+//! values `8j + l`, for `j` in order, each with one fused multiply-add of the weight (exact in
+//! F32: F16 and BF16 widen exactly) and the input as it is; then the lanes are summed in the
+//! same fixed tree as the block formats'. Every operation is one IEEE operation, so the scalar
+//! code and AVX2 (eight lanes per register; AVX-512 has no path of its own here) give the same
+//! bits, and a pair's arithmetic depends on that pair alone.
+//!
+//! ggml's own product of these types rounds the inputs to the weights' type first (F16 or BF16)
+//! and sums in as many lanes as the instruction set has, so its bits change with the CPU; this
+//! one keeps the inputs' F32 precision.
+
+#[cfg(vector)]
+use safe_arch::m256;
+
+use super::TILE_W;
+
+/// Values per lane group: a row's length is a multiple of it.
+pub(super) const LANES: usize = 8;
+
+/// One float weight type.
+pub(super) trait Element {
+    /// Bytes per value.
+    const BYTES: usize;
+
+    /// Value `j` of `row`, as F32 (exact).
+    fn get(row: &[u8], j: usize) -> f32;
+
+    /// Values `j..j + 8` of `row`, as F32 (exact).
+    #[cfg(vector)]
+    fn eight(row: &[u8], j: usize) -> m256;
+}
+
+/// IEEE half precision.
+pub(super) struct F16;
+/// bfloat16: the top 16 bits of an F32.
+pub(super) struct BF16;
+/// IEEE single precision.
+pub(super) struct F32;
+
+/// The two bytes at `at`, little-endian.
+#[inline]
+fn u16_at(row: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([row[at], row[at + 1]])
+}
+
+/// The 16 bytes at `at`.
+#[cfg(vector)]
+#[inline]
+fn sixteen(row: &[u8], at: usize) -> [u8; 16] {
+    row[at..at + 16].try_into().expect("16 bytes")
+}
+
+impl Element for F16 {
+    const BYTES: usize = 2;
+
+    #[inline]
+    fn get(row: &[u8], j: usize) -> f32 {
+        crate::attention::f16_to_f32(u16_at(row, 2 * j))
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // in the tile loop
+    #[inline(always)]
+    fn eight(row: &[u8], j: usize) -> m256 {
+        let bytes = sixteen(row, 2 * j);
+        let bits: [u16; 8] =
+            std::array::from_fn(|i| u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]));
+        m256::from(super::f16x8(bits))
+    }
+}
+
+impl Element for BF16 {
+    const BYTES: usize = 2;
+
+    #[inline]
+    fn get(row: &[u8], j: usize) -> f32 {
+        f32::from_bits(u32::from(u16_at(row, 2 * j)) << 16)
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // in the tile loop
+    #[inline(always)]
+    fn eight(row: &[u8], j: usize) -> m256 {
+        use safe_arch::{
+            cast_to_m256_from_m256i, convert_to_i32_m256i_from_u16_m128i, load_unaligned_m128i,
+            shl_imm_u32_m256i,
+        };
+        let bits = load_unaligned_m128i(&sixteen(row, 2 * j));
+        cast_to_m256_from_m256i(shl_imm_u32_m256i::<16>(
+            convert_to_i32_m256i_from_u16_m128i(bits),
+        ))
+    }
+}
+
+impl Element for F32 {
+    const BYTES: usize = 4;
+
+    #[inline]
+    fn get(row: &[u8], j: usize) -> f32 {
+        let at = 4 * j;
+        f32::from_le_bytes(row[at..at + 4].try_into().expect("4 bytes"))
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // in the tile loop
+    #[inline(always)]
+    fn eight(row: &[u8], j: usize) -> m256 {
+        let bytes: &[u8; 32] = row[4 * j..4 * j + 32].try_into().expect("32 bytes");
+        m256::from(std::array::from_fn::<f32, 8, _>(|i| {
+            f32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().expect("4 bytes"))
+        }))
+    }
+}
+
+/// The definition's eight lanes for weight row `w` and input row `x` (`x.len()` values, a
+/// multiple of [`LANES`]): the scalar level's path and the vector tiles' reference.
+pub(super) fn pair_lanes<E: Element>(w: &[u8], x: &[f32]) -> [f32; LANES] {
+    let mut lanes = [0.0f32; LANES];
+    for (j, values) in x.chunks_exact(LANES).enumerate() {
+        for (l, (lane, &v)) in lanes.iter_mut().zip(values).enumerate() {
+            *lane = E::get(w, LANES * j + l).mul_add(v, *lane);
+        }
+    }
+    lanes
+}
+
+/// The definition of one pair's product.
+#[cfg(test)]
+pub(super) fn dot<E: Element>(w: &[u8], x: &[f32]) -> f32 {
+    super::lane_sum(pair_lanes::<E>(w, x))
+}
+
+/// The products of weight rows `w` with the input rows `x` (`k` values each), by the scalar
+/// definition: `[input][weight]` lanes.
+pub(super) fn accumulate_scalar<E: Element, const C: usize>(
+    w: [&[u8]; TILE_W],
+    x: [&[f32]; C],
+) -> [[[f32; LANES]; TILE_W]; C] {
+    std::array::from_fn(|c| std::array::from_fn(|r| pair_lanes::<E>(w[r], x[c])))
+}
+
+/// [`accumulate_scalar`] with AVX2 and FMA: each weight vector converted once for the `C`
+/// input rows.
+#[cfg(vector)]
+#[allow(clippy::inline_always)] // the tile's loop, specialised per type
+#[inline(always)]
+pub(super) fn accumulate<E: Element, const C: usize>(
+    w: [&[u8]; TILE_W],
+    x: [&[f32]; C],
+    k: usize,
+) -> [[[f32; LANES]; TILE_W]; C] {
+    use safe_arch::{fused_mul_add_m256, load_unaligned_m256, zeroed_m256};
+    let mut acc: [[m256; TILE_W]; C] = [[zeroed_m256(); TILE_W]; C];
+    for j in (0..k).step_by(LANES) {
+        for row in &w {
+            crate::intrinsics::prefetch(row.as_ptr().wrapping_add(j * E::BYTES + super::PREFETCH));
+        }
+        let weights = [
+            E::eight(w[0], j),
+            E::eight(w[1], j),
+            E::eight(w[2], j),
+            E::eight(w[3], j),
+        ];
+        for c in 0..C {
+            let v = load_unaligned_m256(x[c][j..j + LANES].try_into().expect("eight values"));
+            for r in 0..TILE_W {
+                acc[c][r] = fused_mul_add_m256(weights[r], v, acc[c][r]);
+            }
+        }
+    }
+    acc.map(|row| row.map(<[f32; LANES]>::from))
+}
