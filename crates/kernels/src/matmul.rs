@@ -1,32 +1,35 @@
-//! wick's batch-invariant product of quantized weights with F32 inputs, run in place of ggml's
-//! matrix product in the deterministic kernel mode, for every weight type in [`Format`].
+//! wick's batch-invariant product of weights with F32 inputs, run in place of ggml's matrix
+//! product in the deterministic kernel mode, for every weight type in [`Format`].
 //!
 //! ggml's reference matrix product is batch-invariant, but it computes every (weight row,
 //! input row) pair on its own: each pair unpacks the weight block's bits and converts its
-//! scales again. This kernel computes tiles of 4 weight rows × up to 4 input rows, unpacking
-//! each weight block once per tile, two 32-value blocks per 256-bit register, and keeps the
-//! properties:
+//! scales again. This kernel unpacks a **strip** of eight weight rows once per product into
+//! a layout where each 32-bit lane of a register holds four values of one row, so one
+//! `vpmaddubsw` (or `vpdpbusd`) against an input's four values, broadcast, gives eight rows'
+//! partial sums at once, and every input row of the batch reuses the strip. A batch of at most
+//! three rows (a decode step) skips the strip and multiplies each pair of blocks in
+//! registers, reducing the lanes to one per row afterwards. The properties:
 //!
 //! - **A pair's arithmetic depends on that pair alone.** Each input row is quantized on its
 //!   own (32 values to 8 bits with one F32 scale, as ggml's `Q8_1` does with F16 scales), and
-//!   each pair's dot product runs the same operations in the same order whatever tile, thread
-//!   or batch it is computed in ([`dot`] defines them): eight F32 lanes, blocks `b` and
-//!   `b + 1` side by side in lanes 0–3 and 4–7; per block, each of its lanes adds an exact
-//!   integer sum of eight products times the two scales' product, with one fused
-//!   multiply-add; then the lanes summed in a fixed tree, plus (for types stored with a
-//!   minimum) the minimums' chain (`m · s` per block, in block order).
-//! - **Every instruction set gives the same bits.** The only parts that differ between the
-//!   scalar code, AVX2, AVX-VNNI and AVX-512 VNNI are the integer sums, and those are exact
-//!   on every path: AVX2's 16-bit pair sums (`vpmaddubsw`) cannot saturate because unsigned
-//!   weights stay below 32 and signed ones go through the sign trick (`|w|` times `x` with
-//!   `w`'s sign, at most 128 · 127 per product); the conversion of a sum to F32 is exact (it
-//!   stays below 2^24) and every float operation is the same IEEE operation on every path.
+//!   each pair's dot product runs the same float operations in the same order whatever strip,
+//!   path, thread or batch computes it (`dot` defines them): per 32-value block, in block
+//!   order, the block's exact integer sum times the two scales' product, added to one F32
+//!   accumulator with one fused multiply-add; then (for types stored with a minimum) the
+//!   minimums' chain (`m · s` per block, in block order) added last.
+//! - **Every instruction set and every path gives the same bits.** The only parts that differ
+//!   between the scalar code, AVX2, AVX-VNNI and AVX-512 VNNI, and between the strip and the
+//!   direct path, are how the integer sums are formed, and those are exact on every path:
+//!   AVX2's 16-bit pair sums (`vpmaddubsw`) cannot saturate (see `vector::Form` for each
+//!   type's bound: unsigned weights below 32, small signed ones against inputs offset by 128,
+//!   larger ones through the sign trick); the conversion of a sum to F32 is exact (it stays
+//!   below 2^24) and every float operation is the same IEEE operation on every path.
 //!   [`crate::cpu`]'s level chooses the path at run time, so one machine runs each level it
 //!   has, and the unit tests hold every path to the scalar definition.
 //!
 //! Every thread quantizes all input rows itself (a custom op has no shared step before its
 //! threads start; quantizing costs one pass over the inputs against one per weight row for
-//! the product) and computes an even share of the weight rows.
+//! the product) and computes an even share of the weight rows, in whole strips.
 
 // The product's conventional names: weights `w`, inputs `x`, `k` values, quantized `q`,
 // scales `d`, sums `s`.
@@ -231,7 +234,16 @@ pub const VECTORISED: bool = cfg!(all(
     target_feature = "f16c"
 ));
 
-/// Weight rows per tile.
+/// Weight rows per strip of the block formats' kernel: one per 32-bit lane of a register.
+const STRIP: usize = 8;
+/// Input rows per pass over a strip, at most.
+const STRIP_X: usize = 4;
+/// Input rows up to which the vector paths multiply each pair of weight blocks in registers
+/// rather than unpack a strip first (decode steps): measured by instruction counts on one
+/// 1536-wide matrix, unpacking a strip costs about two rows' products.
+#[cfg(vector)]
+const DIRECT_ROWS: usize = 3;
+/// Weight rows per tile of the float formats' kernel, and per call of a layout's headers.
 const TILE_W: usize = 4;
 // The tile loop writes its per-row arrays out for four rows.
 const _: () = assert!(TILE_W == 4);
@@ -284,60 +296,44 @@ pub struct MatMul<'a> {
     pub x: Inputs<'a>,
 }
 
-/// Input rows quantized to 8 bits per value, in pairs of blocks laid out for the kernel:
-/// `rows × pairs` of `lo`, `hi` and `d`, `rows × blocks` of `s`.
+/// Input rows quantized to 8 bits per value: per row and 32-value block (`row · blocks +
+/// block`), the values, the same plus 128 as unsigned bytes, the scale, and the scale times the
+/// values' sum (for the weights' minimums).
 #[derive(Default, Debug)]
 pub(crate) struct Quantized {
-    /// Per pair of blocks `(b, b + 1)`: values 0–15 of block `b`, then those of `b + 1`.
-    lo: Vec<[i8; QK]>,
-    /// Per pair: values 16–31 of block `b`, then those of `b + 1`.
-    hi: Vec<[i8; QK]>,
-    /// Per pair: block `b`'s scale four times, then block `b + 1`'s (value `j` is about
-    /// `d · q_j`). A row with an odd number of blocks ends with a pair whose second block is
-    /// zeros, with scale 0.
-    d: Vec<[f32; 8]>,
-    /// Each block's `d · Σ q_j`, for the weights' minimums.
+    q: Vec<[i8; QK]>,
+    /// `q + 128` as unsigned bytes (`q`'s bits with the top one flipped), held as `i8`s.
+    u: Vec<[i8; QK]>,
+    d: Vec<f32>,
     s: Vec<f32>,
     blocks: usize,
-    pairs: usize,
+    rows: usize,
 }
 
 impl Quantized {
     /// Quantizes `x`'s rows of `k` values.
     pub(crate) fn of(&mut self, x: Inputs<'_>, k: usize) {
         let blocks = k / QK;
-        let pairs = blocks.div_ceil(2);
-        (self.blocks, self.pairs) = (blocks, pairs);
-        self.lo.resize(x.rows * pairs, [0; QK]);
-        self.hi.resize(x.rows * pairs, [0; QK]);
-        self.d.resize(x.rows * pairs, [0.0; 8]);
-        self.s.resize(x.rows * blocks, 0.0);
-        let mut q = [0i8; QK];
+        (self.blocks, self.rows) = (blocks, x.rows);
+        let len = x.rows * blocks;
+        self.q.resize(len, [0; QK]);
+        self.u.resize(len, [0; QK]);
+        self.d.resize(len, 0.0);
+        self.s.resize(len, 0.0);
         for i in 0..x.rows {
             let row = &x.data[i * x.stride..][..k];
             for (b, values) in row.chunks_exact(QK).enumerate() {
-                let (d, s) = quantize_block(values, &mut q);
-                self.s[i * blocks + b] = s;
-                let (pair, half) = (i * pairs + b / 2, 16 * (b % 2));
-                self.lo[pair][half..half + 16].copy_from_slice(&q[..16]);
-                self.hi[pair][half..half + 16].copy_from_slice(&q[16..]);
-                self.d[pair][half / 4..half / 4 + 4].fill(d);
-            }
-            if blocks % 2 == 1 {
-                let last = i * pairs + pairs - 1;
-                self.lo[last][16..].fill(0);
-                self.hi[last][16..].fill(0);
-                self.d[last][4..].fill(0.0);
+                let at = i * blocks + b;
+                (self.d[at], self.s[at]) = quantize_block(values, &mut self.q[at]);
+                self.u[at] = self.q[at].map(|q| q ^ i8::MIN);
             }
         }
     }
 
-    fn pairs_of(&self, i: usize) -> Range<usize> {
-        i * self.pairs..(i + 1) * self.pairs
-    }
-
-    fn blocks_of(&self, i: usize) -> Range<usize> {
-        i * self.blocks..(i + 1) * self.blocks
+    /// Where row `i`'s block `b` is.
+    #[inline]
+    fn at(&self, i: usize, b: usize) -> usize {
+        i * self.blocks + b
     }
 }
 
@@ -377,78 +373,56 @@ use layouts::Layout;
 /// The definition of one pair's product, in scalar code: weight row `w` (its blocks of
 /// `format`) with input row `i` of `x`. The kernel matches it bit for bit at every level.
 ///
-/// Block `b` feeds lanes `4 · (b mod 2)` to `4 · (b mod 2) + 3`: lane `l` of its four gets
-/// the exact integer sum of the products of values `4l..4l + 4` and `16 + 4l..16 + 4l + 4`,
-/// times the two scales' product, with one fused multiply-add. A format with a scale per 16
-/// values (`Q6_K`, [`Layout::SPLIT`]) adds the two sums one after the other instead, values
-/// `4l..4l + 4` with the first half's scale, then `16 + 4l..16 + 4l + 4` with the second's.
-/// For a format with minimums, their chain takes `m · s` per block, in block order, and is
-/// added last.
+/// Per 32-value block, in block order: the exact integer sum of the block's 32 products of
+/// weight values and quantized inputs (below 2^24 in magnitude, so exact in F32), times the
+/// product of the two scales, added to one F32 accumulator with one fused multiply-add. A
+/// format with a scale per 16 values (`Q6_K`, [`Layout::SPLIT`]) adds its two halves' sums one
+/// after the other, each with its scale. For a format with minimums, a second chain takes
+/// `m · s` per block (the weights' minimum times the inputs' scaled sum) and is added last.
 ///
 /// A float format's definition is [`floats`]': it reads input row `i` as it is, `raw`.
 #[cfg(test)]
 pub(crate) fn dot(format: Format, w: &[u8], x: &Quantized, raw: &[f32], i: usize) -> f32 {
-    with_layout!(
-        format,
-        L => {
-            let (lanes, minimums) = pair_lanes::<L>(w, x, i);
-            finish(lanes, minimums, !L::SIGNED)
-        },
-        E => floats::dot::<E>(w, raw)
-    )
+    with_layout!(format, L => pair_product::<L>(w, x, i), E => floats::dot::<E>(w, raw))
 }
 
-/// A pair's result from its lanes and minimums' chain.
-#[inline]
-fn finish(lanes: [f32; 8], minimums: f32, with_minimums: bool) -> f32 {
-    if with_minimums {
-        lane_sum(lanes) + minimums
-    } else {
-        lane_sum(lanes)
-    }
-}
-
-/// [`dot`]'s eight lane accumulators and minimums' chain after every block, before they are
-/// summed: the scalar definition the kernel's tiles are held to, and the scalar level's path.
-#[allow(clippy::needless_range_loop)] // `j` indexes three arrays at two offsets
-fn pair_lanes<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> ([f32; 8], f32) {
-    let mut lanes = [0.0f32; 8];
-    let mut minimums = 0.0f32;
-    for p in 0..x.pairs {
-        // The row's headers are the first of a tile of four copies of it.
-        let [d0, m0, d1, m1] = L::headers(&[w; TILE_W], 2 * p, x.blocks);
-        for (half, (wd, wm)) in [(d0[0], m0[0]), (d1[0], m1[0])].into_iter().enumerate() {
-            let b = 2 * p + half;
-            if b == x.blocks {
-                break;
-            }
-            let values = L::values(w, b);
-            let (pair, at) = (x.pairs_of(i).start + p, 16 * half);
-            let scale = wd * x.d[pair][at / 4];
-            // With split scales, `wm` is the second half's scale.
-            let second = wm * x.d[pair][at / 4];
-            for l in 0..4 {
-                let (mut first_sum, mut second_sum) = (0i32, 0i32);
-                for j in 4 * l..4 * l + 4 {
-                    first_sum += i32::from(values[j]) * i32::from(x.lo[pair][at + j]);
-                    second_sum += i32::from(values[16 + j]) * i32::from(x.hi[pair][at + j]);
-                }
-                let lane = &mut lanes[at / 4 + l];
-                // |sum| ≤ 8 · 128 · 127: exact in F32.
-                #[allow(clippy::cast_precision_loss)]
-                if L::SPLIT {
-                    *lane = scale.mul_add(first_sum as f32, *lane);
-                    *lane = second.mul_add(second_sum as f32, *lane);
-                } else {
-                    *lane = scale.mul_add((first_sum + second_sum) as f32, *lane);
-                }
-            }
-            if !L::SIGNED {
-                minimums = wm.mul_add(x.s[x.blocks_of(i).start + b], minimums);
-            }
+/// [`dot`] for a block format: the scalar level's path, and what the tests hold the vector
+/// paths to.
+fn pair_product<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> f32 {
+    let (mut acc, mut minimums) = (0.0f32, 0.0f32);
+    for b in 0..x.blocks {
+        // The headers come in pairs of blocks, for a tile of four rows: this one four times.
+        let [d0, m0, d1, m1] = L::headers(&[w; TILE_W], b & !1, x.blocks);
+        let (d, m) = if b % 2 == 0 {
+            (d0[0], m0[0])
+        } else {
+            (d1[0], m1[0])
+        };
+        let values = L::values(w, b);
+        let at = x.at(i, b);
+        let (q, dx) = (&x.q[at], x.d[at]);
+        #[allow(clippy::cast_precision_loss)] // |sum| ≤ 32 · 128 · 127 < 2^24: exact
+        let sum = |range: Range<usize>| {
+            range
+                .map(|j| i32::from(values[j]) * i32::from(q[j]))
+                .sum::<i32>() as f32
+        };
+        if L::SPLIT {
+            // `m` is the second half's scale.
+            acc = (d * dx).mul_add(sum(0..QK / 2), acc);
+            acc = (m * dx).mul_add(sum(QK / 2..QK), acc);
+        } else {
+            acc = (d * dx).mul_add(sum(0..QK), acc);
+        }
+        if !L::SIGNED {
+            minimums = m.mul_add(x.s[at], minimums);
         }
     }
-    (lanes, minimums)
+    if L::SIGNED {
+        acc
+    } else {
+        acc + minimums
+    }
 }
 
 /// The eight lanes summed in a fixed tree (ggml's `hsum_float_8`).
@@ -457,17 +431,33 @@ fn lane_sum(a: [f32; 8]) -> f32 {
     ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))
 }
 
-/// Thread `ith`'s share (of `nth`) of `n` weight rows: even, in whole tiles.
+/// Thread `ith`'s share (of `nth`) of `n` weight rows: even, in whole strips.
 fn share(n: usize, ith: usize, nth: usize) -> Range<usize> {
-    let tiles = n.div_ceil(TILE_W);
+    let strips = n.div_ceil(STRIP);
     let nth = nth.max(1);
-    let at = |i: usize| (tiles * i / nth * TILE_W).min(n);
+    let at = |i: usize| (strips * i / nth * STRIP).min(n);
     at(ith)..at(ith + 1)
+}
+
+/// [`STRIP`] weight rows of a block format, unpacked for the vector paths: per 32-value block
+/// `b`, eight registers `values[8b + g]` holding values `4g..4g + 4` of each row (row `r` at
+/// bytes `4r..4r + 4`), then per block each row's scale, second number (its minimum, or with
+/// split scales the second half's scale) and, for the offset form, the integer corrections.
+#[derive(Default)]
+struct Strip {
+    values: Vec<[i8; QK]>,
+    scales: Vec<[f32; STRIP]>,
+    seconds: Vec<[f32; STRIP]>,
+    /// `128 · Σ w` per row over the block (with split scales, over its first half).
+    corrections: Vec<[i32; STRIP]>,
+    /// With split scales, over the second half.
+    second_corrections: Vec<[i32; STRIP]>,
 }
 
 #[derive(Default)]
 struct Scratch {
     x: Quantized,
+    strip: Strip,
     /// `PANEL` results per input row.
     out: Vec<f32>,
 }
@@ -542,7 +532,11 @@ impl MatMul<'_> {
         let path = Path::of(level.min(crate::cpu::best()));
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
-            let Scratch { x, out: results } = &mut *scratch;
+            let Scratch {
+                x,
+                strip,
+                out: results,
+            } = &mut *scratch;
             if !self.w.format.is_float() {
                 x.of(self.x, self.k);
             }
@@ -550,7 +544,7 @@ impl MatMul<'_> {
             let mut panel = mine.start;
             while panel < mine.end {
                 let panel_end = (panel + PANEL).min(mine.end);
-                self.panel(path, x, panel..panel_end, results);
+                self.panel(path, x, strip, panel..panel_end, results);
                 let width = panel_end - panel;
                 for i in 0..self.x.rows {
                     out(i, panel, &results[i * PANEL..][..width]);
@@ -562,16 +556,62 @@ impl MatMul<'_> {
 
     /// Weight rows `rows` (at most [`PANEL`]) times every input row, into `results` (row `i`'s
     /// at `i · PANEL`).
-    fn panel(&self, path: Path, x: &Quantized, rows: Range<usize>, results: &mut [f32]) {
+    fn panel(
+        &self,
+        path: Path,
+        x: &Quantized,
+        strip: &mut Strip,
+        rows: Range<usize>,
+        results: &mut [f32],
+    ) {
         with_layout!(
             self.w.format,
-            L => self.panel_with(self.k / L::VALUES * L::BYTES, rows, results, |w, i, count| {
-                block_tiles::<L>(path, w, x, i, count)
-            }),
+            L => self.block_panel::<L>(path, x, strip, rows, results),
             E => self.panel_with(self.k * E::BYTES, rows, results, |w, i, count| {
                 self.float_tiles::<E>(path, w, i, count)
             })
         );
+    }
+
+    /// [`MatMul::panel`] for a block format: strips of [`STRIP`] weight rows, each unpacked
+    /// once for every input row.
+    fn block_panel<L: Layout>(
+        &self,
+        path: Path,
+        x: &Quantized,
+        strip: &mut Strip,
+        rows: Range<usize>,
+        out: &mut [f32],
+    ) {
+        let row_bytes = self.k / L::VALUES * L::BYTES;
+        let weight_row = |n: usize| {
+            let n = n.min(rows.end - 1); // a short last strip repeats its last row
+            &self.w.data[n * self.w.stride..][..row_bytes]
+        };
+        for n in rows.clone().step_by(STRIP) {
+            let w: [&[u8]; STRIP] = std::array::from_fn(|r| weight_row(n + r));
+            let width = (rows.end - n).min(STRIP);
+            let mut emit = |i: usize, values: [f32; STRIP]| {
+                let at = i * PANEL + (n - rows.start);
+                out[at..at + width].copy_from_slice(&values[..width]);
+            };
+            match path {
+                Path::Scalar => {
+                    let _ = &strip;
+                    for i in 0..x.rows {
+                        emit(i, w.map(|w| pair_product::<L>(w, x, i)));
+                    }
+                }
+                #[cfg(vector)]
+                Path::Avx2 => vector::strip::<L, vector::Maddubs>(w, x, strip, &mut emit),
+                #[cfg(all(vector, target_feature = "avxvnni"))]
+                Path::AvxVnni => vector::strip::<L, vector::AvxVnni>(w, x, strip, &mut emit),
+                #[cfg(all(vector, target_feature = "avx512vnni", target_feature = "avx512vl"))]
+                Path::Avx512Vnni => {
+                    vector::strip::<L, vector::Avx512Vnni>(w, x, strip, &mut emit);
+                }
+            }
+        }
     }
 
     /// The panel's loop: `tile(w, i, count)` gives the products of weight rows `w` with input
@@ -633,26 +673,6 @@ impl MatMul<'_> {
     }
 }
 
-/// Block-format weight rows `w` times input rows `first..first + count`, `[input][weight]`.
-#[allow(clippy::inline_always)] // one call per tile
-#[inline(always)]
-fn block_tiles<L: Layout>(
-    path: Path,
-    w: [&[u8]; TILE_W],
-    x: &Quantized,
-    first: usize,
-    count: usize,
-) -> [[f32; TILE_W]; TILE_X] {
-    let mut tile = [[0.0f32; TILE_W]; TILE_X];
-    match count {
-        1 => tile[..1].copy_from_slice(&tile_of::<L, 1>(path, w, x, first)),
-        2 => tile[..2].copy_from_slice(&tile_of::<L, 2>(path, w, x, first)),
-        3 => tile[..3].copy_from_slice(&tile_of::<L, 3>(path, w, x, first)),
-        _ => tile = tile_of::<L, TILE_X>(path, w, x, first),
-    }
-    tile
-}
-
 /// The products of float weight rows `w` with input rows `x` on `path`: `[input][weight]`.
 #[allow(clippy::inline_always)] // one call per tile, dispatching to the path's loop
 #[inline(always)]
@@ -677,49 +697,6 @@ fn float_tile<E: Element, const C: usize>(
     lanes.map(|row| row.map(lane_sum))
 }
 
-/// The products of weight rows `w` with input rows `first..first + C` on `path`:
-/// `[input][weight]`.
-#[allow(clippy::inline_always)] // one call per tile, dispatching to the path's loop
-#[inline(always)]
-fn tile_of<L: Layout, const C: usize>(
-    path: Path,
-    w: [&[u8]; TILE_W],
-    x: &Quantized,
-    first: usize,
-) -> [[f32; TILE_W]; C] {
-    let (lanes, minimums) = accumulate::<L, C>(path, w, x, first);
-    let mut out = [[0.0f32; TILE_W]; C];
-    for c in 0..C {
-        for r in 0..TILE_W {
-            out[c][r] = finish(lanes[c][r], minimums[c][r], !L::SIGNED);
-        }
-    }
-    out
-}
-
-/// Lanes and minimums' chains of a tile.
-type Accumulated<const C: usize> = ([[[f32; 8]; TILE_W]; C], [[f32; TILE_W]; C]);
-
-/// Each pair's eight lane accumulators and its minimums' chain after every block, on `path`.
-#[allow(clippy::inline_always)] // as `tile_of`
-#[inline(always)]
-fn accumulate<L: Layout, const C: usize>(
-    path: Path,
-    w: [&[u8]; TILE_W],
-    x: &Quantized,
-    first: usize,
-) -> Accumulated<C> {
-    match path {
-        Path::Scalar => accumulate_scalar::<L, C>(w, x, first),
-        #[cfg(vector)]
-        Path::Avx2 => vector::accumulate::<L, vector::Maddubs, C>(w, x, first),
-        #[cfg(all(vector, target_feature = "avxvnni"))]
-        Path::AvxVnni => vector::accumulate::<L, vector::AvxVnni, C>(w, x, first),
-        #[cfg(all(vector, target_feature = "avx512vnni", target_feature = "avx512vl"))]
-        Path::Avx512Vnni => vector::accumulate::<L, vector::Avx512Vnni, C>(w, x, first),
-    }
-}
-
 /// Eight F16 values (bits) as F32, exactly.
 #[allow(clippy::inline_always)] // as `headers`, whose part it is
 #[inline(always)]
@@ -730,41 +707,36 @@ fn f16x8(bits: [u16; 8]) -> [f32; 8] {
     return bits.map(crate::attention::f16_to_f32);
 }
 
-/// Each pair's eight lane accumulators and its minimums' chain after every block, by the
-/// scalar definition ([`pair_lanes`]): the scalar level's path, and the vector tiles'
-/// reference in the tests.
-fn accumulate_scalar<L: Layout, const C: usize>(
-    w: [&[u8]; TILE_W],
-    x: &Quantized,
-    first: usize,
-) -> Accumulated<C> {
-    let mut acc = [[[0.0f32; 8]; TILE_W]; C];
-    let mut minimums = [[0.0f32; TILE_W]; C];
-    for c in 0..C {
-        for r in 0..TILE_W {
-            (acc[c][r], minimums[c][r]) = pair_lanes::<L>(w[r], x, first + c);
-        }
-    }
-    (acc, minimums)
-}
-
 /// The vector paths: AVX2 with FMA and F16C, and the VNNI instructions for the integer sums.
 #[cfg(vector)]
 mod vector {
     use safe_arch::{
-        abs_i8_m256i, add_i32_m256i, convert_to_m256_from_i32_m256i, fused_mul_add_m256,
-        load_unaligned_m256i, m256, m256i, mul_i16_horizontal_add_m256i, mul_m256,
-        mul_u8i8_add_horizontal_saturating_m256i, set_splat_i16_m256i, sign_apply_i8_m256i,
-        zeroed_m256, zeroed_m256i,
+        abs_i8_m256i, add_horizontal_i32_m256i, add_i16_m256i, add_i32_m256i, add_m128, add_m256,
+        cast_to_m128i_from_m256i, convert_to_m128_from_i32_m128i, convert_to_m256_from_i32_m256i,
+        extract_m128i_from_m256i, fused_mul_add_m128, fused_mul_add_m256,
+        load_unaligned_hi_lo_m256i, load_unaligned_m256i, m128, m128i, m256, m256i,
+        mul_i16_horizontal_add_m256i, mul_m128, mul_m256, mul_u8i8_add_horizontal_saturating_m256i,
+        set_splat_i16_m256i, set_splat_i32_m256i, set_splat_i8_m256i, set_splat_m128,
+        set_splat_m256, shuffle_abi_i128z_all_m256i, sign_apply_i8_m256i, sub_i32_m256i,
+        unpack_high_i32_m256i, unpack_high_i64_m256i, unpack_low_i32_m256i, unpack_low_i64_m256i,
+        zeroed_m128, zeroed_m256, zeroed_m256i,
     };
 
-    use super::{Accumulated, Layout, Quantized, PREFETCH, TILE_W};
+    use super::{Layout, Quantized, Strip, DIRECT_ROWS, PREFETCH, QK, STRIP, STRIP_X, TILE_W};
 
     /// `acc` plus, per 32-bit lane, the exact sum of its four products of `a`'s unsigned
     /// bytes with `b`'s signed ones, where no pair of products passes 32,767 (the callers'
-    /// bound: see the module's doc).
+    /// bound: see [`Form`]).
     pub(super) trait Sums {
         fn dot(acc: m256i, a: m256i, b: m256i) -> m256i;
+
+        /// `acc` plus, per 32-bit lane, the exact sum of its four products of `a.0` with `b.0`
+        /// and four of `a.1` with `b.1`. `narrow`: those eight products' sum stays within
+        /// ±32,767 too, so a path may add them in 16 bits.
+        #[inline]
+        fn both(_narrow: bool, acc: m256i, a: (m256i, m256i), b: (m256i, m256i)) -> m256i {
+            Self::dot(Self::dot(acc, a.0, b.0), a.1, b.1)
+        }
     }
 
     /// AVX2: 16-bit pair sums (`vpmaddubsw`, exact under the bound), then 32-bit ones.
@@ -780,6 +752,22 @@ mod vector {
                     set_splat_i16_m256i(1),
                 ),
             )
+        }
+
+        #[inline]
+        fn both(narrow: bool, acc: m256i, a: (m256i, m256i), b: (m256i, m256i)) -> m256i {
+            if narrow {
+                let pairs = add_i16_m256i(
+                    mul_u8i8_add_horizontal_saturating_m256i(a.0, b.0),
+                    mul_u8i8_add_horizontal_saturating_m256i(a.1, b.1),
+                );
+                add_i32_m256i(
+                    acc,
+                    mul_i16_horizontal_add_m256i(pairs, set_splat_i16_m256i(1)),
+                )
+            } else {
+                Self::dot(Self::dot(acc, a.0, b.0), a.1, b.1)
+            }
         }
     }
 
@@ -807,101 +795,480 @@ mod vector {
         }
     }
 
-    /// Each pair's eight lane accumulators and its minimums' chain after every block: one
-    /// 256-bit register per pair, each pair of weight blocks unpacked once for the `C` input
-    /// rows.
-    #[allow(clippy::inline_always)] // the tile's loop, specialised per format and path
+    /// How a format's integer sums are formed, each exact: `(unsigned, signed)` operands of
+    /// every product.
+    struct Form<L>(std::marker::PhantomData<L>);
+
+    impl<L: Layout> Form<L> {
+        /// Signed values of magnitude at most 32 ([`Layout::MAGNITUDE`]): the inputs plus 128
+        /// (unsigned bytes) times the weights, less 128 times the weights' sum (the strip's
+        /// corrections). A pair of products stays within 2 · 255 · 32 = 16,320. Larger signed
+        /// values move their signs onto the inputs instead (the sign trick: `|w|` times `x`
+        /// with `w`'s sign, at most 2 · 128 · 127 = 32,512 per pair). Unsigned values (below
+        /// 32) multiply the inputs as they are: at most 2 · 31 · 128 per pair.
+        const OFFSET: bool = L::SIGNED && L::MAGNITUDE <= 32;
+        /// Whether four products fit 16 bits as well: offset values (4 · 255 · 32 = 32,640)
+        /// and unsigned ones (4 · 31 · 128).
+        const NARROW: bool = !L::SIGNED || Self::OFFSET;
+    }
+
+    /// Row `r`'s eight 32-bit words of `rows` as the eight rows' word `k` in register `k`: an
+    /// 8 × 8 transpose of 32-bit words.
+    #[allow(clippy::inline_always)] // in the strip's fill
     #[inline(always)]
-    pub(super) fn accumulate<L: Layout, S: Sums, const C: usize>(
-        w: [&[u8]; TILE_W],
-        x: &Quantized,
-        first: usize,
-    ) -> Accumulated<C> {
-        let mut acc: [[m256; TILE_W]; C] = [[zeroed_m256(); TILE_W]; C];
-        let mut minimums = [[0.0f32; TILE_W]; C];
-        let pairs: [usize; C] = std::array::from_fn(|c| x.pairs_of(first + c).start);
-        let blocks: [usize; C] = std::array::from_fn(|c| x.blocks_of(first + c).start);
-        for p in 0..x.pairs {
-            let (b, n) = (2 * p, x.blocks);
-            for row in &w {
+    fn transpose(rows: [m256i; STRIP]) -> [m256i; STRIP] {
+        let [r0, r1, r2, r3, r4, r5, r6, r7] = rows;
+        let (t0, t1) = (unpack_low_i32_m256i(r0, r1), unpack_high_i32_m256i(r0, r1));
+        let (t2, t3) = (unpack_low_i32_m256i(r2, r3), unpack_high_i32_m256i(r2, r3));
+        let (t4, t5) = (unpack_low_i32_m256i(r4, r5), unpack_high_i32_m256i(r4, r5));
+        let (t6, t7) = (unpack_low_i32_m256i(r6, r7), unpack_high_i32_m256i(r6, r7));
+        // Rows 0–3's words 0, 1, 2, 3 (low lane) and 4, 5, 6, 7 (high lane); then rows 4–7's.
+        let u = [
+            unpack_low_i64_m256i(t0, t2),
+            unpack_high_i64_m256i(t0, t2),
+            unpack_low_i64_m256i(t1, t3),
+            unpack_high_i64_m256i(t1, t3),
+            unpack_low_i64_m256i(t4, t6),
+            unpack_high_i64_m256i(t4, t6),
+            unpack_low_i64_m256i(t5, t7),
+            unpack_high_i64_m256i(t5, t7),
+        ];
+        let low = |k: usize| shuffle_abi_i128z_all_m256i::<0x20>(u[k], u[k + 4]);
+        let high = |k: usize| shuffle_abi_i128z_all_m256i::<0x31>(u[k], u[k + 4]);
+        [
+            low(0),
+            low(1),
+            low(2),
+            low(3),
+            high(0),
+            high(1),
+            high(2),
+            high(3),
+        ]
+    }
+
+    /// The headers of blocks `b` and `b + 1` of eight rows, as the strip keeps them: each
+    /// `(d_b, m_b, d_b+1, m_b+1)` per row.
+    #[allow(clippy::inline_always)] // in the strip's fill
+    #[inline(always)]
+    fn headers<L: Layout>(w: &[&[u8]; STRIP], b: usize, blocks: usize) -> [[f32; STRIP]; 4] {
+        let top = L::headers(&[w[0], w[1], w[2], w[3]], b, blocks);
+        let bottom = L::headers(&[w[4], w[5], w[6], w[7]], b, blocks);
+        std::array::from_fn(|h| {
+            std::array::from_fn(|r| {
+                if r < TILE_W {
+                    top[h][r]
+                } else {
+                    bottom[h][r - TILE_W]
+                }
+            })
+        })
+    }
+
+    /// Unpacks the eight rows `w` (`blocks` blocks each) into `strip`.
+    #[allow(clippy::inline_always)] // once per strip, specialised per format and path
+    #[inline(always)]
+    fn fill<L: Layout, S: Sums>(w: &[&[u8]; STRIP], blocks: usize, strip: &mut Strip) {
+        let padded = blocks.next_multiple_of(2);
+        strip.values.resize(padded * 8, [0; QK]);
+        strip.scales.resize(padded, [0.0; STRIP]);
+        strip.seconds.resize(padded, [0.0; STRIP]);
+        strip.corrections.resize(padded, [0; STRIP]);
+        strip.second_corrections.resize(padded, [0; STRIP]);
+        let high_bit = set_splat_i8_m256i(-128);
+        for b in (0..blocks).step_by(2) {
+            for row in w {
                 crate::intrinsics::prefetch(
                     row.as_ptr()
-                        .wrapping_add(b * L::BYTES / (L::VALUES / super::QK) + PREFETCH),
+                        .wrapping_add(b * L::BYTES / (L::VALUES / QK) + PREFETCH),
                 );
             }
-            let [d0, m0, d1, m1] = L::headers(&w, b, n);
-            // Arrays written out (not `from_fn`, whose closure was measured not inlined: half
-            // of the product's time went to its calls).
-            let lanes = |a: [f32; TILE_W], b: [f32; TILE_W], r: usize| {
-                m256::from([a[r], a[r], a[r], a[r], b[r], b[r], b[r], b[r]])
-            };
-            let scales: [m256; TILE_W] = [
-                lanes(d0, d1, 0),
-                lanes(d0, d1, 1),
-                lanes(d0, d1, 2),
-                lanes(d0, d1, 3),
+            let [d0, m0, d1, m1] = headers::<L>(w, b, blocks);
+            (strip.scales[b], strip.seconds[b]) = (d0, m0);
+            (strip.scales[b + 1], strip.seconds[b + 1]) = (d1, m1);
+            let pairs = [
+                L::pair(w[0], b, blocks),
+                L::pair(w[1], b, blocks),
+                L::pair(w[2], b, blocks),
+                L::pair(w[3], b, blocks),
+                L::pair(w[4], b, blocks),
+                L::pair(w[5], b, blocks),
+                L::pair(w[6], b, blocks),
+                L::pair(w[7], b, blocks),
             ];
-            // With split scales, the second halves' scales.
-            let seconds: [m256; TILE_W] = [
-                lanes(m0, m1, 0),
-                lanes(m0, m1, 1),
-                lanes(m0, m1, 2),
-                lanes(m0, m1, 3),
-            ];
-            // Unsigned values as they are; signed ones as their magnitudes, their signs going
-            // to the inputs below.
-            let unpacked: [(m256i, m256i); TILE_W] = [
+            // Each row's `lo` holds words 0–3 of block `b` then of `b + 1`, `hi` words 4–7.
+            let lo = transpose(pairs.map(|p| p.0));
+            let hi = transpose(pairs.map(|p| p.1));
+            for (half, block) in [b, b + 1].into_iter().enumerate() {
+                let words: [m256i; 8] = std::array::from_fn(|g| {
+                    if g < 4 {
+                        lo[4 * half + g]
+                    } else {
+                        hi[4 * half + g - 4]
+                    }
+                });
+                for (g, word) in words.iter().enumerate() {
+                    strip.values[8 * block + g] = (*word).into();
+                }
+                if Form::<L>::OFFSET {
+                    let first =
+                        (0..4).fold(zeroed_m256i(), |acc, g| S::dot(acc, high_bit, words[g]));
+                    let second =
+                        (4..8).fold(zeroed_m256i(), |acc, g| S::dot(acc, high_bit, words[g]));
+                    if L::SPLIT {
+                        strip.corrections[block] = first.into();
+                        strip.second_corrections[block] = second.into();
+                    } else {
+                        strip.corrections[block] = add_i32_m256i(first, second).into();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Each product's `(unsigned, signed)` operands for input bytes `v` (the inputs plus 128
+    /// for the offset form) and weight values `w` (`magnitudes`: their magnitudes, for the sign
+    /// trick), per [`Form`].
+    #[allow(clippy::inline_always)] // in the inner loops
+    #[inline(always)]
+    fn operands<L: Layout>(
+        v: (m256i, m256i),
+        w: (m256i, m256i),
+        magnitudes: (m256i, m256i),
+    ) -> ((m256i, m256i), (m256i, m256i)) {
+        if Form::<L>::OFFSET {
+            (v, w)
+        } else if L::SIGNED {
+            (
+                magnitudes,
+                (sign_apply_i8_m256i(v.0, w.0), sign_apply_i8_m256i(v.1, w.1)),
+            )
+        } else {
+            (w, v)
+        }
+    }
+
+    /// One block's float operations, for eight weight rows (their `(d, second)` numbers per
+    /// lane) and input block `at` of `x`, given the block's exact integer sums `(sum, second
+    /// half's sum)`: the definition's fused multiply-adds, in its order.
+    #[allow(clippy::inline_always)] // in the inner loops
+    #[inline(always)]
+    fn add_block<L: Layout>(
+        (acc, minimums): (&mut m256, &mut m256),
+        (d, second): (m256, m256),
+        x: &Quantized,
+        at: usize,
+        (sum, half): (m256i, m256i),
+    ) {
+        let dx = set_splat_m256(x.d[at]);
+        *acc = fused_mul_add_m256(mul_m256(d, dx), convert_to_m256_from_i32_m256i(sum), *acc);
+        if L::SPLIT {
+            *acc = fused_mul_add_m256(
+                mul_m256(second, dx),
+                convert_to_m256_from_i32_m256i(half),
+                *acc,
+            );
+        }
+        if !L::SIGNED {
+            *minimums = fused_mul_add_m256(second, set_splat_m256(x.s[at]), *minimums);
+        }
+    }
+
+    /// A row's results from its accumulators.
+    #[inline]
+    fn finish<L: Layout>(acc: m256, minimums: m256) -> [f32; STRIP] {
+        if L::SIGNED {
+            acc.into()
+        } else {
+            add_m256(acc, minimums).into()
+        }
+    }
+
+    /// The four bytes of group `g` (values `4g..4g + 4`) of a quantized input block, in every
+    /// 32-bit lane.
+    #[inline]
+    fn group(block: &[i8; QK], g: usize) -> m256i {
+        let bytes = [
+            block[4 * g],
+            block[4 * g + 1],
+            block[4 * g + 2],
+            block[4 * g + 3],
+        ];
+        set_splat_i32_m256i(i32::from_le_bytes(bytes.map(i8::cast_unsigned)))
+    }
+
+    /// Input rows `first..first + C` times the strip, per row's eight weight rows: the
+    /// definition's accumulators, one lane per weight row.
+    #[allow(clippy::inline_always)] // the strip's inner loop, specialised per format and path
+    #[inline(always)]
+    fn product<L: Layout, S: Sums, const C: usize>(
+        strip: &Strip,
+        x: &Quantized,
+        first: usize,
+    ) -> [[f32; STRIP]; C] {
+        let offset = Form::<L>::OFFSET;
+        let mut acc = [zeroed_m256(); C];
+        let mut minimums = [zeroed_m256(); C];
+        for b in 0..x.blocks {
+            let at: [usize; C] = std::array::from_fn(|c| x.at(first + c, b));
+            let mut whole = [zeroed_m256i(); C];
+            let mut half = [zeroed_m256i(); C];
+            for g in (0..8).step_by(2) {
+                let w = (
+                    load_unaligned_m256i(&strip.values[8 * b + g]),
+                    load_unaligned_m256i(&strip.values[8 * b + g + 1]),
+                );
+                let magnitudes = if L::SIGNED && !offset {
+                    (abs_i8_m256i(w.0), abs_i8_m256i(w.1))
+                } else {
+                    w
+                };
+                for c in 0..C {
+                    let inputs = if offset { &x.u[at[c]] } else { &x.q[at[c]] };
+                    let v = (group(inputs, g), group(inputs, g + 1));
+                    let (a, s) = operands::<L>(v, w, magnitudes);
+                    let sums = if L::SPLIT && g >= 4 {
+                        &mut half[c]
+                    } else {
+                        &mut whole[c]
+                    };
+                    *sums = S::both(Form::<L>::NARROW, *sums, a, s);
+                }
+            }
+            let numbers = (m256::from(strip.scales[b]), m256::from(strip.seconds[b]));
+            for c in 0..C {
+                let mut sums = (whole[c], half[c]);
+                if offset {
+                    sums.0 = sub_i32_m256i(sums.0, m256i::from(strip.corrections[b]));
+                    sums.1 = sub_i32_m256i(sums.1, m256i::from(strip.second_corrections[b]));
+                }
+                add_block::<L>((&mut acc[c], &mut minimums[c]), numbers, x, at[c], sums);
+            }
+        }
+        std::array::from_fn(|c| finish::<L>(acc[c], minimums[c]))
+    }
+
+    /// Per 32-bit lane `r` of each half of the result, the sum of register `r`'s lanes in that
+    /// half: four rows' paired-layout partial sums reduced to each row's sum of block `b` (the
+    /// low half) and of `b + 1` (the high half). Exact (integer adds).
+    #[allow(clippy::inline_always)] // in the direct path's loop
+    #[inline(always)]
+    fn reduce(r: [m256i; TILE_W]) -> m256i {
+        add_horizontal_i32_m256i(
+            add_horizontal_i32_m256i(r[0], r[1]),
+            add_horizontal_i32_m256i(r[2], r[3]),
+        )
+    }
+
+    /// The offset form's corrections for rows' pairs of blocks in [`Layout::pair`]'s layout:
+    /// per row and lane, 128 times the lane's weights, both halves' (in `.0`) or each half's
+    /// with split scales; zeros for the other forms.
+    #[allow(clippy::inline_always)] // in the direct path's loop
+    #[inline(always)]
+    fn pair_corrections<L: Layout, S: Sums, const N: usize>(
+        values: &[(m256i, m256i); N],
+    ) -> [(m256i, m256i); N] {
+        let high_bit = set_splat_i8_m256i(-128);
+        if !Form::<L>::OFFSET {
+            [(zeroed_m256i(), zeroed_m256i()); N]
+        } else if L::SPLIT {
+            values.map(|(lo, hi)| {
+                (
+                    S::dot(zeroed_m256i(), high_bit, lo),
+                    S::dot(zeroed_m256i(), high_bit, hi),
+                )
+            })
+        } else {
+            values.map(|v| {
+                (
+                    S::both(true, zeroed_m256i(), (high_bit, high_bit), v),
+                    zeroed_m256i(),
+                )
+            })
+        }
+    }
+
+    /// [`add_block`] for four weight rows, in 128-bit registers.
+    #[allow(clippy::inline_always)] // in the inner loops
+    #[inline(always)]
+    fn add_block4<L: Layout>(
+        (acc, minimums): (&mut m128, &mut m128),
+        (d, second): (m128, m128),
+        x: &Quantized,
+        at: usize,
+        (sum, half): (m128i, m128i),
+    ) {
+        let dx = set_splat_m128(x.d[at]);
+        *acc = fused_mul_add_m128(mul_m128(d, dx), convert_to_m128_from_i32_m128i(sum), *acc);
+        if L::SPLIT {
+            *acc = fused_mul_add_m128(
+                mul_m128(second, dx),
+                convert_to_m128_from_i32_m128i(half),
+                *acc,
+            );
+        }
+        if !L::SIGNED {
+            *minimums = fused_mul_add_m128(second, set_splat_m128(x.s[at]), *minimums);
+        }
+    }
+
+    /// [`product`]'s results for a batch of at most [`DIRECT_ROWS`] input rows and four of the
+    /// strip's weight rows, without the strip: each pair of blocks unpacked in registers and
+    /// multiplied in the layout [`Layout::pair`] gives (each lane a partial sum of one row),
+    /// then [`reduce`]d to a lane per row. Unpacking a strip costs more than it saves for so
+    /// few rows; the integer sums are exact either way, and the float operations are the same
+    /// ones in the same order.
+    #[allow(clippy::inline_always)] // the decode path's loop, specialised per format and path
+    #[inline(always)]
+    fn direct<L: Layout, S: Sums, const C: usize>(
+        w: &[&[u8]; TILE_W],
+        x: &Quantized,
+        first: usize,
+    ) -> [[f32; TILE_W]; C] {
+        let offset = Form::<L>::OFFSET;
+        let narrow = Form::<L>::NARROW && !L::SPLIT;
+        let none = [0i8; QK];
+        let mut acc = [zeroed_m128(); C];
+        let mut minimums = [zeroed_m128(); C];
+        let n = x.blocks;
+        for b in (0..n).step_by(2) {
+            for row in w {
+                crate::intrinsics::prefetch(
+                    row.as_ptr()
+                        .wrapping_add(b * L::BYTES / (L::VALUES / QK) + PREFETCH),
+                );
+            }
+            let [d0, m0, d1, m1] = L::headers(w, b, n);
+            let values = [
                 L::pair(w[0], b, n),
                 L::pair(w[1], b, n),
                 L::pair(w[2], b, n),
                 L::pair(w[3], b, n),
             ];
-            let mut magnitudes = unpacked;
-            if L::SIGNED {
-                for (lo, hi) in &mut magnitudes {
-                    (*lo, *hi) = (abs_i8_m256i(*lo), abs_i8_m256i(*hi));
-                }
-            }
+            let magnitudes = if L::SIGNED && !offset {
+                values.map(|(lo, hi)| (abs_i8_m256i(lo), abs_i8_m256i(hi)))
+            } else {
+                values
+            };
+            let corrections = pair_corrections::<L, S, TILE_W>(&values);
             for c in 0..C {
-                let at = pairs[c] + p;
-                let (xl, xh) = (
-                    load_unaligned_m256i(&x.lo[at]),
-                    load_unaligned_m256i(&x.hi[at]),
+                let inputs = |b: usize| {
+                    if b >= n {
+                        &none
+                    } else if offset {
+                        &x.u[x.at(first + c, b)]
+                    } else {
+                        &x.q[x.at(first + c, b)]
+                    }
+                };
+                let (this, next) = (inputs(b), inputs(b + 1));
+                let half = |input: &[i8; QK], h: usize| -> [i8; 16] {
+                    input[16 * h..16 * h + 16].try_into().expect("16 values")
+                };
+                let v = (
+                    load_unaligned_hi_lo_m256i(&half(next, 0), &half(this, 0)),
+                    load_unaligned_hi_lo_m256i(&half(next, 1), &half(this, 1)),
                 );
-                let xd = m256::from(x.d[at]);
+                let mut whole = [zeroed_m256i(); TILE_W];
+                let mut second = [zeroed_m256i(); TILE_W];
                 for r in 0..TILE_W {
-                    let (lo, hi) = magnitudes[r];
-                    let (xl, xh) = if L::SIGNED {
-                        let (sl, sh) = unpacked[r];
-                        (sign_apply_i8_m256i(xl, sl), sign_apply_i8_m256i(xh, sh))
-                    } else {
-                        (xl, xh)
-                    };
+                    let (a, s) = operands::<L>(v, values[r], magnitudes[r]);
                     if L::SPLIT {
-                        let first = convert_to_m256_from_i32_m256i(S::dot(zeroed_m256i(), lo, xl));
-                        let second = convert_to_m256_from_i32_m256i(S::dot(zeroed_m256i(), hi, xh));
-                        acc[c][r] = fused_mul_add_m256(mul_m256(scales[r], xd), first, acc[c][r]);
-                        acc[c][r] = fused_mul_add_m256(mul_m256(seconds[r], xd), second, acc[c][r]);
+                        whole[r] = S::dot(zeroed_m256i(), a.0, s.0);
+                        second[r] = S::dot(zeroed_m256i(), a.1, s.1);
                     } else {
-                        let sums = S::dot(S::dot(zeroed_m256i(), lo, xl), hi, xh);
-                        let sums = convert_to_m256_from_i32_m256i(sums);
-                        acc[c][r] = fused_mul_add_m256(mul_m256(scales[r], xd), sums, acc[c][r]);
+                        whole[r] = S::both(narrow, zeroed_m256i(), a, s);
+                    }
+                    if offset {
+                        whole[r] = sub_i32_m256i(whole[r], corrections[r].0);
+                        second[r] = sub_i32_m256i(second[r], corrections[r].1);
                     }
                 }
-                if !L::SIGNED {
-                    let s = &x.s[blocks[c] + b..];
-                    for r in 0..TILE_W {
-                        minimums[c][r] = m0[r].mul_add(s[0], minimums[c][r]);
+                let sums = reduce(whole);
+                let seconds = if L::SPLIT {
+                    reduce(second)
+                } else {
+                    zeroed_m256i()
+                };
+                let halves = |r: m256i| {
+                    (
+                        cast_to_m128i_from_m256i(r),
+                        extract_m128i_from_m256i::<1>(r),
+                    )
+                };
+                let (sums, seconds) = (halves(sums), halves(seconds));
+                let blocks = [
+                    (b, (d0, m0), (sums.0, seconds.0)),
+                    (b + 1, (d1, m1), (sums.1, seconds.1)),
+                ];
+                for (block, (d, m), block_sums) in blocks {
+                    if block >= n {
+                        break;
                     }
-                    if b + 1 < n {
-                        for r in 0..TILE_W {
-                            minimums[c][r] = m1[r].mul_add(s[1], minimums[c][r]);
-                        }
-                    }
+                    let numbers = (m128::from(d), m128::from(m));
+                    let at = x.at(first + c, block);
+                    add_block4::<L>((&mut acc[c], &mut minimums[c]), numbers, x, at, block_sums);
                 }
             }
         }
-        (acc.map(|row| row.map(<[f32; 8]>::from)), minimums)
+        std::array::from_fn(|c| {
+            if L::SIGNED {
+                acc[c].into()
+            } else {
+                add_m128(acc[c], minimums[c]).into()
+            }
+        })
+    }
+
+    /// The eight weight rows `w` times every input row of `x`, handed to `emit` per input row
+    /// (one value per weight row).
+    #[allow(clippy::inline_always)] // once per strip, specialised per format and path
+    #[inline(always)]
+    pub(super) fn strip<L: Layout, S: Sums>(
+        w: [&[u8]; STRIP],
+        x: &Quantized,
+        strip: &mut Strip,
+        emit: &mut dyn FnMut(usize, [f32; STRIP]),
+    ) {
+        if x.rows <= DIRECT_ROWS {
+            let [a0, a1, a2, a3, b0, b1, b2, b3] = w;
+            let halves = |w: [&[u8]; TILE_W]| match x.rows {
+                1 => direct::<L, S, 1>(&w, x, 0).to_vec(),
+                2 => direct::<L, S, 2>(&w, x, 0).to_vec(),
+                _ => direct::<L, S, DIRECT_ROWS>(&w, x, 0).to_vec(),
+            };
+            let (top, bottom) = (halves([a0, a1, a2, a3]), halves([b0, b1, b2, b3]));
+            for (i, (top, bottom)) in top.into_iter().zip(bottom).enumerate() {
+                emit(
+                    i,
+                    std::array::from_fn(|r| {
+                        if r < TILE_W {
+                            top[r]
+                        } else {
+                            bottom[r - TILE_W]
+                        }
+                    }),
+                );
+            }
+            return;
+        }
+        fill::<L, S>(&w, x.blocks, strip);
+        let strip = &*strip;
+        let mut i = 0;
+        while i < x.rows {
+            let count = (x.rows - i).min(STRIP_X);
+            let mut out = [[0.0f32; STRIP]; STRIP_X];
+            match count {
+                1 => out[..1].copy_from_slice(&product::<L, S, 1>(strip, x, i)),
+                2 => out[..2].copy_from_slice(&product::<L, S, 2>(strip, x, i)),
+                3 => out[..3].copy_from_slice(&product::<L, S, 3>(strip, x, i)),
+                _ => out = product::<L, S, STRIP_X>(strip, x, i),
+            }
+            for (c, values) in out[..count].iter().enumerate() {
+                emit(i + c, *values);
+            }
+            i += count;
+        }
     }
 }
 

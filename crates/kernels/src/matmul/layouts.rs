@@ -30,6 +30,10 @@ pub(super) trait Layout {
     /// A scale per 16 values (signed types only): [`Layout::headers`]' minimums are then the
     /// scales of values 16–31.
     const SPLIT: bool = false;
+    /// The largest magnitude of a signed type's values (`|w_j| ≤ MAGNITUDE`): up to 32, the
+    /// AVX2 path adds 128 to the inputs instead of moving the weights' signs onto them (see
+    /// the kernel's `vector` module), which the bound keeps exact.
+    const MAGNITUDE: u8 = 128;
 
     /// 32-value block `b`'s values `w_j` (or `u_j`), in value order (scalar code).
     fn values(row: &[u8], b: usize) -> [i8; QK];
@@ -160,6 +164,7 @@ impl Layout for Q40 {
     const VALUES: usize = QK;
     const BYTES: usize = 18;
     const SIGNED: bool = true;
+    const MAGNITUDE: u8 = 8;
 
     fn values(row: &[u8], b: usize) -> [i8; QK] {
         let qs = &row[b * Self::BYTES + 2..];
@@ -243,6 +248,7 @@ impl Layout for Q50 {
     const VALUES: usize = QK;
     const BYTES: usize = 22;
     const SIGNED: bool = true;
+    const MAGNITUDE: u8 = 16;
 
     fn values(row: &[u8], b: usize) -> [i8; QK] {
         let qh = word(row, b, b + 1, Self::BYTES, 2);
@@ -554,6 +560,7 @@ impl Layout for Q6K {
     const VALUES: usize = 256;
     const BYTES: usize = 210;
     const SIGNED: bool = true;
+    const MAGNITUDE: u8 = 32;
     const SPLIT: bool = true;
 
     fn values(row: &[u8], b: usize) -> [i8; QK] {

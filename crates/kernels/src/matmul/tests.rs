@@ -340,32 +340,30 @@ fn the_kernel_matches_the_scalar_definition_bit_for_bit_at_every_level() {
 }
 
 #[test]
-fn every_vector_path_matches_the_scalar_tile_bit_for_bit() {
-    fn check<L: Layout, const C: usize>(case: &Case, path: Path) {
-        let mut x = Quantized::default();
-        x.of(case.matmul().x, case.k);
-        let w: [&[u8]; TILE_W] = std::array::from_fn(|r| &case.w[r * case.w_stride..]);
-        let (lanes, minimums) = accumulate::<L, C>(path, w, &x, 1);
-        let (want_lanes, want_minimums) = accumulate_scalar::<L, C>(w, &x, 1);
-        let bits = |l: [f32; 8]| l.map(f32::to_bits);
-        for c in 0..C {
-            for r in 0..TILE_W {
-                assert_eq!(
-                    bits(lanes[c][r]),
-                    bits(want_lanes[c][r]),
-                    "{path:?} {C}: {c}, {r}"
-                );
-                assert_eq!(minimums[c][r].to_bits(), want_minimums[c][r].to_bits());
+fn every_strip_and_tile_height_matches_the_definition_at_every_level() {
+    // 1 to 9 input rows (every pass height, 1 to 4, and runs of them), 1 to 17 weight rows
+    // (short strips and tiles), an odd number of blocks (a last pair of blocks half empty).
+    for k in [32, 96, 576] {
+        for format in formats() {
+            let k = k_for(format, k);
+            for (n, m) in [(1, 1), (3, 2), (8, 3), (9, 4), (17, 5), (8, 9)] {
+                let case = Case::new((k * n + m) as u64, format, k, n, m, 0, 0);
+                let want = bits(&case.definition());
+                for level in available() {
+                    assert_eq!(
+                        bits(&case.run_at(level, 1)),
+                        want,
+                        "{format:?} at {level}: k {k}, n {n}, m {m}"
+                    );
+                }
             }
         }
     }
-    fn all<L: Layout>(case: &Case, path: Path) {
-        check::<L, 1>(case, path);
-        check::<L, 2>(case, path);
-        check::<L, 3>(case, path);
-        check::<L, 4>(case, path);
-    }
-    fn check_floats<E: Element, const C: usize>(case: &Case, path: Path) {
+}
+
+#[test]
+fn every_float_path_matches_the_scalar_tile_bit_for_bit() {
+    fn check<E: Element, const C: usize>(case: &Case, path: Path) {
         let w: [&[u8]; TILE_W] = std::array::from_fn(|r| &case.w[r * case.w_stride..]);
         let x: [&[f32]; C] = std::array::from_fn(|c| &case.x[(c + 1) * case.x_stride..][..case.k]);
         let got = float_tile::<E, C>(path, w, x, case.k);
@@ -378,20 +376,17 @@ fn every_vector_path_matches_the_scalar_tile_bit_for_bit() {
             );
         }
     }
-    fn all_floats<E: Element>(case: &Case, path: Path) {
-        check_floats::<E, 1>(case, path);
-        check_floats::<E, 2>(case, path);
-        check_floats::<E, 3>(case, path);
-        check_floats::<E, 4>(case, path);
+    fn all<E: Element>(case: &Case, path: Path) {
+        check::<E, 1>(case, path);
+        check::<E, 2>(case, path);
+        check::<E, 3>(case, path);
+        check::<E, 4>(case, path);
     }
-    // An odd number of blocks: the last pair's second block is empty.
-    for k in [32, 96, 576] {
-        for format in formats() {
-            let k = k_for(format, k);
+    for k in [8, 96, 576] {
+        for format in [Format::F16, Format::BF16, Format::F32] {
             let case = Case::new(k as u64, format, k, TILE_W, 5, 0, 0);
             for level in available() {
-                let path = Path::of(level);
-                with_layout!(format, L => all::<L>(&case, path), E => all_floats::<E>(&case, path));
+                with_layout!(format, L => unreachable!("{}", L::VALUES), E => all::<E>(&case, Path::of(level)));
             }
         }
     }
@@ -493,7 +488,7 @@ fn zero_inputs_give_the_weights_nothing_but_zero() {
 }
 
 #[test]
-fn shares_cover_the_rows_once_in_whole_tiles() {
+fn shares_cover_the_rows_once_in_whole_strips() {
     for n in [1, 4, 5, 63, 64, 576, 1537] {
         for nth in 1..=9 {
             let shares: Vec<_> = (0..nth).map(|ith| share(n, ith, nth)).collect();
@@ -501,7 +496,7 @@ fn shares_cover_the_rows_once_in_whole_tiles() {
             assert_eq!(shares[nth - 1].end, n);
             for pair in shares.windows(2) {
                 assert_eq!(pair[0].end, pair[1].start);
-                assert!(pair[0].end == n || pair[0].end.is_multiple_of(TILE_W));
+                assert!(pair[0].end == n || pair[0].end.is_multiple_of(STRIP));
             }
         }
     }
