@@ -700,7 +700,7 @@ fn float_tile<E: Element, const C: usize>(
 /// Eight F16 values (bits) as F32, exactly.
 #[allow(clippy::inline_always)] // as `headers`, whose part it is
 #[inline(always)]
-fn f16x8(bits: [u16; 8]) -> [f32; 8] {
+pub(crate) fn f16x8(bits: [u16; 8]) -> [f32; 8] {
     #[cfg(all(target_arch = "x86_64", target_feature = "f16c"))]
     return crate::intrinsics::f16x8(bits);
     #[cfg(not(all(target_arch = "x86_64", target_feature = "f16c")))]
@@ -932,11 +932,12 @@ mod vector {
     #[allow(clippy::inline_always)] // in the inner loops
     #[inline(always)]
     fn operands<L: Layout>(
+        offset: bool,
         v: (m256i, m256i),
         w: (m256i, m256i),
         magnitudes: (m256i, m256i),
     ) -> ((m256i, m256i), (m256i, m256i)) {
-        if Form::<L>::OFFSET {
+        if offset {
             (v, w)
         } else if L::SIGNED {
             (
@@ -1026,7 +1027,7 @@ mod vector {
                 for c in 0..C {
                     let inputs = if offset { &x.u[at[c]] } else { &x.q[at[c]] };
                     let v = (group(inputs, g), group(inputs, g + 1));
-                    let (a, s) = operands::<L>(v, w, magnitudes);
+                    let (a, s) = operands::<L>(offset, v, w, magnitudes);
                     let sums = if L::SPLIT && g >= 4 {
                         &mut half[c]
                     } else {
@@ -1058,34 +1059,6 @@ mod vector {
             add_horizontal_i32_m256i(r[0], r[1]),
             add_horizontal_i32_m256i(r[2], r[3]),
         )
-    }
-
-    /// The offset form's corrections for rows' pairs of blocks in [`Layout::pair`]'s layout:
-    /// per row and lane, 128 times the lane's weights, both halves' (in `.0`) or each half's
-    /// with split scales; zeros for the other forms.
-    #[allow(clippy::inline_always)] // in the direct path's loop
-    #[inline(always)]
-    fn pair_corrections<L: Layout, S: Sums, const N: usize>(
-        values: &[(m256i, m256i); N],
-    ) -> [(m256i, m256i); N] {
-        let high_bit = set_splat_i8_m256i(-128);
-        if !Form::<L>::OFFSET {
-            [(zeroed_m256i(), zeroed_m256i()); N]
-        } else if L::SPLIT {
-            values.map(|(lo, hi)| {
-                (
-                    S::dot(zeroed_m256i(), high_bit, lo),
-                    S::dot(zeroed_m256i(), high_bit, hi),
-                )
-            })
-        } else {
-            values.map(|v| {
-                (
-                    S::both(true, zeroed_m256i(), (high_bit, high_bit), v),
-                    zeroed_m256i(),
-                )
-            })
-        }
     }
 
     /// [`add_block`] for four weight rows, in 128-bit registers.
@@ -1125,8 +1098,11 @@ mod vector {
         x: &Quantized,
         first: usize,
     ) -> [[f32; TILE_W]; C] {
-        let offset = Form::<L>::OFFSET;
-        let narrow = Form::<L>::NARROW && !L::SPLIT;
+        // The sign trick for every signed type: it costs less than the offset's corrections
+        // when the unpacked weights serve so few input rows. Four of its products stay within
+        // 4 · 32 · 127 for magnitudes up to 32.
+        let offset = false;
+        let narrow = !L::SPLIT && (!L::SIGNED || L::MAGNITUDE <= 32);
         let none = [0i8; QK];
         let mut acc = [zeroed_m128(); C];
         let mut minimums = [zeroed_m128(); C];
@@ -1145,18 +1121,15 @@ mod vector {
                 L::pair(w[2], b, n),
                 L::pair(w[3], b, n),
             ];
-            let magnitudes = if L::SIGNED && !offset {
+            let magnitudes = if L::SIGNED {
                 values.map(|(lo, hi)| (abs_i8_m256i(lo), abs_i8_m256i(hi)))
             } else {
                 values
             };
-            let corrections = pair_corrections::<L, S, TILE_W>(&values);
             for c in 0..C {
                 let inputs = |b: usize| {
                     if b >= n {
                         &none
-                    } else if offset {
-                        &x.u[x.at(first + c, b)]
                     } else {
                         &x.q[x.at(first + c, b)]
                     }
@@ -1172,16 +1145,12 @@ mod vector {
                 let mut whole = [zeroed_m256i(); TILE_W];
                 let mut second = [zeroed_m256i(); TILE_W];
                 for r in 0..TILE_W {
-                    let (a, s) = operands::<L>(v, values[r], magnitudes[r]);
+                    let (a, s) = operands::<L>(offset, v, values[r], magnitudes[r]);
                     if L::SPLIT {
                         whole[r] = S::dot(zeroed_m256i(), a.0, s.0);
                         second[r] = S::dot(zeroed_m256i(), a.1, s.1);
                     } else {
                         whole[r] = S::both(narrow, zeroed_m256i(), a, s);
-                    }
-                    if offset {
-                        whole[r] = sub_i32_m256i(whole[r], corrections[r].0);
-                        second[r] = sub_i32_m256i(second[r], corrections[r].1);
                     }
                 }
                 let sums = reduce(whole);
