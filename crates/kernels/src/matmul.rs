@@ -114,6 +114,11 @@ macro_rules! with_layout {
                 type $L = layouts::Q6K;
                 $body
             }
+            Format::Q3_K => {
+                #[allow(dead_code)] // unused where a body needs no type
+                type $L = layouts::Q3K;
+                $body
+            }
         }
     };
 }
@@ -142,6 +147,8 @@ pub enum Format {
     IQ4_XS,
     /// 6 bits in super-blocks of 256, 8-bit scales per 16.
     Q6_K,
+    /// 3 bits in super-blocks of 256, 6-bit scales per 16.
+    Q3_K,
     /// IEEE half precision.
     F16,
     /// bfloat16.
@@ -152,7 +159,7 @@ pub enum Format {
 
 impl Format {
     /// Every format: the block formats in ggml's type order, then the floats.
-    pub const ALL: [Format; 13] = [
+    pub const ALL: [Format; 14] = [
         Format::Q4_0,
         Format::Q4_1,
         Format::Q5_0,
@@ -163,6 +170,7 @@ impl Format {
         Format::IQ4_NL,
         Format::IQ4_XS,
         Format::Q6_K,
+        Format::Q3_K,
         Format::F16,
         Format::BF16,
         Format::F32,
@@ -202,6 +210,7 @@ impl Format {
             Format::IQ4_NL => "iq4_nl",
             Format::IQ4_XS => "iq4_xs",
             Format::Q6_K => "q6_K",
+            Format::Q3_K => "q3_K",
             Format::F16 => "f16",
             Format::BF16 => "bf16",
             Format::F32 => "f32",

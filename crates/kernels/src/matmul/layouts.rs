@@ -616,6 +616,100 @@ impl Layout for Q6K {
     }
 }
 
+/// ggml's `Q3_K`: super-blocks of 256 values (32 bytes of high bits, 64 bytes of 2-bit values,
+/// twelve bytes of sixteen 6-bit scales, F16 `d`); value `d · (sc − 32) · w` with `w` from −4
+/// to 3 (the two low bits, less 4 where the high bit is clear), a scale per 16 values.
+pub(super) struct Q3K;
+
+impl Q3K {
+    /// Scale `j` (of 16, per 16 values) of a super-block's twelve bytes of them, less 32 (ggml's
+    /// `dequantize_row_q3_K`: the low four bits from bytes 0–7, the high two from bytes 8–11).
+    #[inline]
+    fn scale(scales: &[u8], j: usize) -> i8 {
+        let low = if j < 8 {
+            scales[j] & 0x0F
+        } else {
+            scales[j - 8] >> 4
+        };
+        let high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+        #[allow(clippy::cast_possible_wrap)] // six bits
+        let scale = (low | high << 4) as i8;
+        scale - 32
+    }
+
+    /// Where 32-value block `b`'s bits are within its super-block: the shift of its low bits
+    /// (in bytes `32 + 32n…`, `n` the returned half) and of its high bit (in bytes 0–31).
+    #[inline]
+    fn places(b: usize) -> (usize, u32, u32) {
+        let (n, t) = ((b % 8) / 4, b % 4);
+        #[allow(clippy::cast_possible_truncation)] // below 8
+        (n, 2 * t as u32, (4 * n + t) as u32)
+    }
+}
+
+#[allow(clippy::cast_possible_wrap)] // three-bit values fit an i8
+impl Layout for Q3K {
+    const VALUES: usize = 256;
+    const BYTES: usize = 110;
+    const SIGNED: bool = true;
+    const SPLIT: bool = true;
+    const MAGNITUDE: u8 = 4;
+
+    fn values(row: &[u8], b: usize) -> [i8; QK] {
+        let block = &row[b / 8 * Self::BYTES..];
+        let (n, shift, high) = Self::places(b);
+        std::array::from_fn(|v| {
+            let low = (block[32 + 32 * n + v] >> shift) & 3;
+            let high = (block[v] >> high) & 1;
+            (low | high << 2) as i8 - 4
+        })
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
+        let at = b / 8 * Self::BYTES;
+        let bits: [u16; 8] = std::array::from_fn(|i| {
+            if i < TILE_W {
+                half_at(w[i], at + 108)
+            } else {
+                0
+            }
+        });
+        let d = f16x8(bits);
+        let mut out = [[0.0f32; TILE_W]; 4];
+        for r in 0..TILE_W {
+            // An F16 times a 6-bit integer: exact in F32.
+            let scales = &w[r][at + 96..at + 108];
+            let scale = |s: usize| d[r] * f32::from(Self::scale(scales, 2 * (b % 8) + s));
+            out[0][r] = scale(0);
+            out[1][r] = scale(1);
+            out[2][r] = scale(2);
+            out[3][r] = scale(3);
+        }
+        out
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, _blocks: usize) -> (m256i, m256i) {
+        let block = &row[b / 8 * Self::BYTES..];
+        let (n, shift, high) = Self::places(b);
+        let sixteen = |at: usize| -> [u8; 16] { block[at..at + 16].try_into().expect("16 bytes") };
+        // Block `b + 1` is the next `t`: its low bits two further, its high bit one.
+        let half = |h: usize| {
+            vector::three_bits(
+                sixteen(32 + 32 * n + 16 * h),
+                (shift, shift + 2),
+                sixteen(16 * h),
+                (high, high + 1),
+            )
+        };
+        (half(0), half(1))
+    }
+}
+
 /// AVX2 unpacking, behind `safe_arch`'s safe API.
 #[cfg(vector)]
 mod vector {
@@ -723,6 +817,34 @@ mod vector {
             sixteen_where(join(first, first), mask),
             sixteen_where(join(second, second), mask),
         )
+    }
+
+    /// `Q3_K`'s values of two blocks from the same 16 bytes of low bits and of high bits:
+    /// the low bits shifted by `shifts.0` (block `b`, the low lane) and `shifts.1` (block
+    /// `b + 1`), the high bit by `highs`, as `(low | high << 2) − 4`.
+    #[inline]
+    pub(super) fn three_bits(
+        low: [u8; 16],
+        shifts: (u32, u32),
+        high: [u8; 16],
+        highs: (u32, u32),
+    ) -> m256i {
+        #[allow(clippy::cast_possible_wrap)] // shifts below 8
+        let counts = |(a, b): (u32, u32)| {
+            let (a, b) = (a as i32, b as i32);
+            m256i::from([a, a, a, a, b, b, b, b])
+        };
+        // A byte's bits stay its own under these shifts once masked: at most bit 7 moves to
+        // bit 0, and the bits shifted in from the next byte land above the mask.
+        let low = bitand_m256i(
+            shr_each_u32_m256i(join(low, low), counts(shifts)),
+            set_splat_i8_m256i(3),
+        );
+        let high = bitand_m256i(
+            shr_each_u32_m256i(join(high, high), counts(highs)),
+            set_splat_i8_m256i(1),
+        );
+        minus(bitor_m256i(low, shl_imm_u16_m256i::<2>(high)), 4)
     }
 
     /// Two `Q6_K` blocks' 16 values (of one half) as signed values: low nibbles of `ql`

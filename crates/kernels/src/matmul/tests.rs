@@ -163,6 +163,7 @@ fn halves(format: Format) -> &'static [usize] {
     match format {
         Format::Q4_1 | Format::Q5_1 | Format::Q4_K | Format::Q5_K => &[0, 2],
         Format::Q6_K => &[208],
+        Format::Q3_K => &[108],
         Format::F16 | Format::BF16 | Format::F32 => &[],
         _ => &[0],
     }
@@ -281,6 +282,45 @@ fn dequantize(format: Format, x: &[u8], y: &mut [f64]) {
                 sc += 8;
             }
         }
+        Format::Q3_K => {
+            // ggml's `dequantize_row_q3_K`, its scale unpacking through four words included.
+            let d = f16(108);
+            let mut aux = [0u32; 4];
+            for (i, word) in aux.iter_mut().enumerate().take(3) {
+                *word = u32::from_le_bytes(x[96 + 4 * i..100 + 4 * i].try_into().unwrap());
+            }
+            let (kmask1, kmask2) = (0x0303_0303u32, 0x0f0f_0f0fu32);
+            let tmp = aux[2];
+            aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+            aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+            aux[0] = (aux[0] & kmask2) | ((tmp & kmask1) << 4);
+            aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+            let scales: Vec<i32> = aux
+                .iter()
+                .flat_map(|w| w.to_le_bytes())
+                .map(|b| i32::from(b.cast_signed()))
+                .collect();
+            let (hm, mut q, mut y0, mut is, mut m) = (&x[..32], 32usize, 0usize, 0usize, 1u8);
+            for _ in 0..2 {
+                let mut shift = 0;
+                for _ in 0..4 {
+                    for half in 0..2 {
+                        let dl = d * f64::from(scales[is] - 32);
+                        is += 1;
+                        for l in 0..16 {
+                            let at = 16 * half + l;
+                            let low = i32::from((x[q + at] >> shift) & 3);
+                            let minus = if hm[at] & m == 0 { 4 } else { 0 };
+                            y[y0] = dl * f64::from(low - minus);
+                            y0 += 1;
+                        }
+                    }
+                    shift += 2;
+                    m <<= 1;
+                }
+                q += 32;
+            }
+        }
         Format::IQ4_XS => {
             let d = f16(0);
             let scales_h = u16::from_le_bytes([x[2], x[3]]);
@@ -299,7 +339,7 @@ fn dequantize(format: Format, x: &[u8], y: &mut [f64]) {
 }
 
 /// Every format.
-fn formats() -> [Format; 13] {
+fn formats() -> [Format; 14] {
     Format::ALL
 }
 
@@ -524,7 +564,7 @@ proptest! {
         n in 1usize..40,
         m in 1usize..10,
         nth in 1usize..5,
-        which in 0usize..13,
+        which in 0usize..14,
     ) {
         let format = formats()[which];
         let case = Case::new(seed, format, blocks * format.row_multiple(), n, m, 0, 0);
