@@ -309,13 +309,11 @@ pub struct MatMul<'a> {
 }
 
 /// Input rows quantized to 8 bits per value: per row and 32-value block (`row · blocks +
-/// block`), the values, the same plus 128 as unsigned bytes, the scale, and the scale times the
-/// values' sum (for the weights' minimums).
+/// block`), the values, the scale, and the scale times the values' sum (for the weights'
+/// minimums).
 #[derive(Default, Debug)]
 pub(crate) struct Quantized {
     q: Vec<[i8; QK]>,
-    /// `q + 128` as unsigned bytes (`q`'s bits with the top one flipped), held as `i8`s.
-    u: Vec<[i8; QK]>,
     d: Vec<f32>,
     s: Vec<f32>,
     blocks: usize,
@@ -329,7 +327,6 @@ impl Quantized {
         (self.blocks, self.rows) = (blocks, x.rows);
         let len = x.rows * blocks;
         self.q.resize(len, [0; QK]);
-        self.u.resize(len, [0; QK]);
         self.d.resize(len, 0.0);
         self.s.resize(len, 0.0);
         for i in 0..x.rows {
@@ -337,7 +334,6 @@ impl Quantized {
             for (b, values) in row.chunks_exact(QK).enumerate() {
                 let at = i * blocks + b;
                 (self.d[at], self.s[at]) = quantize_block(values, &mut self.q[at]);
-                self.u[at] = self.q[at].map(|q| q ^ i8::MIN);
             }
         }
     }
@@ -992,16 +988,18 @@ mod vector {
     }
 
     /// The four bytes of group `g` (values `4g..4g + 4`) of a quantized input block, in every
-    /// 32-bit lane.
+    /// 32-bit lane; `offset`: each plus 128, as unsigned bytes (the top bits flipped).
     #[inline]
-    fn group(block: &[i8; QK], g: usize) -> m256i {
+    fn group(block: &[i8; QK], g: usize, offset: bool) -> m256i {
         let bytes = [
             block[4 * g],
             block[4 * g + 1],
             block[4 * g + 2],
             block[4 * g + 3],
         ];
-        set_splat_i32_m256i(i32::from_le_bytes(bytes.map(i8::cast_unsigned)))
+        let word = u32::from_le_bytes(bytes.map(i8::cast_unsigned));
+        let word = if offset { word ^ 0x8080_8080 } else { word };
+        set_splat_i32_m256i(word.cast_signed())
     }
 
     /// Input rows `first..first + C` times the strip, per row's eight weight rows: the
@@ -1031,8 +1029,8 @@ mod vector {
                     w
                 };
                 for c in 0..C {
-                    let inputs = if offset { &x.u[at[c]] } else { &x.q[at[c]] };
-                    let v = (group(inputs, g), group(inputs, g + 1));
+                    let inputs = &x.q[at[c]];
+                    let v = (group(inputs, g, offset), group(inputs, g + 1, offset));
                     let (a, s) = operands::<L>(offset, v, w, magnitudes);
                     let sums = if L::SPLIT && g >= 4 {
                         &mut half[c]
@@ -1105,10 +1103,10 @@ mod vector {
         first: usize,
     ) -> [[f32; TILE_W]; C] {
         // The sign trick for every signed type: it costs less than the offset's corrections
-        // when the unpacked weights serve so few input rows. Four of its products stay within
-        // 4 · 32 · 127 for magnitudes up to 32.
+        // when the unpacked weights serve so few input rows. Where the offset's four products
+        // fit 16 bits, the sign trick's (at most 4 · 32 · 127) do too.
         let offset = false;
-        let narrow = !L::SPLIT && (!L::SIGNED || L::MAGNITUDE <= 32);
+        let narrow = Form::<L>::NARROW && !L::SPLIT;
         let none = [0i8; QK];
         let mut acc = [zeroed_m128(); C];
         let mut minimums = [zeroed_m128(); C];

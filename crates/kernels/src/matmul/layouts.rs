@@ -418,6 +418,38 @@ fn k_headers(w: &[&[u8]; TILE_W], b: usize, bytes: usize) -> [[f32; TILE_W]; 4] 
     out
 }
 
+/// The headers of a super-block type with a scale per 16 values (`Q3_K`, `Q6_K`) for blocks `b`
+/// (even) and `b + 1`: the super-block's F16 at byte `d_at` times the integer scales
+/// `scale(super-block, j)` of its 16-value sub-blocks `j = 2 · (b mod 8)` to `j + 3` (exact:
+/// an F16 times an integer of at most 8 bits).
+#[allow(clippy::inline_always)] // as `block_halves`
+#[inline(always)]
+fn split_headers(
+    w: &[&[u8]; TILE_W],
+    b: usize,
+    bytes: usize,
+    d_at: usize,
+    scale: impl Fn(&[u8], usize) -> i8,
+) -> [[f32; TILE_W]; 4] {
+    let at = b / 8 * bytes;
+    let bits: [u16; 8] = std::array::from_fn(|i| {
+        if i < TILE_W {
+            half_at(w[i], at + d_at)
+        } else {
+            0
+        }
+    });
+    let d = f16x8(bits);
+    let mut out = [[0.0f32; TILE_W]; 4];
+    for r in 0..TILE_W {
+        let block = &w[r][at..at + bytes];
+        for (s, out) in out.iter_mut().enumerate() {
+            out[r] = d[r] * f32::from(scale(block, 2 * (b % 8) + s));
+        }
+    }
+    out
+}
+
 #[allow(clippy::cast_possible_wrap)] // nibbles fit an i8
 impl Layout for Q4K {
     const VALUES: usize = 256;
@@ -575,25 +607,9 @@ impl Layout for Q6K {
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
     fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
-        let at = b / 8 * Self::BYTES;
-        let bits: [u16; 8] = std::array::from_fn(|i| {
-            if i < TILE_W {
-                half_at(w[i], at + 208)
-            } else {
-                0
-            }
-        });
-        let d = f16x8(bits);
-        let mut out = [[0.0f32; TILE_W]; 4];
-        for r in 0..TILE_W {
-            // An F16 times an 8-bit integer: exact in F32.
-            let scale = |s: usize| d[r] * f32::from(w[r][at + 192 + 2 * (b % 8) + s].cast_signed());
-            out[0][r] = scale(0);
-            out[1][r] = scale(1);
-            out[2][r] = scale(2);
-            out[3][r] = scale(3);
-        }
-        out
+        split_headers(w, b, Self::BYTES, 208, |block, j| {
+            block[192 + j].cast_signed()
+        })
     }
 
     #[cfg(vector)]
@@ -668,26 +684,9 @@ impl Layout for Q3K {
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
     fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
-        let at = b / 8 * Self::BYTES;
-        let bits: [u16; 8] = std::array::from_fn(|i| {
-            if i < TILE_W {
-                half_at(w[i], at + 108)
-            } else {
-                0
-            }
-        });
-        let d = f16x8(bits);
-        let mut out = [[0.0f32; TILE_W]; 4];
-        for r in 0..TILE_W {
-            // An F16 times a 6-bit integer: exact in F32.
-            let scales = &w[r][at + 96..at + 108];
-            let scale = |s: usize| d[r] * f32::from(Self::scale(scales, 2 * (b % 8) + s));
-            out[0][r] = scale(0);
-            out[1][r] = scale(1);
-            out[2][r] = scale(2);
-            out[3][r] = scale(3);
-        }
-        out
+        split_headers(w, b, Self::BYTES, 108, |block, j| {
+            Self::scale(&block[96..108], j)
+        })
     }
 
     #[cfg(vector)]

@@ -366,16 +366,24 @@ fn the_kernel_matches_the_scalar_definition_bit_for_bit_at_every_level() {
             (4, 1536, 130, 9),
         ] {
             let k = k_for(format, k);
-            let case = Case::new(seed, format, k, n, m, 4, 3);
-            let want = bits(&case.definition());
-            for level in available() {
-                assert_eq!(
-                    bits(&case.run_at(level, 1)),
-                    want,
-                    "{format:?} at {level}: k {k}, n {n}, m {m}"
-                );
-            }
+            matches_the_definition_at_every_level(&Case::new(seed, format, k, n, m, 4, 3));
         }
+    }
+}
+
+/// Every level's outputs for `case`, on one thread, equal the scalar definition's bit for bit.
+fn matches_the_definition_at_every_level(case: &Case) {
+    let want = bits(&case.definition());
+    for level in available() {
+        assert_eq!(
+            bits(&case.run_at(level, 1)),
+            want,
+            "{:?} at {level}: k {}, n {}, m {}",
+            case.format,
+            case.k,
+            case.n,
+            case.m
+        );
     }
 }
 
@@ -387,15 +395,8 @@ fn every_strip_and_tile_height_matches_the_definition_at_every_level() {
         for format in formats() {
             let k = k_for(format, k);
             for (n, m) in [(1, 1), (3, 2), (8, 3), (9, 4), (17, 5), (8, 9)] {
-                let case = Case::new((k * n + m) as u64, format, k, n, m, 0, 0);
-                let want = bits(&case.definition());
-                for level in available() {
-                    assert_eq!(
-                        bits(&case.run_at(level, 1)),
-                        want,
-                        "{format:?} at {level}: k {k}, n {n}, m {m}"
-                    );
-                }
+                let seed = (k * n + m) as u64;
+                matches_the_definition_at_every_level(&Case::new(seed, format, k, n, m, 0, 0));
             }
         }
     }
