@@ -1095,6 +1095,10 @@ mod vector {
     /// then [`reduce`]d to a lane per row. Unpacking a strip costs more than it saves for so
     /// few rows; the integer sums are exact either way, and the float operations are the same
     /// ones in the same order.
+    ///
+    /// The rows are read a unit at a time ([`unit`]): the layouts' readers then see slices
+    /// and block indices the compiler knows, and their checks for blocks past the row fold
+    /// away; only a last odd block goes through them.
     #[allow(clippy::inline_always)] // the decode path's loop, specialised per format and path
     #[inline(always)]
     fn direct<L: Layout, S: Sums, const C: usize>(
@@ -1102,87 +1106,32 @@ mod vector {
         x: &Quantized,
         first: usize,
     ) -> [[f32; TILE_W]; C] {
-        // The sign trick for every signed type: it costs less than the offset's corrections
-        // when the unpacked weights serve so few input rows. Where the offset's four products
-        // fit 16 bits, the sign trick's (at most 4 · 32 · 127) do too.
-        let offset = false;
-        let narrow = Form::<L>::NARROW && !L::SPLIT;
-        let none = [0i8; QK];
         let mut acc = [zeroed_m128(); C];
         let mut minimums = [zeroed_m128(); C];
         let n = x.blocks;
-        for b in (0..n).step_by(2) {
-            for row in w {
-                crate::intrinsics::prefetch(
-                    row.as_ptr()
-                        .wrapping_add(b * L::BYTES / (L::VALUES / QK) + PREFETCH),
-                );
-            }
-            let [d0, m0, d1, m1] = L::headers(w, b, n);
-            let values = [
-                L::pair(w[0], b, n),
-                L::pair(w[1], b, n),
-                L::pair(w[2], b, n),
-                L::pair(w[3], b, n),
-            ];
-            let magnitudes = if L::SIGNED {
-                values.map(|(lo, hi)| (abs_i8_m256i(lo), abs_i8_m256i(hi)))
-            } else {
-                values
-            };
-            for c in 0..C {
-                let inputs = |b: usize| {
-                    if b >= n {
-                        &none
-                    } else {
-                        &x.q[x.at(first + c, b)]
-                    }
-                };
-                let (this, next) = (inputs(b), inputs(b + 1));
-                let half = |input: &[i8; QK], h: usize| -> [i8; 16] {
-                    input[16 * h..16 * h + 16].try_into().expect("16 values")
-                };
-                let v = (
-                    load_unaligned_hi_lo_m256i(&half(next, 0), &half(this, 0)),
-                    load_unaligned_hi_lo_m256i(&half(next, 1), &half(this, 1)),
-                );
-                let mut whole = [zeroed_m256i(); TILE_W];
-                let mut second = [zeroed_m256i(); TILE_W];
-                for r in 0..TILE_W {
-                    let (a, s) = operands::<L>(offset, v, values[r], magnitudes[r]);
-                    if L::SPLIT {
-                        whole[r] = S::dot(zeroed_m256i(), a.0, s.0);
-                        second[r] = S::dot(zeroed_m256i(), a.1, s.1);
-                    } else {
-                        whole[r] = S::both(narrow, zeroed_m256i(), a, s);
-                    }
+        let (blocks, bytes) = unit::<L>();
+        let whole = n / blocks;
+        for u in 0..whole {
+            // Not `w.map`: left out of line, it hides the units' length from the readers.
+            let unit = |r: usize| &w[r][u * bytes..][..bytes];
+            let units = [unit(0), unit(1), unit(2), unit(3)];
+            for j in (0..blocks).step_by(2) {
+                let b = u * blocks + j;
+                for row in w {
+                    crate::intrinsics::prefetch(
+                        row.as_ptr()
+                            .wrapping_add(b * L::BYTES / (L::VALUES / QK) + PREFETCH),
+                    );
                 }
-                let sums = reduce(whole);
-                let seconds = if L::SPLIT {
-                    reduce(second)
-                } else {
-                    zeroed_m256i()
-                };
-                let halves = |r: m256i| {
-                    (
-                        cast_to_m128i_from_m256i(r),
-                        extract_m128i_from_m256i::<1>(r),
-                    )
-                };
-                let (sums, seconds) = (halves(sums), halves(seconds));
-                let blocks = [
-                    (b, (d0, m0), (sums.0, seconds.0)),
-                    (b + 1, (d1, m1), (sums.1, seconds.1)),
-                ];
-                for (block, (d, m), block_sums) in blocks {
-                    if block >= n {
-                        break;
-                    }
-                    let numbers = (m128::from(d), m128::from(m));
-                    let at = x.at(first + c, block);
-                    add_block4::<L>((&mut acc[c], &mut minimums[c]), numbers, x, at, block_sums);
-                }
+                let at = |c: usize| (x.at(first + c, b), Some(x.at(first + c, b + 1)));
+                direct_pair::<L, S, C>(&units, (j, blocks), x, at, (&mut acc, &mut minimums));
             }
+        }
+        if whole * blocks < n {
+            // A last odd block (a 32-value type): the readers give zeros for the one past it.
+            let b = whole * blocks;
+            let at = |c: usize| (x.at(first + c, b), None);
+            direct_pair::<L, S, C>(w, (b, n), x, at, (&mut acc, &mut minimums));
         }
         std::array::from_fn(|c| {
             if L::SIGNED {
@@ -1191,6 +1140,87 @@ mod vector {
                 add_m128(acc[c], minimums[c]).into()
             }
         })
+    }
+
+    /// The blocks a unit of a row holds, and its bytes: two 32-value blocks, or one
+    /// super-block.
+    const fn unit<L: Layout>() -> (usize, usize) {
+        let per_block = L::VALUES / QK;
+        let blocks = if per_block > 2 { per_block } else { 2 };
+        (blocks, blocks / per_block * L::BYTES)
+    }
+
+    /// [`direct`]'s step for blocks `b` (even) and `b + 1` of rows `w` (`(b, blocks)`: the
+    /// index and count the layout's readers take), with input blocks `at(c)` of each input
+    /// row `c` (the second `None` past the row).
+    #[allow(clippy::inline_always)] // the decode path's loop body
+    #[inline(always)]
+    fn direct_pair<L: Layout, S: Sums, const C: usize>(
+        w: &[&[u8]; TILE_W],
+        (b, blocks): (usize, usize),
+        x: &Quantized,
+        at: impl Fn(usize) -> (usize, Option<usize>),
+        (acc, minimums): (&mut [m128; C], &mut [m128; C]),
+    ) {
+        // The sign trick for every signed type: it costs less than the offset's corrections
+        // when the unpacked weights serve so few input rows. Where the offset's four products
+        // fit 16 bits, the sign trick's (at most 4 · 32 · 127) do too.
+        let offset = false;
+        let narrow = Form::<L>::NARROW && !L::SPLIT;
+        let none = [0i8; QK];
+        let [d0, m0, d1, m1] = L::headers(w, b, blocks);
+        let values = [
+            L::pair(w[0], b, blocks),
+            L::pair(w[1], b, blocks),
+            L::pair(w[2], b, blocks),
+            L::pair(w[3], b, blocks),
+        ];
+        let magnitudes = if L::SIGNED {
+            values.map(|(lo, hi)| (abs_i8_m256i(lo), abs_i8_m256i(hi)))
+        } else {
+            values
+        };
+        for c in 0..C {
+            let (this, next) = at(c);
+            let (this, next) = (&x.q[this], next.map_or(&none, |next| &x.q[next]));
+            let half = |input: &[i8; QK], h: usize| -> [i8; 16] {
+                input[16 * h..16 * h + 16].try_into().expect("16 values")
+            };
+            let v = (
+                load_unaligned_hi_lo_m256i(&half(next, 0), &half(this, 0)),
+                load_unaligned_hi_lo_m256i(&half(next, 1), &half(this, 1)),
+            );
+            let mut whole = [zeroed_m256i(); TILE_W];
+            let mut second = [zeroed_m256i(); TILE_W];
+            for r in 0..TILE_W {
+                let (a, s) = operands::<L>(offset, v, values[r], magnitudes[r]);
+                if L::SPLIT {
+                    whole[r] = S::dot(zeroed_m256i(), a.0, s.0);
+                    second[r] = S::dot(zeroed_m256i(), a.1, s.1);
+                } else {
+                    whole[r] = S::both(narrow, zeroed_m256i(), a, s);
+                }
+            }
+            let sums = reduce(whole);
+            let seconds = if L::SPLIT {
+                reduce(second)
+            } else {
+                zeroed_m256i()
+            };
+            let halves = |r: m256i| {
+                (
+                    cast_to_m128i_from_m256i(r),
+                    extract_m128i_from_m256i::<1>(r),
+                )
+            };
+            let (sums, seconds) = (halves(sums), halves(seconds));
+            let (d, m) = ((m128::from(d0), m128::from(m0)), (m128::from(d1), m128::from(m1)));
+            let (this, next) = at(c);
+            add_block4::<L>((&mut acc[c], &mut minimums[c]), d, x, this, (sums.0, seconds.0));
+            if let Some(next) = next {
+                add_block4::<L>((&mut acc[c], &mut minimums[c]), m, x, next, (sums.1, seconds.1));
+            }
+        }
     }
 
     /// The eight weight rows `w` times every input row of `x`, handed to `emit` per input row
