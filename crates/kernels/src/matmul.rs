@@ -877,52 +877,84 @@ mod vector {
         strip.seconds.resize(padded, [0.0; STRIP]);
         strip.corrections.resize(padded, [0; STRIP]);
         strip.second_corrections.resize(padded, [0; STRIP]);
-        let high_bit = set_splat_i8_m256i(-128);
-        for b in (0..blocks).step_by(2) {
-            for row in w {
-                crate::intrinsics::prefetch(
-                    row.as_ptr()
-                        .wrapping_add(b * L::BYTES / (L::VALUES / QK) + PREFETCH),
-                );
-            }
-            let [d0, m0, d1, m1] = headers::<L>(w, b, blocks);
-            (strip.scales[b], strip.seconds[b]) = (d0, m0);
-            (strip.scales[b + 1], strip.seconds[b + 1]) = (d1, m1);
-            let pairs = [
-                L::pair(w[0], b, blocks),
-                L::pair(w[1], b, blocks),
-                L::pair(w[2], b, blocks),
-                L::pair(w[3], b, blocks),
-                L::pair(w[4], b, blocks),
-                L::pair(w[5], b, blocks),
-                L::pair(w[6], b, blocks),
-                L::pair(w[7], b, blocks),
+        // Whole units, then a last odd block, as in [`direct`].
+        let (unit_blocks, bytes) = unit::<L>();
+        let whole = blocks / unit_blocks;
+        for u in 0..whole {
+            let unit = |r: usize| &w[r][u * bytes..][..bytes];
+            let units = [
+                unit(0),
+                unit(1),
+                unit(2),
+                unit(3),
+                unit(4),
+                unit(5),
+                unit(6),
+                unit(7),
             ];
-            // Each row's `lo` holds words 0–3 of block `b` then of `b + 1`, `hi` words 4–7.
-            let lo = transpose(pairs.map(|p| p.0));
-            let hi = transpose(pairs.map(|p| p.1));
-            for (half, block) in [b, b + 1].into_iter().enumerate() {
-                let words: [m256i; 8] = std::array::from_fn(|g| {
-                    if g < 4 {
-                        lo[4 * half + g]
-                    } else {
-                        hi[4 * half + g - 4]
-                    }
-                });
-                for (g, word) in words.iter().enumerate() {
-                    strip.values[8 * block + g] = (*word).into();
+            for j in (0..unit_blocks).step_by(2) {
+                let b = u * unit_blocks + j;
+                for row in w {
+                    crate::intrinsics::prefetch(
+                        row.as_ptr()
+                            .wrapping_add(b * L::BYTES / (L::VALUES / QK) + PREFETCH),
+                    );
                 }
-                if Form::<L>::OFFSET {
-                    let first =
-                        (0..4).fold(zeroed_m256i(), |acc, g| S::dot(acc, high_bit, words[g]));
-                    let second =
-                        (4..8).fold(zeroed_m256i(), |acc, g| S::dot(acc, high_bit, words[g]));
-                    if L::SPLIT {
-                        strip.corrections[block] = first.into();
-                        strip.second_corrections[block] = second.into();
-                    } else {
-                        strip.corrections[block] = add_i32_m256i(first, second).into();
-                    }
+                fill_pair::<L, S>(&units, (j, unit_blocks), b, strip);
+            }
+        }
+        if whole * unit_blocks < blocks {
+            let b = whole * unit_blocks;
+            fill_pair::<L, S>(w, (b, blocks), b, strip);
+        }
+    }
+
+    /// [`fill`]'s step: blocks `b` (even) and `b + 1` of the strip from rows `w` (`(j, count)`:
+    /// the block index and count the layout's readers take).
+    #[allow(clippy::inline_always)] // the fill's loop body
+    #[inline(always)]
+    fn fill_pair<L: Layout, S: Sums>(
+        w: &[&[u8]; STRIP],
+        (j, count): (usize, usize),
+        b: usize,
+        strip: &mut Strip,
+    ) {
+        let high_bit = set_splat_i8_m256i(-128);
+        let [d0, m0, d1, m1] = headers::<L>(w, j, count);
+        (strip.scales[b], strip.seconds[b]) = (d0, m0);
+        (strip.scales[b + 1], strip.seconds[b + 1]) = (d1, m1);
+        let pairs = [
+            L::pair(w[0], j, count),
+            L::pair(w[1], j, count),
+            L::pair(w[2], j, count),
+            L::pair(w[3], j, count),
+            L::pair(w[4], j, count),
+            L::pair(w[5], j, count),
+            L::pair(w[6], j, count),
+            L::pair(w[7], j, count),
+        ];
+        // Each row's `lo` holds words 0–3 of block `b` then of `b + 1`, `hi` words 4–7.
+        let lo = transpose(pairs.map(|p| p.0));
+        let hi = transpose(pairs.map(|p| p.1));
+        for (half, block) in [b, b + 1].into_iter().enumerate() {
+            let words: [m256i; 8] = std::array::from_fn(|g| {
+                if g < 4 {
+                    lo[4 * half + g]
+                } else {
+                    hi[4 * half + g - 4]
+                }
+            });
+            for (g, word) in words.iter().enumerate() {
+                strip.values[8 * block + g] = (*word).into();
+            }
+            if Form::<L>::OFFSET {
+                let first = (0..4).fold(zeroed_m256i(), |acc, g| S::dot(acc, high_bit, words[g]));
+                let second = (4..8).fold(zeroed_m256i(), |acc, g| S::dot(acc, high_bit, words[g]));
+                if L::SPLIT {
+                    strip.corrections[block] = first.into();
+                    strip.second_corrections[block] = second.into();
+                } else {
+                    strip.corrections[block] = add_i32_m256i(first, second).into();
                 }
             }
         }
@@ -1214,11 +1246,26 @@ mod vector {
                 )
             };
             let (sums, seconds) = (halves(sums), halves(seconds));
-            let (d, m) = ((m128::from(d0), m128::from(m0)), (m128::from(d1), m128::from(m1)));
+            let (d, m) = (
+                (m128::from(d0), m128::from(m0)),
+                (m128::from(d1), m128::from(m1)),
+            );
             let (this, next) = at(c);
-            add_block4::<L>((&mut acc[c], &mut minimums[c]), d, x, this, (sums.0, seconds.0));
+            add_block4::<L>(
+                (&mut acc[c], &mut minimums[c]),
+                d,
+                x,
+                this,
+                (sums.0, seconds.0),
+            );
             if let Some(next) = next {
-                add_block4::<L>((&mut acc[c], &mut minimums[c]), m, x, next, (sums.1, seconds.1));
+                add_block4::<L>(
+                    (&mut acc[c], &mut minimums[c]),
+                    m,
+                    x,
+                    next,
+                    (sums.1, seconds.1),
+                );
             }
         }
     }
@@ -1235,13 +1282,17 @@ mod vector {
     ) {
         if x.rows <= DIRECT_ROWS {
             let [a0, a1, a2, a3, b0, b1, b2, b3] = w;
-            let halves = |w: [&[u8]; TILE_W]| match x.rows {
-                1 => direct::<L, S, 1>(&w, x, 0).to_vec(),
-                2 => direct::<L, S, 2>(&w, x, 0).to_vec(),
-                _ => direct::<L, S, DIRECT_ROWS>(&w, x, 0).to_vec(),
+            let halves = |w: [&[u8]; TILE_W]| {
+                let mut out = [[0.0f32; TILE_W]; DIRECT_ROWS];
+                match x.rows {
+                    1 => out[..1].copy_from_slice(&direct::<L, S, 1>(&w, x, 0)),
+                    2 => out[..2].copy_from_slice(&direct::<L, S, 2>(&w, x, 0)),
+                    _ => out = direct::<L, S, DIRECT_ROWS>(&w, x, 0),
+                }
+                out
             };
             let (top, bottom) = (halves([a0, a1, a2, a3]), halves([b0, b1, b2, b3]));
-            for (i, (top, bottom)) in top.into_iter().zip(bottom).enumerate() {
+            for (i, (top, bottom)) in top.into_iter().zip(bottom).take(x.rows).enumerate() {
                 emit(
                     i,
                     std::array::from_fn(|r| {
