@@ -669,7 +669,7 @@ impl MatMul<'_> {
         if count == 1 {
             tile[..1].copy_from_slice(&float_tile::<E, 1>(path, w, [row(0)], self.k));
         } else {
-            tile = float_tile::<E, TILE_X>(path, w, [row(0), row(1)], self.k);
+            tile = float_tile::<E, TILE_X>(path, w, std::array::from_fn(row), self.k);
         }
         tile
     }
@@ -696,7 +696,13 @@ fn float_tile<E: Element, const C: usize>(
         let _ = (path, k);
         floats::accumulate_scalar::<E, C>(w, x)
     };
-    lanes.map(|row| row.map(lane_sum))
+    let mut sums = [[0.0f32; TILE_W]; C];
+    for (sums, lanes) in sums.iter_mut().zip(&lanes) {
+        for (sum, lanes) in sums.iter_mut().zip(lanes) {
+            *sum = lane_sum(*lanes);
+        }
+    }
+    sums
 }
 
 /// Eight F16 values (bits) as F32, exactly.
