@@ -119,6 +119,11 @@ macro_rules! with_layout {
                 type $L = layouts::Q3K;
                 $body
             }
+            Format::Q2_K => {
+                #[allow(dead_code)] // unused where a body needs no type
+                type $L = layouts::Q2K;
+                $body
+            }
         }
     };
 }
@@ -149,6 +154,8 @@ pub enum Format {
     Q6_K,
     /// 3 bits in super-blocks of 256, 6-bit scales per 16.
     Q3_K,
+    /// 2 bits in super-blocks of 256, 4-bit scales and minimums per 16.
+    Q2_K,
     /// IEEE half precision.
     F16,
     /// bfloat16.
@@ -159,7 +166,7 @@ pub enum Format {
 
 impl Format {
     /// Every format: the block formats in ggml's type order, then the floats.
-    pub const ALL: [Format; 14] = [
+    pub const ALL: [Format; 15] = [
         Format::Q4_0,
         Format::Q4_1,
         Format::Q5_0,
@@ -171,6 +178,7 @@ impl Format {
         Format::IQ4_XS,
         Format::Q6_K,
         Format::Q3_K,
+        Format::Q2_K,
         Format::F16,
         Format::BF16,
         Format::F32,
@@ -211,6 +219,7 @@ impl Format {
             Format::IQ4_XS => "iq4_xs",
             Format::Q6_K => "q6_K",
             Format::Q3_K => "q3_K",
+            Format::Q2_K => "q2_K",
             Format::F16 => "f16",
             Format::BF16 => "bf16",
             Format::F32 => "f32",
@@ -310,12 +319,13 @@ pub struct MatMul<'a> {
 
 /// Input rows quantized to 8 bits per value: per row and 32-value block (`row · blocks +
 /// block`), the values, the scale, and the scale times the values' sum (for the weights'
-/// minimums).
+/// minimums), whole and per half (for minimums per 16 values).
 #[derive(Default, Debug)]
 pub(crate) struct Quantized {
     q: Vec<[i8; QK]>,
     d: Vec<f32>,
     s: Vec<f32>,
+    h: Vec<[f32; 2]>,
     blocks: usize,
     rows: usize,
 }
@@ -329,11 +339,12 @@ impl Quantized {
         self.q.resize(len, [0; QK]);
         self.d.resize(len, 0.0);
         self.s.resize(len, 0.0);
+        self.h.resize(len, [0.0; 2]);
         for i in 0..x.rows {
             let row = &x.data[i * x.stride..][..k];
             for (b, values) in row.chunks_exact(QK).enumerate() {
                 let at = i * blocks + b;
-                (self.d[at], self.s[at]) = quantize_block(values, &mut self.q[at]);
+                (self.d[at], self.s[at], self.h[at]) = quantize_block(values, &mut self.q[at]);
             }
         }
     }
@@ -345,9 +356,10 @@ impl Quantized {
     }
 }
 
-/// 32 values to 8 bits with one scale (round to nearest, ties to even); returns the scale
-/// and the scale times the sum of the quantized values.
-fn quantize_block(values: &[f32], q: &mut [i8; QK]) -> (f32, f32) {
+/// 32 values to 8 bits with one scale (round to nearest, ties to even); returns the scale,
+/// the scale times the sum of the quantized values, and the same for each half (values 0–15
+/// and 16–31).
+fn quantize_block(values: &[f32], q: &mut [i8; QK]) -> (f32, f32, [f32; 2]) {
     use wide::f32x8;
     let v: [f32x8; 4] =
         std::array::from_fn(|i| f32x8::new(values[8 * i..8 * i + 8].try_into().expect("a block")));
@@ -360,17 +372,22 @@ fn quantize_block(values: &[f32], q: &mut [i8; QK]) -> (f32, f32) {
     // `round_ties_even() as i32` does; the values are in range by construction
     // (|v · inverse| ≤ 127).
     let rounded = v.map(|v| (v * inverse).round_int());
-    let mut sum = 0i32;
+    let mut sums = [0i32; 2];
     for (i, r) in rounded.iter().enumerate() {
         for (q, r) in q[8 * i..8 * i + 8].iter_mut().zip(r.to_array()) {
             #[allow(clippy::cast_possible_truncation)]
             let r8 = r as i8;
             *q = r8;
-            sum += r;
+            sums[i / 2] += r;
         }
     }
     #[allow(clippy::cast_precision_loss)] // |sum| ≤ 32 · 127
-    (d, d * sum as f32)
+    let scaled = |sum: i32| d * sum as f32;
+    (
+        d,
+        scaled(sums[0] + sums[1]),
+        [scaled(sums[0]), scaled(sums[1])],
+    )
 }
 
 mod floats;
@@ -386,7 +403,8 @@ use layouts::Layout;
 /// product of the two scales, added to one F32 accumulator with one fused multiply-add. A
 /// format with a scale per 16 values (`Q6_K`, [`Layout::SPLIT`]) adds its two halves' sums one
 /// after the other, each with its scale. For a format with minimums, a second chain takes
-/// `m · s` per block (the weights' minimum times the inputs' scaled sum) and is added last.
+/// `m · s` per block (the weights' minimum times the inputs' scaled sum) and is added last;
+/// with minimums per 16 values (`Q2_K`), each half's in turn, times that half's scaled sum.
 ///
 /// A float format's definition is [`floats`]': it reads input row `i` as it is, `raw`.
 #[cfg(test)]
@@ -408,6 +426,12 @@ fn pair_product<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> f32 {
         };
         let values = L::values(w, b);
         let at = x.at(i, b);
+        let [lo0, hi0, lo1, hi1] = L::minimums(&[w; TILE_W], b & !1, x.blocks);
+        let (lo, hi) = if b % 2 == 0 {
+            (lo0[0], hi0[0])
+        } else {
+            (lo1[0], hi1[0])
+        };
         let (q, dx) = (&x.q[at], x.d[at]);
         #[allow(clippy::cast_precision_loss)] // |sum| ≤ 32 · 128 · 127 < 2^24: exact
         let sum = |range: Range<usize>| {
@@ -422,7 +446,10 @@ fn pair_product<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> f32 {
         } else {
             acc = (d * dx).mul_add(sum(0..QK), acc);
         }
-        if !L::SIGNED {
+        if !L::SIGNED && L::SPLIT {
+            minimums = lo.mul_add(x.h[at][0], minimums);
+            minimums = hi.mul_add(x.h[at][1], minimums);
+        } else if !L::SIGNED {
             minimums = m.mul_add(x.s[at], minimums);
         }
     }
@@ -460,6 +487,8 @@ struct Strip {
     corrections: Vec<[i32; STRIP]>,
     /// With split scales, over the second half.
     second_corrections: Vec<[i32; STRIP]>,
+    /// With split scales and minimums, each half's minimum per row.
+    minimums: Vec<[[f32; STRIP]; 2]>,
 }
 
 #[derive(Default)]
@@ -860,8 +889,16 @@ mod vector {
     #[allow(clippy::inline_always)] // in the strip's fill
     #[inline(always)]
     fn headers<L: Layout>(w: &[&[u8]; STRIP], b: usize, blocks: usize) -> [[f32; STRIP]; 4] {
-        let top = L::headers(&[w[0], w[1], w[2], w[3]], b, blocks);
-        let bottom = L::headers(&[w[4], w[5], w[6], w[7]], b, blocks);
+        eight_rows(
+            L::headers(&[w[0], w[1], w[2], w[3]], b, blocks),
+            L::headers(&[w[4], w[5], w[6], w[7]], b, blocks),
+        )
+    }
+
+    /// Four numbers per row of rows 0–3 (`top`) and 4–7 (`bottom`), as eight rows'.
+    #[allow(clippy::inline_always)] // in the strip's fill
+    #[inline(always)]
+    fn eight_rows(top: [[f32; TILE_W]; 4], bottom: [[f32; TILE_W]; 4]) -> [[f32; STRIP]; 4] {
         std::array::from_fn(|h| {
             std::array::from_fn(|r| {
                 if r < TILE_W {
@@ -883,6 +920,7 @@ mod vector {
         strip.seconds.resize(padded, [0.0; STRIP]);
         strip.corrections.resize(padded, [0; STRIP]);
         strip.second_corrections.resize(padded, [0; STRIP]);
+        strip.minimums.resize(padded, [[0.0; STRIP]; 2]);
         // Whole units, then a last odd block, as in [`direct`].
         let (unit_blocks, bytes) = unit::<L>();
         let whole = blocks / unit_blocks;
@@ -929,6 +967,14 @@ mod vector {
         let [d0, m0, d1, m1] = headers::<L>(w, j, count);
         (strip.scales[b], strip.seconds[b]) = (d0, m0);
         (strip.scales[b + 1], strip.seconds[b + 1]) = (d1, m1);
+        if !L::SIGNED && L::SPLIT {
+            let [lo0, hi0, lo1, hi1] = eight_rows(
+                L::minimums(&[w[0], w[1], w[2], w[3]], j, count),
+                L::minimums(&[w[4], w[5], w[6], w[7]], j, count),
+            );
+            strip.minimums[b] = [lo0, hi0];
+            strip.minimums[b + 1] = [lo1, hi1];
+        }
         let pairs = [
             L::pair(w[0], j, count),
             L::pair(w[1], j, count),
@@ -990,13 +1036,14 @@ mod vector {
     }
 
     /// One block's float operations, for eight weight rows (their `(d, second)` numbers per
-    /// lane) and input block `at` of `x`, given the block's exact integer sums `(sum, second
-    /// half's sum)`: the definition's fused multiply-adds, in its order.
+    /// lane, and with split scales and minimums each half's minimum) and input block `at` of
+    /// `x`, given the block's exact integer sums `(sum, second half's sum)`: the definition's
+    /// fused multiply-adds, in its order.
     #[allow(clippy::inline_always)] // in the inner loops
     #[inline(always)]
     fn add_block<L: Layout>(
         (acc, minimums): (&mut m256, &mut m256),
-        (d, second): (m256, m256),
+        (d, second, halves): (m256, m256, (m256, m256)),
         x: &Quantized,
         at: usize,
         (sum, half): (m256i, m256i),
@@ -1010,7 +1057,11 @@ mod vector {
                 *acc,
             );
         }
-        if !L::SIGNED {
+        if !L::SIGNED && L::SPLIT {
+            let [lo, hi] = x.h[at];
+            *minimums = fused_mul_add_m256(halves.0, set_splat_m256(lo), *minimums);
+            *minimums = fused_mul_add_m256(halves.1, set_splat_m256(hi), *minimums);
+        } else if !L::SIGNED {
             *minimums = fused_mul_add_m256(second, set_splat_m256(x.s[at]), *minimums);
         }
     }
@@ -1078,7 +1129,12 @@ mod vector {
                     *sums = S::both(Form::<L>::NARROW, *sums, a, s);
                 }
             }
-            let numbers = (m256::from(strip.scales[b]), m256::from(strip.seconds[b]));
+            let [lo, hi] = strip.minimums[b];
+            let numbers = (
+                m256::from(strip.scales[b]),
+                m256::from(strip.seconds[b]),
+                (m256::from(lo), m256::from(hi)),
+            );
             for c in 0..C {
                 let mut sums = (whole[c], half[c]);
                 if offset {
@@ -1108,7 +1164,7 @@ mod vector {
     #[inline(always)]
     fn add_block4<L: Layout>(
         (acc, minimums): (&mut m128, &mut m128),
-        (d, second): (m128, m128),
+        (d, second, halves): (m128, m128, (m128, m128)),
         x: &Quantized,
         at: usize,
         (sum, half): (m128i, m128i),
@@ -1122,7 +1178,11 @@ mod vector {
                 *acc,
             );
         }
-        if !L::SIGNED {
+        if !L::SIGNED && L::SPLIT {
+            let [lo, hi] = x.h[at];
+            *minimums = fused_mul_add_m128(halves.0, set_splat_m128(lo), *minimums);
+            *minimums = fused_mul_add_m128(halves.1, set_splat_m128(hi), *minimums);
+        } else if !L::SIGNED {
             *minimums = fused_mul_add_m128(second, set_splat_m128(x.s[at]), *minimums);
         }
     }
@@ -1207,6 +1267,11 @@ mod vector {
         let narrow = Form::<L>::NARROW && !L::SPLIT;
         let none = [0i8; QK];
         let [d0, m0, d1, m1] = L::headers(w, b, blocks);
+        let [lo0, hi0, lo1, hi1] = if !L::SIGNED && L::SPLIT {
+            L::minimums(w, b, blocks)
+        } else {
+            [[0.0; TILE_W]; 4]
+        };
         let values = [
             L::pair(w[0], b, blocks),
             L::pair(w[1], b, blocks),
@@ -1252,9 +1317,10 @@ mod vector {
                 )
             };
             let (sums, seconds) = (halves(sums), halves(seconds));
+            let four = m128::from;
             let (d, m) = (
-                (m128::from(d0), m128::from(m0)),
-                (m128::from(d1), m128::from(m1)),
+                (four(d0), four(m0), (four(lo0), four(hi0))),
+                (four(d1), four(m1), (four(lo1), four(hi1))),
             );
             let (this, next) = at(c);
             add_block4::<L>(

@@ -224,6 +224,7 @@ pub(crate) fn kernel_format(t: sys::ggml_type) -> Option<wick_kernels::matmul::F
         sys::GGML_TYPE_IQ4_XS => Format::IQ4_XS,
         sys::GGML_TYPE_Q6_K => Format::Q6_K,
         sys::GGML_TYPE_Q3_K => Format::Q3_K,
+        sys::GGML_TYPE_Q2_K => Format::Q2_K,
         sys::GGML_TYPE_F16 => Format::F16,
         sys::GGML_TYPE_BF16 => Format::BF16,
         sys::GGML_TYPE_F32 => Format::F32,

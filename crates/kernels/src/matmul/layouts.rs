@@ -27,8 +27,9 @@ pub(super) trait Layout {
     const BYTES: usize;
     /// Signed values without minimums, or unsigned ones with them.
     const SIGNED: bool;
-    /// A scale per 16 values (signed types only): [`Layout::headers`]' minimums are then the
-    /// scales of values 16–31.
+    /// A scale per 16 values: [`Layout::headers`]' minimums are then the scales of values
+    /// 16–31, and an unsigned type's minimums (also per 16 values) come from
+    /// [`Layout::minimums`].
     const SPLIT: bool = false;
     /// The largest magnitude of a signed type's values (`|w_j| ≤ MAGNITUDE`): up to 32, the
     /// AVX2 path adds 128 to the inputs instead of moving the weights' signs onto them (see
@@ -42,6 +43,15 @@ pub(super) trait Layout {
     /// (zeros past the row): `(d_b, m_b, d_b+1, m_b+1)`, each per row; minimums are zeros for
     /// the signed types.
     fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4];
+
+    /// With split scales and minimums (an unsigned [`Layout::SPLIT`] type), the minimums of
+    /// blocks `b` (even) and `b + 1` of the rows `w`, per 16 values: block `b`'s values 0–15,
+    /// its 16–31, then block `b + 1`'s, each per row.
+    #[allow(clippy::inline_always)] // as `headers`
+    #[inline(always)]
+    fn minimums(_w: &[&[u8]; TILE_W], _b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
+        [[0.0; TILE_W]; 4]
+    }
 
     /// Blocks `b` and `b + 1` of `row` (zeros past the row) in the inputs' paired layout:
     /// values 0–15 of `b` then of `b + 1`, and values 16–31 of `b` then of `b + 1`.
@@ -709,6 +719,90 @@ impl Layout for Q3K {
     }
 }
 
+/// ggml's `Q2_K`: super-blocks of 256 values (sixteen bytes of scales, 64 bytes of 2-bit
+/// values, F16 `d` and `dmin`); each 16 values' byte of scales holds a 4-bit scale `sc` (low)
+/// and minimum `m` (high), and value `d · sc · q − dmin · m` with `q` from 0 to 3.
+pub(super) struct Q2K;
+
+impl Q2K {
+    /// Where 32-value block `b`'s two bits are within its super-block: the 32 bytes at
+    /// `16 + 32n` (`n` the returned half), shifted down by the returned count.
+    #[inline]
+    fn places(b: usize) -> (usize, u32) {
+        #[allow(clippy::cast_possible_truncation)] // below 8
+        ((b % 8) / 4, 2 * (b % 4) as u32)
+    }
+
+    /// The headers of blocks `b` (even) and `b + 1`: the super-block's F16 at byte `d_at`
+    /// times the 4-bit field of each 16 values' scale byte that `field` picks (exact: an F16
+    /// times an integer below 16), negated for the minimums.
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn numbers(
+        w: &[&[u8]; TILE_W],
+        b: usize,
+        d_at: usize,
+        field: impl Fn(u8) -> u8,
+        sign: f32,
+    ) -> [[f32; TILE_W]; 4] {
+        let at = b / 8 * Self::BYTES;
+        let bits: [u16; 8] = std::array::from_fn(|i| {
+            if i < TILE_W {
+                half_at(w[i], at + d_at)
+            } else {
+                0
+            }
+        });
+        let d = f16x8(bits);
+        let mut out = [[0.0f32; TILE_W]; 4];
+        for r in 0..TILE_W {
+            let scales = &w[r][at..at + 16];
+            for (s, out) in out.iter_mut().enumerate() {
+                out[r] = sign * (d[r] * f32::from(field(scales[2 * (b % 8) + s])));
+            }
+        }
+        out
+    }
+}
+
+impl Layout for Q2K {
+    const VALUES: usize = 256;
+    const BYTES: usize = 84;
+    const SIGNED: bool = false;
+    const SPLIT: bool = true;
+
+    #[allow(clippy::cast_possible_wrap)] // two-bit values fit an i8
+    fn values(row: &[u8], b: usize) -> [i8; QK] {
+        let block = &row[b / 8 * Self::BYTES..];
+        let (n, shift) = Self::places(b);
+        std::array::from_fn(|v| ((block[16 + 32 * n + v] >> shift) & 3) as i8)
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
+        Self::numbers(w, b, 80, |sc| sc & 0x0F, 1.0)
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn minimums(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
+        Self::numbers(w, b, 82, |sc| sc >> 4, -1.0)
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, _blocks: usize) -> (m256i, m256i) {
+        let block = &row[b / 8 * Self::BYTES..];
+        let (n, shift) = Self::places(b);
+        let sixteen = |at: usize| -> [u8; 16] { block[at..at + 16].try_into().expect("16 bytes") };
+        // Block `b + 1` is the next pair of bits of the same bytes.
+        let half = |h: usize| vector::two_bits(sixteen(16 + 32 * n + 16 * h), (shift, shift + 2));
+        (half(0), half(1))
+    }
+}
+
 /// AVX2 unpacking, behind `safe_arch`'s safe API.
 #[cfg(vector)]
 mod vector {
@@ -828,22 +922,31 @@ mod vector {
         high: [u8; 16],
         highs: (u32, u32),
     ) -> m256i {
-        #[allow(clippy::cast_possible_wrap)] // shifts below 8
-        let counts = |(a, b): (u32, u32)| {
-            let (a, b) = (a as i32, b as i32);
-            m256i::from([a, a, a, a, b, b, b, b])
-        };
-        // A byte's bits stay its own under these shifts once masked: at most bit 7 moves to
-        // bit 0, and the bits shifted in from the next byte land above the mask.
-        let low = bitand_m256i(
-            shr_each_u32_m256i(join(low, low), counts(shifts)),
-            set_splat_i8_m256i(3),
-        );
+        let low = two_bits(low, shifts);
         let high = bitand_m256i(
             shr_each_u32_m256i(join(high, high), counts(highs)),
             set_splat_i8_m256i(1),
         );
         minus(bitor_m256i(low, shl_imm_u16_m256i::<2>(high)), 4)
+    }
+
+    /// Per-lane shift counts: `a` for the low 128 bits (block `b`), `b` for the high.
+    #[allow(clippy::cast_possible_wrap)] // shifts below 8
+    fn counts((a, b): (u32, u32)) -> m256i {
+        let (a, b) = (a as i32, b as i32);
+        m256i::from([a, a, a, a, b, b, b, b])
+    }
+
+    /// Two blocks' values of two bits from the same 16 bytes: shifted down by `shifts.0`
+    /// (block `b`, the low lane) and `shifts.1` (block `b + 1`), masked to two bits. A byte's
+    /// bits stay its own under these shifts once masked: at most bit 7 moves to bit 0, and the
+    /// bits shifted in from the next byte land above the mask.
+    #[inline]
+    pub(super) fn two_bits(bytes: [u8; 16], shifts: (u32, u32)) -> m256i {
+        bitand_m256i(
+            shr_each_u32_m256i(join(bytes, bytes), counts(shifts)),
+            set_splat_i8_m256i(3),
+        )
     }
 
     /// Two `Q6_K` blocks' 16 values (of one half) as signed values: low nibbles of `ql`

@@ -162,6 +162,7 @@ impl Case {
 fn halves(format: Format) -> &'static [usize] {
     match format {
         Format::Q4_1 | Format::Q5_1 | Format::Q4_K | Format::Q5_K => &[0, 2],
+        Format::Q2_K => &[80, 82],
         Format::Q6_K => &[208],
         Format::Q3_K => &[108],
         Format::F16 | Format::BF16 | Format::F32 => &[],
@@ -321,6 +322,27 @@ fn dequantize(format: Format, x: &[u8], y: &mut [f64]) {
                 q += 32;
             }
         }
+        Format::Q2_K => {
+            // ggml's `dequantize_row_q2_K`.
+            let (d, min) = (f16(80), f16(82));
+            let (mut q, mut y0, mut is) = (16usize, 0usize, 0usize);
+            for _ in 0..2 {
+                let mut shift = 0;
+                for _ in 0..4 {
+                    for half in 0..2 {
+                        let sc = x[is];
+                        is += 1;
+                        let (dl, ml) = (d * f64::from(sc & 0xF), min * f64::from(sc >> 4));
+                        for l in 0..16 {
+                            y[y0] = dl * f64::from((x[q + 16 * half + l] >> shift) & 3) - ml;
+                            y0 += 1;
+                        }
+                    }
+                    shift += 2;
+                }
+                q += 32;
+            }
+        }
         Format::IQ4_XS => {
             let d = f16(0);
             let scales_h = u16::from_le_bytes([x[2], x[3]]);
@@ -339,7 +361,7 @@ fn dequantize(format: Format, x: &[u8], y: &mut [f64]) {
 }
 
 /// Every format.
-fn formats() -> [Format; 14] {
+fn formats() -> [Format; 15] {
     Format::ALL
 }
 
@@ -549,10 +571,12 @@ fn quantizing_rounds_to_the_nearest_step() {
     values[0] = 127.0;
     values[1] = -63.5; // a tie: to even
     values[2] = 0.4;
+    values[16] = 5.0;
     let mut q = [0i8; QK];
-    let (d, s) = quantize_block(&values, &mut q);
-    assert_eq!((d, q[0], q[1], q[2]), (1.0, 127, -64, 0));
-    assert_eq!(s, 63.0);
+    let (d, s, halves) = quantize_block(&values, &mut q);
+    assert_eq!((d, q[0], q[1], q[2], q[16]), (1.0, 127, -64, 0, 5));
+    assert_eq!(s, 68.0);
+    assert_eq!(halves, [63.0, 5.0]);
 }
 
 proptest! {
@@ -565,7 +589,7 @@ proptest! {
         n in 1usize..40,
         m in 1usize..10,
         nth in 1usize..5,
-        which in 0usize..14,
+        which in 0usize..15,
     ) {
         let format = formats()[which];
         let case = Case::new(seed, format, blocks * format.row_multiple(), n, m, 0, 0);
