@@ -317,15 +317,24 @@ pub struct MatMul<'a> {
     pub x: Inputs<'a>,
 }
 
-/// Input rows quantized to 8 bits per value: per row and 32-value block (`row · blocks +
-/// block`), the values, the scale, and the scale times the values' sum (for the weights'
-/// minimums), whole and per half (for minimums per 16 values).
+/// One quantized 32-value input block: the values, the scale, the scale times the values'
+/// sum (for the weights' minimums), whole and per half (for minimums per 16 values), and the
+/// values' sum per half (for the biased types' exact sums). One record, so the kernel's loops
+/// index (and check) once per block.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Block {
+    q: [i8; QK],
+    d: f32,
+    s: f32,
+    h: [f32; 2],
+    n: [i32; 2],
+}
+
+/// Input rows quantized to 8 bits per value: a [`Block`] per row and 32-value block, row by
+/// row (`row · blocks + block`).
 #[derive(Default, Debug)]
 pub(crate) struct Quantized {
-    q: Vec<[i8; QK]>,
-    d: Vec<f32>,
-    s: Vec<f32>,
-    h: Vec<[f32; 2]>,
+    data: Vec<Block>,
     blocks: usize,
     rows: usize,
 }
@@ -335,17 +344,22 @@ impl Quantized {
     pub(crate) fn of(&mut self, x: Inputs<'_>, k: usize) {
         let blocks = k / QK;
         (self.blocks, self.rows) = (blocks, x.rows);
-        let len = x.rows * blocks;
-        self.q.resize(len, [0; QK]);
-        self.d.resize(len, 0.0);
-        self.s.resize(len, 0.0);
-        self.h.resize(len, [0.0; 2]);
+        self.data.clear();
         for i in 0..x.rows {
             let row = &x.data[i * x.stride..][..k];
-            for (b, values) in row.chunks_exact(QK).enumerate() {
-                let at = i * blocks + b;
-                (self.d[at], self.s[at], self.h[at]) = quantize_block(values, &mut self.q[at]);
-            }
+            self.data.extend(row.chunks_exact(QK).map(|values| {
+                let mut q = [0; QK];
+                let (d, n) = quantize_block(values, &mut q);
+                #[allow(clippy::cast_precision_loss)] // |sum| ≤ 32 · 127
+                let scaled = |sum: i32| d * sum as f32;
+                Block {
+                    q,
+                    d,
+                    s: scaled(n[0] + n[1]),
+                    h: n.map(scaled),
+                    n,
+                }
+            }));
         }
     }
 
@@ -354,12 +368,17 @@ impl Quantized {
     fn at(&self, i: usize, b: usize) -> usize {
         i * self.blocks + b
     }
+
+    /// Row `i`'s blocks.
+    #[inline]
+    fn row(&self, i: usize) -> &[Block] {
+        &self.data[i * self.blocks..][..self.blocks]
+    }
 }
 
-/// 32 values to 8 bits with one scale (round to nearest, ties to even); returns the scale,
-/// the scale times the sum of the quantized values, and the same for each half (values 0–15
-/// and 16–31).
-fn quantize_block(values: &[f32], q: &mut [i8; QK]) -> (f32, f32, [f32; 2]) {
+/// 32 values to 8 bits with one scale (round to nearest, ties to even); returns the scale and
+/// the sums of the quantized values 0–15 and 16–31.
+fn quantize_block(values: &[f32], q: &mut [i8; QK]) -> (f32, [i32; 2]) {
     use wide::f32x8;
     let v: [f32x8; 4] =
         std::array::from_fn(|i| f32x8::new(values[8 * i..8 * i + 8].try_into().expect("a block")));
@@ -381,13 +400,7 @@ fn quantize_block(values: &[f32], q: &mut [i8; QK]) -> (f32, f32, [f32; 2]) {
             sums[i / 2] += r;
         }
     }
-    #[allow(clippy::cast_precision_loss)] // |sum| ≤ 32 · 127
-    let scaled = |sum: i32| d * sum as f32;
-    (
-        d,
-        scaled(sums[0] + sums[1]),
-        [scaled(sums[0]), scaled(sums[1])],
-    )
+    (d, sums)
 }
 
 mod floats;
@@ -425,14 +438,14 @@ fn pair_product<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> f32 {
             (d1[0], m1[0])
         };
         let values = L::values(w, b);
-        let at = x.at(i, b);
+        let block = &x.data[x.at(i, b)];
         let [lo0, hi0, lo1, hi1] = L::minimums(&[w; TILE_W], b & !1, x.blocks);
         let (lo, hi) = if b % 2 == 0 {
             (lo0[0], hi0[0])
         } else {
             (lo1[0], hi1[0])
         };
-        let (q, dx) = (&x.q[at], x.d[at]);
+        let (q, dx) = (&block.q, block.d);
         #[allow(clippy::cast_precision_loss)] // |sum| ≤ 32 · 128 · 127 < 2^24: exact
         let sum = |range: Range<usize>| {
             range
@@ -447,10 +460,10 @@ fn pair_product<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> f32 {
             acc = (d * dx).mul_add(sum(0..QK), acc);
         }
         if !L::SIGNED && L::SPLIT {
-            minimums = lo.mul_add(x.h[at][0], minimums);
-            minimums = hi.mul_add(x.h[at][1], minimums);
+            minimums = lo.mul_add(block.h[0], minimums);
+            minimums = hi.mul_add(block.h[1], minimums);
         } else if !L::SIGNED {
-            minimums = m.mul_add(x.s[at], minimums);
+            minimums = m.mul_add(block.s, minimums);
         }
     }
     if L::SIGNED {
@@ -477,16 +490,13 @@ fn share(n: usize, ith: usize, nth: usize) -> Range<usize> {
 /// [`STRIP`] weight rows of a block format, unpacked for the vector paths: per 32-value block
 /// `b`, eight registers `values[8b + g]` holding values `4g..4g + 4` of each row (row `r` at
 /// bytes `4r..4r + 4`), then per block each row's scale, second number (its minimum, or with
-/// split scales the second half's scale) and, for the offset form, the integer corrections.
+/// split scales the second half's scale) and, with split scales and minimums, both halves'
+/// minimums.
 #[derive(Default)]
 struct Strip {
     values: Vec<[i8; QK]>,
     scales: Vec<[f32; STRIP]>,
     seconds: Vec<[f32; STRIP]>,
-    /// `128 · Σ w` per row over the block (with split scales, over its first half).
-    corrections: Vec<[i32; STRIP]>,
-    /// With split scales, over the second half.
-    second_corrections: Vec<[i32; STRIP]>,
     /// With split scales and minimums, each half's minimum per row.
     minimums: Vec<[[f32; STRIP]; 2]>,
 }
@@ -753,13 +763,15 @@ mod vector {
         extract_m128i_from_m256i, fused_mul_add_m128, fused_mul_add_m256,
         load_unaligned_hi_lo_m256i, load_unaligned_m256i, m128, m128i, m256, m256i,
         mul_i16_horizontal_add_m256i, mul_m128, mul_m256, mul_u8i8_add_horizontal_saturating_m256i,
-        set_splat_i16_m256i, set_splat_i32_m256i, set_splat_i8_m256i, set_splat_m128,
-        set_splat_m256, shuffle_abi_i128z_all_m256i, sign_apply_i8_m256i, sub_i32_m256i,
-        unpack_high_i32_m256i, unpack_high_i64_m256i, unpack_low_i32_m256i, unpack_low_i64_m256i,
-        zeroed_m128, zeroed_m256, zeroed_m256i,
+        set_splat_i16_m256i, set_splat_i32_m128i, set_splat_i32_m256i, set_splat_m128,
+        set_splat_m256, shuffle_abi_i128z_all_m256i, sign_apply_i8_m256i, sub_i32_m128i,
+        sub_i32_m256i, unpack_high_i32_m256i, unpack_high_i64_m256i, unpack_low_i32_m256i,
+        unpack_low_i64_m256i, zeroed_m128, zeroed_m256, zeroed_m256i,
     };
 
-    use super::{Layout, Quantized, Strip, DIRECT_ROWS, PREFETCH, QK, STRIP, STRIP_X, TILE_W};
+    use super::{
+        Block, Layout, Quantized, Strip, DIRECT_ROWS, PREFETCH, QK, STRIP, STRIP_X, TILE_W,
+    };
 
     /// `acc` plus, per 32-bit lane, the exact sum of its four products of `a`'s unsigned
     /// bytes with `b`'s signed ones, where no pair of products passes 32,767 (the callers'
@@ -837,16 +849,40 @@ mod vector {
     struct Form<L>(std::marker::PhantomData<L>);
 
     impl<L: Layout> Form<L> {
-        /// Signed values of magnitude at most 32 ([`Layout::MAGNITUDE`]): the inputs plus 128
-        /// (unsigned bytes) times the weights, less 128 times the weights' sum (the strip's
-        /// corrections). A pair of products stays within 2 · 255 · 32 = 16,320. Larger signed
-        /// values move their signs onto the inputs instead (the sign trick: `|w|` times `x`
-        /// with `w`'s sign, at most 2 · 128 · 127 = 32,512 per pair). Unsigned values (below
-        /// 32) multiply the inputs as they are: at most 2 · 31 · 128 per pair.
-        const OFFSET: bool = L::SIGNED && L::MAGNITUDE <= 32;
-        /// Whether four products fit 16 bits as well: offset values (4 · 255 · 32 = 32,640)
-        /// and unsigned ones (4 · 31 · 128).
-        const NARROW: bool = !L::SIGNED || Self::OFFSET;
+        /// Signed values stored with a bias ([`Layout::BIAS`]: `w = u − BIAS`, `u` from 0 to
+        /// 63): `u` (unsigned bytes) times the inputs, less `BIAS` times the inputs' sum (kept
+        /// by [`Quantized`]). A pair of products stays within 2 · 63 · 127 = 16,002. Other
+        /// signed values move their signs onto the inputs (the sign trick: `|w|` times `x` with
+        /// `w`'s sign, at most 2 · 128 · 127 = 32,512 per pair). Unsigned values (below 32)
+        /// multiply the inputs as they are: at most 2 · 31 · 127 per pair.
+        const BIASED: bool = L::SIGNED && L::BIAS > 0;
+        /// Whether four products fit 16 bits as well: biased values (4 · 63 · 127 = 32,004)
+        /// and unsigned ones (4 · 31 · 127).
+        const NARROW: bool = !L::SIGNED || Self::BIASED;
+
+        /// Exact sums `sums` with input block `x` (the whole block's, or with split scales
+        /// each half's) less the bias times the inputs' sums, for a biased type.
+        #[inline]
+        fn unbiased(x: &Block, sums: (i32, i32)) -> (i32, i32) {
+            if !Self::BIASED {
+                return sums;
+            }
+            let bias = i32::from(L::BIAS);
+            let [first, second] = x.n;
+            if L::SPLIT {
+                (sums.0 - bias * first, sums.1 - bias * second)
+            } else {
+                (sums.0 - bias * (first + second), sums.1)
+            }
+        }
+
+        /// [`Form::unbiased`]'s corrections for a register of sums: `(bias times the inputs'
+        /// sum of the block, or of its first half; of its second half)`.
+        #[inline]
+        fn corrections(x: &Block) -> (i32, i32) {
+            let (a, b) = Self::unbiased(x, (0, 0));
+            (-a, -b)
+        }
     }
 
     /// Row `r`'s eight 32-bit words of `rows` as the eight rows' word `k` in register `k`: an
@@ -918,8 +954,6 @@ mod vector {
         strip.values.resize(padded * 8, [0; QK]);
         strip.scales.resize(padded, [0.0; STRIP]);
         strip.seconds.resize(padded, [0.0; STRIP]);
-        strip.corrections.resize(padded, [0; STRIP]);
-        strip.second_corrections.resize(padded, [0; STRIP]);
         strip.minimums.resize(padded, [[0.0; STRIP]; 2]);
         // Whole units, then a last odd block, as in [`direct`].
         let (unit_blocks, bytes) = unit::<L>();
@@ -963,7 +997,6 @@ mod vector {
         b: usize,
         strip: &mut Strip,
     ) {
-        let high_bit = set_splat_i8_m256i(-128);
         let [d0, m0, d1, m1] = headers::<L>(w, j, count);
         (strip.scales[b], strip.seconds[b]) = (d0, m0);
         (strip.scales[b + 1], strip.seconds[b + 1]) = (d1, m1);
@@ -999,33 +1032,19 @@ mod vector {
             for (g, word) in words.iter().enumerate() {
                 strip.values[8 * block + g] = (*word).into();
             }
-            if Form::<L>::OFFSET {
-                let first = (0..4).fold(zeroed_m256i(), |acc, g| S::dot(acc, high_bit, words[g]));
-                let second = (4..8).fold(zeroed_m256i(), |acc, g| S::dot(acc, high_bit, words[g]));
-                if L::SPLIT {
-                    strip.corrections[block] = first.into();
-                    strip.second_corrections[block] = second.into();
-                } else {
-                    strip.corrections[block] = add_i32_m256i(first, second).into();
-                }
-            }
         }
     }
 
-    /// Each product's `(unsigned, signed)` operands for input bytes `v` (the inputs plus 128
-    /// for the offset form) and weight values `w` (`magnitudes`: their magnitudes, for the sign
-    /// trick), per [`Form`].
+    /// Each product's `(unsigned, signed)` operands for input bytes `v` and weight values `w`
+    /// (`magnitudes`: their magnitudes, for the sign trick), per [`Form`].
     #[allow(clippy::inline_always)] // in the inner loops
     #[inline(always)]
     fn operands<L: Layout>(
-        offset: bool,
         v: (m256i, m256i),
         w: (m256i, m256i),
         magnitudes: (m256i, m256i),
     ) -> ((m256i, m256i), (m256i, m256i)) {
-        if offset {
-            (v, w)
-        } else if L::SIGNED {
+        if L::SIGNED && !Form::<L>::BIASED {
             (
                 magnitudes,
                 (sign_apply_i8_m256i(v.0, w.0), sign_apply_i8_m256i(v.1, w.1)),
@@ -1044,11 +1063,10 @@ mod vector {
     fn add_block<L: Layout>(
         (acc, minimums): (&mut m256, &mut m256),
         (d, second, halves): (m256, m256, (m256, m256)),
-        x: &Quantized,
-        at: usize,
+        x: &Block,
         (sum, half): (m256i, m256i),
     ) {
-        let dx = set_splat_m256(x.d[at]);
+        let dx = set_splat_m256(x.d);
         *acc = fused_mul_add_m256(mul_m256(d, dx), convert_to_m256_from_i32_m256i(sum), *acc);
         if L::SPLIT {
             *acc = fused_mul_add_m256(
@@ -1058,11 +1076,11 @@ mod vector {
             );
         }
         if !L::SIGNED && L::SPLIT {
-            let [lo, hi] = x.h[at];
+            let [lo, hi] = x.h;
             *minimums = fused_mul_add_m256(halves.0, set_splat_m256(lo), *minimums);
             *minimums = fused_mul_add_m256(halves.1, set_splat_m256(hi), *minimums);
         } else if !L::SIGNED {
-            *minimums = fused_mul_add_m256(second, set_splat_m256(x.s[at]), *minimums);
+            *minimums = fused_mul_add_m256(second, set_splat_m256(x.s), *minimums);
         }
     }
 
@@ -1077,18 +1095,16 @@ mod vector {
     }
 
     /// The four bytes of group `g` (values `4g..4g + 4`) of a quantized input block, in every
-    /// 32-bit lane; `offset`: each plus 128, as unsigned bytes (the top bits flipped).
+    /// 32-bit lane.
     #[inline]
-    fn group(block: &[i8; QK], g: usize, offset: bool) -> m256i {
+    fn group(block: &[i8; QK], g: usize) -> m256i {
         let bytes = [
             block[4 * g],
             block[4 * g + 1],
             block[4 * g + 2],
             block[4 * g + 3],
         ];
-        let word = u32::from_le_bytes(bytes.map(i8::cast_unsigned));
-        let word = if offset { word ^ 0x8080_8080 } else { word };
-        set_splat_i32_m256i(word.cast_signed())
+        set_splat_i32_m256i(i32::from_le_bytes(bytes.map(i8::cast_unsigned)))
     }
 
     /// Input rows `first..first + C` times the strip, per row's eight weight rows: the
@@ -1100,11 +1116,10 @@ mod vector {
         x: &Quantized,
         first: usize,
     ) -> [[f32; STRIP]; C] {
-        let offset = Form::<L>::OFFSET;
         let mut acc = [zeroed_m256(); C];
         let mut minimums = [zeroed_m256(); C];
         for b in 0..x.blocks {
-            let at: [usize; C] = std::array::from_fn(|c| x.at(first + c, b));
+            let blocks: [&Block; C] = std::array::from_fn(|c| &x.data[x.at(first + c, b)]);
             let mut whole = [zeroed_m256i(); C];
             let mut half = [zeroed_m256i(); C];
             for g in (0..8).step_by(2) {
@@ -1112,15 +1127,15 @@ mod vector {
                     load_unaligned_m256i(&strip.values[8 * b + g]),
                     load_unaligned_m256i(&strip.values[8 * b + g + 1]),
                 );
-                let magnitudes = if L::SIGNED && !offset {
+                let magnitudes = if L::SIGNED && !Form::<L>::BIASED {
                     (abs_i8_m256i(w.0), abs_i8_m256i(w.1))
                 } else {
                     w
                 };
                 for c in 0..C {
-                    let inputs = &x.q[at[c]];
-                    let v = (group(inputs, g, offset), group(inputs, g + 1, offset));
-                    let (a, s) = operands::<L>(offset, v, w, magnitudes);
+                    let inputs = &blocks[c].q;
+                    let v = (group(inputs, g), group(inputs, g + 1));
+                    let (a, s) = operands::<L>(v, w, magnitudes);
                     let sums = if L::SPLIT && g >= 4 {
                         &mut half[c]
                     } else {
@@ -1137,11 +1152,12 @@ mod vector {
             );
             for c in 0..C {
                 let mut sums = (whole[c], half[c]);
-                if offset {
-                    sums.0 = sub_i32_m256i(sums.0, m256i::from(strip.corrections[b]));
-                    sums.1 = sub_i32_m256i(sums.1, m256i::from(strip.second_corrections[b]));
+                if Form::<L>::BIASED {
+                    let (first, second) = Form::<L>::corrections(blocks[c]);
+                    sums.0 = sub_i32_m256i(sums.0, set_splat_i32_m256i(first));
+                    sums.1 = sub_i32_m256i(sums.1, set_splat_i32_m256i(second));
                 }
-                add_block::<L>((&mut acc[c], &mut minimums[c]), numbers, x, at[c], sums);
+                add_block::<L>((&mut acc[c], &mut minimums[c]), numbers, blocks[c], sums);
             }
         }
         std::array::from_fn(|c| finish::<L>(acc[c], minimums[c]))
@@ -1165,11 +1181,10 @@ mod vector {
     fn add_block4<L: Layout>(
         (acc, minimums): (&mut m128, &mut m128),
         (d, second, halves): (m128, m128, (m128, m128)),
-        x: &Quantized,
-        at: usize,
+        x: &Block,
         (sum, half): (m128i, m128i),
     ) {
-        let dx = set_splat_m128(x.d[at]);
+        let dx = set_splat_m128(x.d);
         *acc = fused_mul_add_m128(mul_m128(d, dx), convert_to_m128_from_i32_m128i(sum), *acc);
         if L::SPLIT {
             *acc = fused_mul_add_m128(
@@ -1179,11 +1194,11 @@ mod vector {
             );
         }
         if !L::SIGNED && L::SPLIT {
-            let [lo, hi] = x.h[at];
+            let [lo, hi] = x.h;
             *minimums = fused_mul_add_m128(halves.0, set_splat_m128(lo), *minimums);
             *minimums = fused_mul_add_m128(halves.1, set_splat_m128(hi), *minimums);
         } else if !L::SIGNED {
-            *minimums = fused_mul_add_m128(second, set_splat_m128(x.s[at]), *minimums);
+            *minimums = fused_mul_add_m128(second, set_splat_m128(x.s), *minimums);
         }
     }
 
@@ -1209,10 +1224,18 @@ mod vector {
         let n = x.blocks;
         let (blocks, bytes) = unit::<L>();
         let whole = n / blocks;
+        let mut rows: [&[Block]; C] = [&[]; C];
+        for (c, row) in rows.iter_mut().enumerate() {
+            *row = x.row(first + c);
+        }
         for u in 0..whole {
             // Not `w.map`: left out of line, it hides the units' length from the readers.
             let unit = |r: usize| &w[r][u * bytes..][..bytes];
             let units = [unit(0), unit(1), unit(2), unit(3)];
+            let mut inputs: [&[Block]; C] = [&[]; C];
+            for (inputs, row) in inputs.iter_mut().zip(&rows) {
+                *inputs = &row[u * blocks..][..blocks];
+            }
             for j in (0..blocks).step_by(2) {
                 let b = u * blocks + j;
                 for row in w {
@@ -1221,15 +1244,15 @@ mod vector {
                             .wrapping_add(b * L::BYTES / (L::VALUES / QK) + PREFETCH),
                     );
                 }
-                let at = |c: usize| (x.at(first + c, b), Some(x.at(first + c, b + 1)));
-                direct_pair::<L, S, C>(&units, (j, blocks), x, at, (&mut acc, &mut minimums));
+                let x = |c: usize| (&inputs[c][j], Some(&inputs[c][j + 1]));
+                direct_pair::<L, S, C>(&units, (j, blocks), x, (&mut acc, &mut minimums));
             }
         }
         if whole * blocks < n {
             // A last odd block (a 32-value type): the readers give zeros for the one past it.
             let b = whole * blocks;
-            let at = |c: usize| (x.at(first + c, b), None);
-            direct_pair::<L, S, C>(w, (b, n), x, at, (&mut acc, &mut minimums));
+            let x = |c: usize| (&rows[c][b], None);
+            direct_pair::<L, S, C>(w, (b, n), x, (&mut acc, &mut minimums));
         }
         std::array::from_fn(|c| {
             if L::SIGNED {
@@ -1249,21 +1272,16 @@ mod vector {
     }
 
     /// [`direct`]'s step for blocks `b` (even) and `b + 1` of rows `w` (`(b, blocks)`: the
-    /// index and count the layout's readers take), with input blocks `at(c)` of each input
+    /// index and count the layout's readers take), with the input blocks `x(c)` of each input
     /// row `c` (the second `None` past the row).
     #[allow(clippy::inline_always)] // the decode path's loop body
     #[inline(always)]
-    fn direct_pair<L: Layout, S: Sums, const C: usize>(
+    fn direct_pair<'a, L: Layout, S: Sums, const C: usize>(
         w: &[&[u8]; TILE_W],
         (b, blocks): (usize, usize),
-        x: &Quantized,
-        at: impl Fn(usize) -> (usize, Option<usize>),
+        x: impl Fn(usize) -> (&'a Block, Option<&'a Block>),
         (acc, minimums): (&mut [m128; C], &mut [m128; C]),
     ) {
-        // The sign trick for every signed type: it costs less than the offset's corrections
-        // when the unpacked weights serve so few input rows. Where the offset's four products
-        // fit 16 bits, the sign trick's (at most 4 · 32 · 127) do too.
-        let offset = false;
         let narrow = Form::<L>::NARROW && !L::SPLIT;
         let none = [0i8; QK];
         let [d0, m0, d1, m1] = L::headers(w, b, blocks);
@@ -1278,14 +1296,14 @@ mod vector {
             L::pair(w[2], b, blocks),
             L::pair(w[3], b, blocks),
         ];
-        let magnitudes = if L::SIGNED {
+        let magnitudes = if L::SIGNED && !Form::<L>::BIASED {
             values.map(|(lo, hi)| (abs_i8_m256i(lo), abs_i8_m256i(hi)))
         } else {
             values
         };
         for c in 0..C {
-            let (this, next) = at(c);
-            let (this, next) = (&x.q[this], next.map_or(&none, |next| &x.q[next]));
+            let (this_block, next_block) = x(c);
+            let (this, next) = (&this_block.q, next_block.map_or(&none, |next| &next.q));
             let half = |input: &[i8; QK], h: usize| -> [i8; 16] {
                 input[16 * h..16 * h + 16].try_into().expect("16 values")
             };
@@ -1296,7 +1314,7 @@ mod vector {
             let mut whole = [zeroed_m256i(); TILE_W];
             let mut second = [zeroed_m256i(); TILE_W];
             for r in 0..TILE_W {
-                let (a, s) = operands::<L>(offset, v, values[r], magnitudes[r]);
+                let (a, s) = operands::<L>(v, values[r], magnitudes[r]);
                 if L::SPLIT {
                     whole[r] = S::dot(zeroed_m256i(), a.0, s.0);
                     second[r] = S::dot(zeroed_m256i(), a.1, s.1);
@@ -1322,21 +1340,28 @@ mod vector {
                 (four(d0), four(m0), (four(lo0), four(hi0))),
                 (four(d1), four(m1), (four(lo1), four(hi1))),
             );
-            let (this, next) = at(c);
+            let unbiased = |x: &Block, sums: (m128i, m128i)| {
+                if !Form::<L>::BIASED {
+                    return sums;
+                }
+                let (first, second) = Form::<L>::corrections(x);
+                (
+                    sub_i32_m128i(sums.0, set_splat_i32_m128i(first)),
+                    sub_i32_m128i(sums.1, set_splat_i32_m128i(second)),
+                )
+            };
             add_block4::<L>(
                 (&mut acc[c], &mut minimums[c]),
                 d,
-                x,
-                this,
-                (sums.0, seconds.0),
+                this_block,
+                unbiased(this_block, (sums.0, seconds.0)),
             );
-            if let Some(next) = next {
+            if let Some(next) = next_block {
                 add_block4::<L>(
                     (&mut acc[c], &mut minimums[c]),
                     m,
-                    x,
                     next,
-                    (sums.1, seconds.1),
+                    unbiased(next, (sums.1, seconds.1)),
                 );
             }
         }

@@ -31,10 +31,11 @@ pub(super) trait Layout {
     /// 16–31, and an unsigned type's minimums (also per 16 values) come from
     /// [`Layout::minimums`].
     const SPLIT: bool = false;
-    /// The largest magnitude of a signed type's values (`|w_j| ≤ MAGNITUDE`): up to 32, the
-    /// AVX2 path adds 128 to the inputs instead of moving the weights' signs onto them (see
-    /// the kernel's `vector` module), which the bound keeps exact.
-    const MAGNITUDE: u8 = 128;
+    /// A signed type stored with a bias: values `w_j = u_j − BIAS` with `u_j` from 0 to 63.
+    /// [`Layout::pair`] then gives `u_j`, which the vector paths multiply as unsigned bytes
+    /// and correct by `BIAS` times the inputs' sum (see the kernel's `vector` module); 0: it
+    /// gives `w_j`.
+    const BIAS: u8 = 0;
 
     /// 32-value block `b`'s values `w_j` (or `u_j`), in value order (scalar code).
     fn values(row: &[u8], b: usize) -> [i8; QK];
@@ -174,7 +175,7 @@ impl Layout for Q40 {
     const VALUES: usize = QK;
     const BYTES: usize = 18;
     const SIGNED: bool = true;
-    const MAGNITUDE: u8 = 8;
+    const BIAS: u8 = 8;
 
     fn values(row: &[u8], b: usize) -> [i8; QK] {
         let qs = &row[b * Self::BYTES + 2..];
@@ -192,7 +193,7 @@ impl Layout for Q40 {
     #[inline(always)]
     fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i) {
         let (lo, hi) = nibble_pair(row, b, blocks, Self::BYTES, 2);
-        (vector::minus(lo, 8), vector::minus(hi, 8))
+        (lo, hi) // the nibbles: values plus `BIAS`
     }
 }
 
@@ -258,7 +259,7 @@ impl Layout for Q50 {
     const VALUES: usize = QK;
     const BYTES: usize = 22;
     const SIGNED: bool = true;
-    const MAGNITUDE: u8 = 16;
+    const BIAS: u8 = 16;
 
     fn values(row: &[u8], b: usize) -> [i8; QK] {
         let qh = word(row, b, b + 1, Self::BYTES, 2);
@@ -282,8 +283,8 @@ impl Layout for Q50 {
             word(row, b + 1, blocks, Self::BYTES, 2),
         );
         (
-            vector::minus(safe_arch::bitor_m256i(lo, bits_lo), 16),
-            vector::minus(safe_arch::bitor_m256i(hi, bits_hi), 16),
+            safe_arch::bitor_m256i(lo, bits_lo),
+            safe_arch::bitor_m256i(hi, bits_hi),
         )
     }
 }
@@ -602,7 +603,7 @@ impl Layout for Q6K {
     const VALUES: usize = 256;
     const BYTES: usize = 210;
     const SIGNED: bool = true;
-    const MAGNITUDE: u8 = 32;
+    const BIAS: u8 = 32;
     const SPLIT: bool = true;
 
     fn values(row: &[u8], b: usize) -> [i8; QK] {
@@ -679,7 +680,7 @@ impl Layout for Q3K {
     const BYTES: usize = 110;
     const SIGNED: bool = true;
     const SPLIT: bool = true;
-    const MAGNITUDE: u8 = 4;
+    const BIAS: u8 = 4;
 
     fn values(row: &[u8], b: usize) -> [i8; QK] {
         let block = &row[b / 8 * Self::BYTES..];
@@ -809,7 +810,7 @@ mod vector {
     use safe_arch::{
         bitand_m256i, bitor_m256i, cmp_eq_mask_i8_m256i, load_unaligned_m128i, m256i,
         set_m128i_m256i, set_splat_i8_m256i, shl_imm_u16_m256i, shr_each_u32_m256i,
-        shr_imm_u16_m256i, shuffle_av_i8z_half_m256i, sub_i8_m256i,
+        shr_imm_u16_m256i, shuffle_av_i8z_half_m256i,
     };
 
     use super::IQ4;
@@ -914,7 +915,7 @@ mod vector {
 
     /// `Q3_K`'s values of two blocks from the same 16 bytes of low bits and of high bits:
     /// the low bits shifted by `shifts.0` (block `b`, the low lane) and `shifts.1` (block
-    /// `b + 1`), the high bit by `highs`, as `(low | high << 2) − 4`.
+    /// `b + 1`), the high bit by `highs`, as `low | high << 2` (the values plus `Q3_K`'s bias of 4).
     #[inline]
     pub(super) fn three_bits(
         low: [u8; 16],
@@ -927,7 +928,7 @@ mod vector {
             shr_each_u32_m256i(join(high, high), counts(highs)),
             set_splat_i8_m256i(1),
         );
-        minus(bitor_m256i(low, shl_imm_u16_m256i::<2>(high)), 4)
+        bitor_m256i(low, shl_imm_u16_m256i::<2>(high))
     }
 
     /// Per-lane shift counts: `a` for the low 128 bits (block `b`), `b` for the high.
@@ -949,10 +950,10 @@ mod vector {
         )
     }
 
-    /// Two `Q6_K` blocks' 16 values (of one half) as signed values: low nibbles of `ql`
-    /// (shifted down by `shift`, the same for both blocks of a pair), two high bits of `qh`
-    /// (shifted down by `highs`' first for the first block, its second for the second), less
-    /// 32.
+    /// Two `Q6_K` blocks' 16 values (of one half) plus its bias of 32 (six unsigned bits): low
+    /// nibbles of `ql` (shifted down by `shift`, the same for both blocks of a pair), two high
+    /// bits of `qh` (shifted down by `highs`' first for the first block, its second for the
+    /// second).
     #[inline]
     pub(super) fn six_bits(
         ql: ([u8; 16], [u8; 16]),
@@ -973,14 +974,7 @@ mod vector {
             shr_each_u32_m256i(join(qh, qh), counts),
             set_splat_i8_m256i(3),
         );
-        let q = bitor_m256i(low, shl_imm_u16_m256i::<4>(high));
-        minus(q, 32)
-    }
-
-    /// Each byte less `by`.
-    #[inline]
-    pub(super) fn minus(values: m256i, by: i8) -> m256i {
-        sub_i8_m256i(values, set_splat_i8_m256i(by))
+        bitor_m256i(low, shl_imm_u16_m256i::<4>(high))
     }
 
     /// Nibbles (0–15 per byte) as the `IQ4` table's values.
