@@ -381,17 +381,23 @@ impl Layout for IQ4NL {
     }
 }
 
-/// Sub-block `j`'s 6-bit scale and minimum from a K-quant's 12 bytes of them (ggml's
-/// `get_scale_min_k4`).
+/// A K-quant's twelve bytes of 6-bit scales and minimums as words whose byte `j % 4` is
+/// sub-block `j`'s (ggml's `get_scale_min_k4` for four sub-blocks at once): `(scales,
+/// minimums)` of sub-blocks 0–3 (`high` false) or 4–7. `words` are the three little-endian
+/// words of the twelve bytes. (The vector paths' `k_numbers` does the same per lane.)
+#[cfg(not(vector))]
 #[inline]
-fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
-    if j < 4 {
-        (q[j] & 63, q[j + 4] & 63)
-    } else {
+fn scales_mins_k4(words: [u32; 3], high: bool) -> (u32, u32) {
+    let [a, b, c] = words;
+    if high {
+        // Low four bits from bytes 8–11, the top two from the top bits of bytes 0–3
+        // (scales) or 4–7 (minimums).
         (
-            (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4),
-            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+            (c & 0x0F0F_0F0F) | ((a >> 2) & 0x3030_3030),
+            ((c >> 4) & 0x0F0F_0F0F) | ((b >> 2) & 0x3030_3030),
         )
+    } else {
+        (a & 0x3F3F_3F3F, b & 0x3F3F_3F3F)
     }
 }
 
@@ -416,17 +422,28 @@ fn super_halves(w: &[&[u8]; TILE_W], b: usize, bytes: usize) -> ([f32; TILE_W], 
 fn k_headers(w: &[&[u8]; TILE_W], b: usize, bytes: usize) -> [[f32; TILE_W]; 4] {
     let (d, dmin) = super_halves(w, b, bytes);
     let at = b / 8 * bytes + 4;
-    let (j0, j1) = (b % 8, b % 8 + 1);
-    let mut out = [[0.0f32; TILE_W]; 4];
-    for r in 0..TILE_W {
-        let scales = &w[r][at..at + 12];
-        let ((s0, m0), (s1, m1)) = (scale_min_k4(j0, scales), scale_min_k4(j1, scales));
-        out[0][r] = d[r] * f32::from(s0);
-        out[1][r] = -(dmin[r] * f32::from(m0));
-        out[2][r] = d[r] * f32::from(s1);
-        out[3][r] = -(dmin[r] * f32::from(m1));
+    // Sub-blocks `b` and `b + 1` are bytes `b % 4` and the next of the words for their half of
+    // the super-block.
+    let word = |r: usize, k: usize| word(w[r], 0, 1, 0, at + 4 * k);
+    let words = |k: usize| [word(0, k), word(1, k), word(2, k), word(3, k)];
+    let words = [words(0), words(1), words(2)];
+    let (high, shift) = (b % 8 >= 4, 8 * (b % 4));
+    #[cfg(vector)]
+    return vector::k_numbers(words, high, shift, (d, dmin));
+    #[cfg(not(vector))]
+    {
+        let mut out = [[0.0f32; TILE_W]; 4];
+        for r in 0..TILE_W {
+            let (scales, mins) = scales_mins_k4([words[0][r], words[1][r], words[2][r]], high);
+            #[allow(clippy::cast_precision_loss)] // 6-bit integers
+            let byte = |v: u32, at: usize| (v >> at & 0x3F) as f32;
+            out[0][r] = d[r] * byte(scales, shift);
+            out[1][r] = -(dmin[r] * byte(mins, shift));
+            out[2][r] = d[r] * byte(scales, shift + 8);
+            out[3][r] = -(dmin[r] * byte(mins, shift + 8));
+        }
+        out
     }
-    out
 }
 
 /// The headers of a super-block type with a scale per 16 values (`Q3_K`, `Q6_K`) for blocks `b`
@@ -451,14 +468,29 @@ fn split_headers(
         }
     });
     let d = f16x8(bits);
-    let mut out = [[0.0f32; TILE_W]; 4];
-    for r in 0..TILE_W {
+    let quad = |r: usize| {
         let block = &w[r][at..at + bytes];
-        for (s, out) in out.iter_mut().enumerate() {
-            out[r] = d[r] * f32::from(scale(block, 2 * (b % 8) + s));
+        let j = 2 * (b % 8);
+        [
+            scale(block, j),
+            scale(block, j + 1),
+            scale(block, j + 2),
+            scale(block, j + 3),
+        ]
+    };
+    let quads = [quad(0), quad(1), quad(2), quad(3)];
+    #[cfg(vector)]
+    return vector::split_numbers(quads, [d[0], d[1], d[2], d[3]]);
+    #[cfg(not(vector))]
+    {
+        let mut out = [[0.0f32; TILE_W]; 4];
+        for r in 0..TILE_W {
+            for (s, out) in out.iter_mut().enumerate() {
+                out[r] = d[r] * f32::from(quads[r][s]);
+            }
         }
+        out
     }
-    out
 }
 
 #[allow(clippy::cast_possible_wrap)] // nibbles fit an i8
@@ -975,6 +1007,93 @@ mod vector {
             set_splat_i8_m256i(3),
         );
         bitor_m256i(low, shl_imm_u16_m256i::<4>(high))
+    }
+
+    /// A K-quant's headers for sub-blocks `b` and `b + 1` of four rows (`[d · sc_b, −dmin ·
+    /// m_b, d · sc_b+1, −dmin · m_b+1]`), from each row's three words of 6-bit scales and
+    /// minimums (`words[k][r]`), the half of the super-block (`high`: sub-blocks 4–7) and the
+    /// bit position of sub-block `b`'s byte (`shift`): `scales_mins_k4` in four lanes, then
+    /// the same exact products.
+    #[inline]
+    pub(super) fn k_numbers(
+        words: [[u32; 4]; 3],
+        high: bool,
+        shift: usize,
+        (d, dmin): ([f32; 4], [f32; 4]),
+    ) -> [[f32; 4]; 4] {
+        use safe_arch::{
+            bitand_m128i, bitor_m128i, bitxor_m128, convert_to_m128_from_i32_m128i, m128, m128i,
+            mul_m128, set_splat_i32_m128i, set_splat_m128, shr_all_u32_m128i, shr_imm_u32_m128i,
+        };
+        let lanes = |k: usize| {
+            let [a, b, c, d] = words[k];
+            m128i::from([
+                a.cast_signed(),
+                b.cast_signed(),
+                c.cast_signed(),
+                d.cast_signed(),
+            ])
+        };
+        let (a, b, c) = (lanes(0), lanes(1), lanes(2));
+        let mask = |m: u32| set_splat_i32_m128i(m.cast_signed());
+        let (scales, mins) = if high {
+            (
+                bitor_m128i(
+                    bitand_m128i(c, mask(0x0F0F_0F0F)),
+                    bitand_m128i(shr_imm_u32_m128i::<2>(a), mask(0x3030_3030)),
+                ),
+                bitor_m128i(
+                    bitand_m128i(shr_imm_u32_m128i::<4>(c), mask(0x0F0F_0F0F)),
+                    bitand_m128i(shr_imm_u32_m128i::<2>(b), mask(0x3030_3030)),
+                ),
+            )
+        } else {
+            (
+                bitand_m128i(a, mask(0x3F3F_3F3F)),
+                bitand_m128i(b, mask(0x3F3F_3F3F)),
+            )
+        };
+        #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)] // below 32
+        let byte = |v: m128i, at: usize| {
+            let count = m128i::from([at as i32, 0, 0, 0]);
+            convert_to_m128_from_i32_m128i(bitand_m128i(shr_all_u32_m128i(v, count), mask(0x3F)))
+        };
+        let (d, dmin) = (m128::from(d), m128::from(dmin));
+        let negative = |v: m128| bitxor_m128(v, set_splat_m128(-0.0));
+        [
+            mul_m128(d, byte(scales, shift)).into(),
+            negative(mul_m128(dmin, byte(mins, shift))).into(),
+            mul_m128(d, byte(scales, shift + 8)).into(),
+            negative(mul_m128(dmin, byte(mins, shift + 8))).into(),
+        ]
+    }
+
+    /// A split-scale type's headers for four rows: `d[r]` times each of row `r`'s four integer
+    /// scales (`quads[r][s]`, the scales of values 0–15 and 16–31 of two blocks), per scale
+    /// `s` — the scalar loop's exact products in four lanes.
+    #[inline]
+    pub(super) fn split_numbers(quads: [[i8; 4]; 4], d: [f32; 4]) -> [[f32; 4]; 4] {
+        use safe_arch::{
+            convert_to_m128_from_i32_m128i, m128, m128i, mul_m128, shl_imm_u32_m128i,
+            shr_imm_i32_m128i,
+        };
+        let word = |r: usize| i32::from_le_bytes(quads[r].map(i8::cast_unsigned));
+        let words = m128i::from([word(0), word(1), word(2), word(3)]);
+        let d = m128::from(d);
+        // Scale `s` is byte `s` of each lane: moved to the top, then shifted down with its sign.
+        let scale = |top: m128i| {
+            mul_m128(
+                d,
+                convert_to_m128_from_i32_m128i(shr_imm_i32_m128i::<24>(top)),
+            )
+            .into()
+        };
+        [
+            scale(shl_imm_u32_m128i::<24>(words)),
+            scale(shl_imm_u32_m128i::<16>(words)),
+            scale(shl_imm_u32_m128i::<8>(words)),
+            scale(words),
+        ]
     }
 
     /// Nibbles (0–15 per byte) as the `IQ4` table's values.
