@@ -448,7 +448,7 @@ fn k_headers(w: &[&[u8]; TILE_W], b: usize, bytes: usize) -> [[f32; TILE_W]; 4] 
 
 /// The headers of a super-block type with a scale per 16 values (`Q3_K`, `Q6_K`) for blocks `b`
 /// (even) and `b + 1`: the super-block's F16 at byte `d_at` times the integer scales
-/// `scale(super-block, j)` of its 16-value sub-blocks `j = 2 · (b mod 8)` to `j + 3` (exact:
+/// `scales(super-block, j)` of its 16-value sub-blocks `j = 2 · (b mod 8)` to `j + 3` (exact:
 /// an F16 times an integer of at most 8 bits).
 #[allow(clippy::inline_always)] // as `block_halves`
 #[inline(always)]
@@ -457,7 +457,7 @@ fn split_headers(
     b: usize,
     bytes: usize,
     d_at: usize,
-    scale: impl Fn(&[u8], usize) -> i8,
+    scales: impl Fn(&[u8], usize) -> [i8; 4],
 ) -> [[f32; TILE_W]; 4] {
     let at = b / 8 * bytes;
     let bits: [u16; 8] = std::array::from_fn(|i| {
@@ -468,16 +468,7 @@ fn split_headers(
         }
     });
     let d = f16x8(bits);
-    let quad = |r: usize| {
-        let block = &w[r][at..at + bytes];
-        let j = 2 * (b % 8);
-        [
-            scale(block, j),
-            scale(block, j + 1),
-            scale(block, j + 2),
-            scale(block, j + 3),
-        ]
-    };
+    let quad = |r: usize| scales(&w[r][at..at + bytes], 2 * (b % 8));
     let quads = [quad(0), quad(1), quad(2), quad(3)];
     #[cfg(vector)]
     return vector::split_numbers(quads, [d[0], d[1], d[2], d[3]]);
@@ -651,7 +642,8 @@ impl Layout for Q6K {
     #[inline(always)]
     fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
         split_headers(w, b, Self::BYTES, 208, |block, j| {
-            block[192 + j].cast_signed()
+            let four: [u8; 4] = block[192 + j..196 + j].try_into().expect("4 bytes");
+            four.map(u8::cast_signed)
         })
     }
 
@@ -728,7 +720,13 @@ impl Layout for Q3K {
     #[inline(always)]
     fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
         split_headers(w, b, Self::BYTES, 108, |block, j| {
-            Self::scale(&block[96..108], j)
+            let scales = &block[96..108];
+            [
+                Self::scale(scales, j),
+                Self::scale(scales, j + 1),
+                Self::scale(scales, j + 2),
+                Self::scale(scales, j + 3),
+            ]
         })
     }
 
@@ -840,9 +838,9 @@ impl Layout for Q2K {
 #[cfg(vector)]
 mod vector {
     use safe_arch::{
-        bitand_m256i, bitor_m256i, cmp_eq_mask_i8_m256i, load_unaligned_m128i, m256i,
-        set_m128i_m256i, set_splat_i8_m256i, shl_imm_u16_m256i, shr_each_u32_m256i,
-        shr_imm_u16_m256i, shuffle_av_i8z_half_m256i,
+        bitand_m256i, bitor_m256i, cmp_eq_mask_i8_m256i, load_unaligned_m128i, m128i, m256i,
+        set_m128i_m256i, set_splat_i8_m256i, shl_imm_u16_m256i, shr_all_u16_m256i,
+        shr_each_u32_m256i, shr_imm_u16_m256i, shuffle_av_i8z_half_m256i,
     };
 
     use super::IQ4;
@@ -993,11 +991,9 @@ mod vector {
         qh: [u8; 16],
         highs: (u32, u32),
     ) -> m256i {
-        let low = if shift == 0 {
-            join(ql.0, ql.1)
-        } else {
-            shr_imm_u16_m256i::<4>(join(ql.0, ql.1))
-        };
+        #[allow(clippy::cast_possible_wrap)] // 0 or 4
+        let count = m128i::from([shift as i32, 0, 0, 0]);
+        let low = shr_all_u16_m256i(join(ql.0, ql.1), count);
         let low = bitand_m256i(low, set_splat_i8_m256i(0x0F));
         #[allow(clippy::cast_possible_wrap)] // shifts below 8
         let (a, b) = (highs.0 as i32, highs.1 as i32);
