@@ -204,17 +204,17 @@ fn lane_step<E: Element, const C: usize>(
     j: usize,
     acc: &mut [[m256; TILE_W]; C],
 ) {
-    use safe_arch::{fused_mul_add_m256, load_unaligned_m256};
-    let weights = [
-        E::eight(w[0], j),
-        E::eight(w[1], j),
-        E::eight(w[2], j),
-        E::eight(w[3], j),
-    ];
-    for c in 0..C {
-        let v = load_unaligned_m256(x[c][j..j + LANES].try_into().expect("eight values"));
-        for r in 0..TILE_W {
-            acc[c][r] = fused_mul_add_m256(weights[r], v, acc[c][r]);
+    use safe_arch::{fused_mul_add_m256, load_unaligned_m256, zeroed_m256};
+    // The inputs first, then one weight vector at a time: `C` input vectors, one weight and
+    // `4 · C` accumulators in AVX2's sixteen registers.
+    let mut v = [zeroed_m256(); C];
+    for (v, x) in v.iter_mut().zip(x) {
+        *v = load_unaligned_m256(x[j..j + LANES].try_into().expect("eight values"));
+    }
+    for r in 0..TILE_W {
+        let weights = E::eight(w[r], j);
+        for c in 0..C {
+            acc[c][r] = fused_mul_add_m256(weights, v[c], acc[c][r]);
         }
     }
 }
