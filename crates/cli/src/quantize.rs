@@ -38,6 +38,12 @@ pub(crate) struct QuantizeArgs {
     #[arg(long)]
     force: bool,
 
+    /// Write the tensors whose names contain NAME in TYPE instead (llama-quantize's
+    /// `--tensor-type NAME=TYPE`, repeatable): `ffn_down=q2_k` puts a type into a model whose
+    /// other rows it does not fit.
+    #[arg(long = "tensor-type", value_name = "NAME=TYPE")]
+    tensor_types: Vec<String>,
+
     /// llama-cpp-python source distribution whose vendored llama.cpp provides llama-quantize
     /// (built once into the cache directory, with `wick bench`'s tools).
     #[arg(long, default_value = tools::DEFAULT_LLAMA_CPP_PYTHON, value_name = "VERSION")]
@@ -83,8 +89,19 @@ pub(crate) fn run(args: &QuantizeArgs) -> Result<()> {
         model.display(),
         out.display()
     );
+    if let Some(bad) = args.tensor_types.iter().find(|t| {
+        !t.split_once('=')
+            .is_some_and(|(name, kind)| !name.is_empty() && !kind.is_empty())
+    }) {
+        bail!("--tensor-type takes NAME=TYPE (ffn_down=q2_k, say), not {bad:?}");
+    }
     let output = Command::new(&tools.llama_quantize)
         .arg("--allow-requantize")
+        .args(
+            args.tensor_types
+                .iter()
+                .flat_map(|t| ["--tensor-type", t.as_str()]),
+        )
         .arg(&model)
         .arg(partial.path())
         .arg(&kind)

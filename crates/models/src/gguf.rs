@@ -216,6 +216,20 @@ impl GgufHeader {
         type_name(*dominant.0).map(str::to_owned)
     }
 
+    /// The ggml types of the file's tensors (`Q4_K`, `F32`, …; ggml's ids for types this
+    /// reader does not name), each once, with the elements each holds.
+    pub fn tensor_types(&self) -> Vec<(String, u64)> {
+        self.type_elements
+            .iter()
+            .map(|(&ty, &n)| {
+                (
+                    type_name(ty).map_or_else(|| format!("type {ty}"), str::to_owned),
+                    n,
+                )
+            })
+            .collect()
+    }
+
     /// The chat template (`tokenizer.chat_template`).
     pub fn chat_template(&self) -> Option<&str> {
         self.get("tokenizer.chat_template")?.as_str()
@@ -594,10 +608,12 @@ mod tests {
             "m.gguf",
             &wick_testutil::synthetic_gguf(4096, "llama", 5, 0),
         );
-        assert_eq!(
-            GgufHeader::read(&path).unwrap().quantization().as_deref(),
-            Some("F32")
-        );
+        let header = GgufHeader::read(&path).unwrap();
+        assert_eq!(header.quantization().as_deref(), Some("F32"));
+        let types = header.tensor_types();
+        assert_eq!(types.len(), 1, "{types:?}");
+        assert_eq!(types[0].0, "F32");
+        assert!(types[0].1 > 0);
     }
 
     #[test]
