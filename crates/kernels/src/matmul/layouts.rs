@@ -673,19 +673,24 @@ impl Layout for Q6K {
 pub(super) struct Q3K;
 
 impl Q3K {
-    /// Scale `j` (of 16, per 16 values) of a super-block's twelve bytes of them, less 32 (ggml's
-    /// `dequantize_row_q3_K`: the low four bits from bytes 0–7, the high two from bytes 8–11).
+    /// Scales `j` to `j + 3` (of 16, per 16 values; `j` a multiple of 4) of a super-block's
+    /// twelve bytes of them, less 32. ggml's `dequantize_row_q3_K` takes scale `j`'s low four
+    /// bits from byte `j` (low nibble) or `j − 8` (high nibble) and its high two from byte
+    /// `8 + j % 4`, shifted by `2 · (j / 4)`: for four consecutive scales, one word of each.
     #[inline]
-    fn scale(scales: &[u8], j: usize) -> i8 {
-        let low = if j < 8 {
-            scales[j] & 0x0F
-        } else {
-            scales[j - 8] >> 4
+    fn four_scales(scales: &[u8; 12], j: usize) -> [i8; 4] {
+        let word = |at: usize| {
+            u32::from_le_bytes([scales[at], scales[at + 1], scales[at + 2], scales[at + 3]])
         };
-        let high = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
-        #[allow(clippy::cast_possible_wrap)] // six bits
-        let scale = (low | high << 4) as i8;
-        scale - 32
+        let low = if j < 8 {
+            word(j) & 0x0F0F_0F0F
+        } else {
+            (word(j - 8) >> 4) & 0x0F0F_0F0F
+        };
+        let high = (word(8) >> (2 * (j / 4))) & 0x0303_0303;
+        (low | high << 4)
+            .to_le_bytes()
+            .map(|six| six.cast_signed() - 32)
     }
 
     /// Where 32-value block `b`'s bits are within its super-block: the shift of its low bits
@@ -720,13 +725,7 @@ impl Layout for Q3K {
     #[inline(always)]
     fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
         split_headers(w, b, Self::BYTES, 108, |block, j| {
-            let scales = &block[96..108];
-            [
-                Self::scale(scales, j),
-                Self::scale(scales, j + 1),
-                Self::scale(scales, j + 2),
-                Self::scale(scales, j + 3),
-            ]
+            Self::four_scales(block[96..108].try_into().expect("12 bytes"), j)
         })
     }
 
