@@ -860,28 +860,21 @@ mod vector {
         /// and unsigned ones (4 · 31 · 127).
         const NARROW: bool = !L::SIGNED || Self::BIASED;
 
-        /// Exact sums `sums` with input block `x` (the whole block's, or with split scales
-        /// each half's) less the bias times the inputs' sums, for a biased type.
+        /// What a biased type subtracts from its exact sums with input block `x`: `(bias
+        /// times the inputs' sum of the block, or with split scales of its first half; of its
+        /// second half)`. Zeros for the other types.
         #[inline]
-        fn unbiased(x: &Block, sums: (i32, i32)) -> (i32, i32) {
+        fn corrections(x: &Block) -> (i32, i32) {
             if !Self::BIASED {
-                return sums;
+                return (0, 0);
             }
             let bias = i32::from(L::BIAS);
             let [first, second] = x.n;
             if L::SPLIT {
-                (sums.0 - bias * first, sums.1 - bias * second)
+                (bias * first, bias * second)
             } else {
-                (sums.0 - bias * (first + second), sums.1)
+                (bias * (first + second), 0)
             }
-        }
-
-        /// [`Form::unbiased`]'s corrections for a register of sums: `(bias times the inputs'
-        /// sum of the block, or of its first half; of its second half)`.
-        #[inline]
-        fn corrections(x: &Block) -> (i32, i32) {
-            let (a, b) = Self::unbiased(x, (0, 0));
-            (-a, -b)
         }
     }
 
@@ -946,10 +939,21 @@ mod vector {
         })
     }
 
+    /// Asks for the weights [`PREFETCH`] bytes past 32-value block `b` of each row of `w`.
+    #[inline]
+    fn prefetch<L: Layout>(w: &[&[u8]], b: usize) {
+        for row in w {
+            crate::intrinsics::prefetch(
+                row.as_ptr()
+                    .wrapping_add(b * L::BYTES / (L::VALUES / QK) + PREFETCH),
+            );
+        }
+    }
+
     /// Unpacks the eight rows `w` (`blocks` blocks each) into `strip`.
     #[allow(clippy::inline_always)] // once per strip, specialised per format and path
     #[inline(always)]
-    fn fill<L: Layout, S: Sums>(w: &[&[u8]; STRIP], blocks: usize, strip: &mut Strip) {
+    fn fill<L: Layout>(w: &[&[u8]; STRIP], blocks: usize, strip: &mut Strip) {
         let padded = blocks.next_multiple_of(2);
         strip.values.resize(padded * 8, [0; QK]);
         strip.scales.resize(padded, [0.0; STRIP]);
@@ -972,18 +976,13 @@ mod vector {
             ];
             for j in (0..unit_blocks).step_by(2) {
                 let b = u * unit_blocks + j;
-                for row in w {
-                    crate::intrinsics::prefetch(
-                        row.as_ptr()
-                            .wrapping_add(b * L::BYTES / (L::VALUES / QK) + PREFETCH),
-                    );
-                }
-                fill_pair::<L, S>(&units, (j, unit_blocks), b, strip);
+                prefetch::<L>(w, b);
+                fill_pair::<L>(&units, (j, unit_blocks), b, strip);
             }
         }
         if whole * unit_blocks < blocks {
             let b = whole * unit_blocks;
-            fill_pair::<L, S>(w, (b, blocks), b, strip);
+            fill_pair::<L>(w, (b, blocks), b, strip);
         }
     }
 
@@ -991,7 +990,7 @@ mod vector {
     /// the block index and count the layout's readers take).
     #[allow(clippy::inline_always)] // the fill's loop body
     #[inline(always)]
-    fn fill_pair<L: Layout, S: Sums>(
+    fn fill_pair<L: Layout>(
         w: &[&[u8]; STRIP],
         (j, count): (usize, usize),
         b: usize,
@@ -1238,12 +1237,7 @@ mod vector {
             }
             for j in (0..blocks).step_by(2) {
                 let b = u * blocks + j;
-                for row in w {
-                    crate::intrinsics::prefetch(
-                        row.as_ptr()
-                            .wrapping_add(b * L::BYTES / (L::VALUES / QK) + PREFETCH),
-                    );
-                }
+                prefetch::<L>(w, b);
                 let x = |c: usize| (&inputs[c][j], Some(&inputs[c][j + 1]));
                 direct_pair::<L, S, C>(&units, (j, blocks), x, (&mut acc, &mut minimums));
             }
@@ -1403,7 +1397,7 @@ mod vector {
             }
             return;
         }
-        fill::<L, S>(&w, x.blocks, strip);
+        fill::<L>(&w, x.blocks, strip);
         let strip = &*strip;
         let mut i = 0;
         while i < x.rows {
