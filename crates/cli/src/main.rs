@@ -16,6 +16,7 @@ mod flags;
 mod models;
 mod parse;
 mod perplexity;
+mod ps;
 mod quantize;
 mod rpc_worker;
 mod run;
@@ -66,6 +67,11 @@ enum Command {
     Perplexity(perplexity::PerplexityArgs),
     /// Inspect or empty the prompt cache's KV snapshots on disk (`$WICK_HOME/kv`).
     Cache(cache::CacheArgs),
+    /// List the models a running `wick serve` has loaded (`--all`: every model it serves,
+    /// with its state), their memory and when each unloads if idle.
+    Ps(ps::PsArgs),
+    /// Unload a model from a running `wick serve` (it loads again when a request names it).
+    Stop(ps::StopArgs),
     /// Fetch a model into the store (resuming, verifying its SHA-256) and name it.
     Pull(models::PullArgs),
     /// List the models in the store: name, size, quantization, architecture, source.
@@ -99,6 +105,8 @@ fn main() -> std::process::ExitCode {
         Command::Cache(args) => cache::run(&args),
         Command::Quantize(args) => quantize::run(&args),
         Command::Perplexity(args) => perplexity::run(&args),
+        Command::Ps(args) => ps::ps(&args),
+        Command::Stop(args) => ps::stop(&args),
         Command::Pull(args) => models::pull(&args),
         Command::Ls => models::ls(),
         Command::Rm(args) => models::rm(&args),

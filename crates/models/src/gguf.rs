@@ -230,6 +230,38 @@ impl GgufHeader {
             .collect()
     }
 
+    /// The model's parameters: the elements of all its tensors.
+    pub fn parameter_count(&self) -> u64 {
+        self.type_elements.values().sum()
+    }
+
+    /// Bytes one token takes in an F16 KV cache (a key and a value per KV head in every
+    /// layer), from the attention hyperparameters; `None` when the header lacks them.
+    pub fn kv_bytes_per_token(&self) -> Option<u64> {
+        let arch = self.architecture()?;
+        let key = |name: &str| {
+            self.get(&format!("{arch}.{name}"))
+                .and_then(GgufValue::as_u64)
+        };
+        let layers = key("block_count")?;
+        let width = key("embedding_length")?;
+        let heads = key("attention.head_count")?.max(1);
+        let kv_heads = key("attention.head_count_kv").unwrap_or(heads);
+        let k = key("attention.key_length").unwrap_or(width / heads);
+        let v = key("attention.value_length").unwrap_or(width / heads);
+        Some(layers * kv_heads * (k + v) * 2)
+    }
+
+    /// Bytes the model takes loaded with `context_tokens` of KV cache: its file (the weights)
+    /// and the cache ([`GgufHeader::kv_bytes_per_token`]; when the header lacks the
+    /// hyperparameters, an F16 cache as wide as the file's largest guess: 4096 values per
+    /// token per layer pair). An estimate for a memory budget, not a measurement.
+    pub fn memory_estimate(&self, context_tokens: u64) -> u64 {
+        let per_token = self.kv_bytes_per_token().unwrap_or(4096 * 2 * 2);
+        self.file_size
+            .saturating_add(per_token.saturating_mul(context_tokens))
+    }
+
     /// The chat template (`tokenizer.chat_template`).
     pub fn chat_template(&self) -> Option<&str> {
         self.get("tokenizer.chat_template")?.as_str()

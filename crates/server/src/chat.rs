@@ -83,7 +83,7 @@ pub(crate) async fn begin(
     chat: ChatRequest,
     options: &GenerateOptions,
 ) -> Result<Begun, ApiError> {
-    let served = state.model(model)?;
+    let served = state.model(model).await?;
     let started = Instant::now();
     let live = state.metrics().live();
     let mut stream = served.llm.astream_chat_with(&chat, options).await?;

@@ -29,7 +29,7 @@ pub(crate) async fn handler(
         stream: streamed,
         include_usage,
     } = valid(req, &state.config().sampling)?;
-    let served = state.model(model.as_deref())?;
+    let served = state.model(model.as_deref()).await?;
     let head = Head::new("cmpl", served.id.clone());
     if streamed {
         let started = start(&state, &served.llm, only_one(inputs)?, &options).await?;

@@ -30,7 +30,7 @@ pub(crate) async fn handler(
             param: "dimensions",
         });
     }
-    let served = state.model(req.model.as_deref())?;
+    let served = state.model(req.model.as_deref()).await?;
     let texts = inputs(&served.llm, req.input).await?;
     let mut data = Vec::with_capacity(texts.len());
     let mut prompt_tokens = 0;
@@ -72,7 +72,7 @@ pub(crate) async fn native(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<NativeEmbeddingRequest>,
 ) -> Result<Json<Value>, ApiError> {
-    let served = state.model(req.model.as_deref())?;
+    let served = state.model(req.model.as_deref()).await?;
     let texts = inputs(&served.llm, req.input.or(req.content)).await?;
     let mut out = Vec::with_capacity(texts.len());
     for (index, text) in texts.iter().enumerate() {

@@ -81,6 +81,23 @@ pub enum ApiError {
     /// The models are still loading.
     #[error("the server is loading its models; retry shortly")]
     Loading,
+    /// The model could not be loaded (every request that waited for the load gets this).
+    #[error("cannot load the model `{model}`: {reason}")]
+    ModelLoad {
+        /// The model's id.
+        model: String,
+        /// Why, as the loader said it.
+        reason: String,
+    },
+    /// The model is not loaded and the server loads models only when asked.
+    #[error(
+        "the model `{model}` is not loaded, and this server loads models only when asked: \
+         POST /models/load {{\"model\": \"{model}\"}} first"
+    )]
+    ModelNotLoaded {
+        /// The model's id.
+        model: String,
+    },
     /// The server is shutting down and gave up on this request.
     #[error("the server is shutting down; retry on another server or after it restarts")]
     ShuttingDown,
@@ -229,6 +246,18 @@ impl ApiError {
                 "server_loading",
                 None,
                 Some("loading"),
+            ),
+            ApiError::ModelLoad { .. } => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                Some("model".into()),
+                Some("model_load_failed"),
+            ),
+            ApiError::ModelNotLoaded { .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("model".into()),
+                Some("model_not_loaded"),
             ),
             ApiError::ShuttingDown => (
                 StatusCode::SERVICE_UNAVAILABLE,

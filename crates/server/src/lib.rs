@@ -15,7 +15,7 @@
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let llm = wick::Llm::builder().build()?;
 //! let state = AppState::new(ServerConfig::default());
-//! state.add_model(ServedModel { id: "smollm2".into(), aliases: vec![], llm });
+//! state.add_model(ServedModel::new("smollm2", vec![], llm));
 //! state.set_ready();
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! // Resolves when the server should stop taking connections (a signal, a channel…).
@@ -37,9 +37,11 @@ mod listen;
 mod logprobs;
 mod lora;
 mod metrics;
+mod models;
 mod native;
 mod objects;
 mod ollama;
+mod pool;
 mod prompts;
 mod responses;
 mod routes;
@@ -55,5 +57,6 @@ pub use error::ApiError;
 pub use extract::check_request;
 pub use listen::{serve, ListenConfig};
 pub use metrics::Metrics;
+pub use pool::{KeepAlive, Listing, Loader, ModelSpec, ModelStatus, PoolConfig, ServedModel};
 pub use routes::router;
-pub use state::{AppState, SamplingDefaults, ServedModel, ServerConfig};
+pub use state::{AppState, SamplingDefaults, ServerConfig};

@@ -10,7 +10,7 @@ use crate::{ApiError, AppState};
 
 /// `[{"id", "path", "scale", "task_name", "prompt_prefix"}, …]`, by id.
 pub(crate) async fn list(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let served = state.model(None)?;
+    let served = state.model(None).await?;
     let adapters: Vec<Value> = served
         .llm
         .lora_adapters()
@@ -37,7 +37,7 @@ pub(crate) async fn set(
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Json<Value>, ApiError> {
     let scales = crate::validate::lora(&body)?;
-    let served = state.model(None)?;
+    let served = state.model(None).await?;
     served.llm.set_lora_scales(&scales)?;
     Ok(Json(json!({"success": true})))
 }

@@ -207,7 +207,7 @@ pub(crate) async fn handler(
     };
     let (request, settings) = req.completion();
     let valid = crate::completions::valid(request, &state.config().sampling)?;
-    let served = state.model(valid.model())?;
+    let served = state.model(valid.model()).await?;
     let mut options = valid.options().clone();
     let mut bias = match &req.logit_bias {
         Some(value) => native_bias(&served.llm, value).await?,
@@ -464,8 +464,24 @@ impl StreamRun {
 
 /// `GET /props`: the served model as llama-server describes it: its file, the sequences that
 /// generate at once (`total_slots`), each one's context and default sampling, the chat template.
-pub(crate) async fn props(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let served = state.model(None)?;
+/// A server of models loaded on demand (llama-server's router mode) answers, without a
+/// `model` query, with its own role and limits.
+pub(crate) async fn props(
+    State(state): State<AppState>,
+    axum::extract::Query(query): axum::extract::Query<PropsQuery>,
+) -> Result<Response, ApiError> {
+    if state.config().router && query.model.is_none() {
+        let pool = state.pool_config();
+        let body = json!({
+            "role": "router",
+            "max_instances": pool.max_loaded,
+            "models_autoload": pool.autoload,
+            "build_info": format!("build wick {}", env!("CARGO_PKG_VERSION")),
+            "models": state.listings().len(),
+        });
+        return Ok(axum::Json(body).into_response());
+    }
+    let served = state.model(query.model.as_deref()).await?;
     let meta = served.llm.metadata();
     let info = served.llm.model_info();
     let body = json!({
@@ -486,9 +502,15 @@ pub(crate) async fn props(State(state): State<AppState>) -> Result<Response, Api
     Ok(axum::Json(body).into_response())
 }
 
+/// `GET /props`' query: `?model=NAME` describes that model.
+#[derive(Debug, Deserialize)]
+pub(crate) struct PropsQuery {
+    model: Option<String>,
+}
+
 /// `GET /slots`: one entry per sequence that generates at once, with its context size.
 pub(crate) async fn slots(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let served = state.model(None)?;
+    let served = state.model(None).await?;
     let meta = served.llm.metadata();
     let slots: Vec<Value> = (0..served.llm.model_info().n_seq_max)
         .map(|id| json!({"id": id, "n_ctx": meta.context_window, "is_processing": false}))
@@ -518,7 +540,7 @@ pub(crate) async fn apply_template(
     ApiJson(req): ApiJson<crate::wire::ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
     let valid = crate::validate::chat(req, &state.config().sampling)?;
-    let served = state.model(valid.model.as_deref())?;
+    let served = state.model(valid.model.as_deref()).await?;
     let prompt = served.llm.chat_text(&valid.chat, &valid.options)?;
     Ok(axum::Json(json!({ "prompt": prompt })).into_response())
 }
@@ -530,7 +552,7 @@ pub(crate) async fn input_tokens(
     ApiJson(req): ApiJson<crate::wire::ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
     let valid = crate::validate::chat(req, &state.config().sampling)?;
-    let served = state.model(valid.model.as_deref())?;
+    let served = state.model(valid.model.as_deref()).await?;
     let tokens = served.llm.chat_tokens(&valid.chat, &valid.options)?;
     Ok(axum::Json(json!({ "input_tokens": tokens.len() })).into_response())
 }
@@ -538,7 +560,7 @@ pub(crate) async fn input_tokens(
 /// `POST /v1/rerank` (and llama-server's other spellings): a clear refusal, since the models
 /// wick serves are generative, not rerankers.
 pub(crate) async fn rerank(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let served = state.model(None)?;
+    let served = state.model(None).await?;
     Err(ApiError::Unsupported {
         message: format!(
             "{} is a generative model and cannot rerank: serve a reranking model for /rerank",

@@ -2,19 +2,19 @@
 //! `/metrics`, auth, CORS, the body limit and the 404/405 (Anthropic-shaped under
 //! `/v1/messages`, Ollama-shaped under `/api/`, OpenAI-shaped elsewhere).
 
-use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, HeaderMap, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::{json, Value};
+use serde_json::json;
 use subtle::ConstantTimeEq;
 
 use crate::error::Dialect;
 use crate::{
-    anthropic, chat, completions, cors, embeddings, lora, native, ollama, responses, tokens, ui,
-    ApiError, AppState, ServedModel,
+    anthropic, chat, completions, cors, embeddings, lora, models, native, ollama, responses,
+    tokens, ui, ApiError, AppState,
 };
 
 /// The whole HTTP API over `state`.
@@ -36,8 +36,8 @@ pub fn router(state: AppState) -> Router {
             get(responses::input_items),
         )
         .route("/v1/embeddings", post(embeddings::handler))
-        .route("/v1/models", get(list_models))
-        .route("/v1/models/{*id}", get(get_model))
+        .route("/v1/models", get(models::list))
+        .route("/v1/models/{*id}", get(models::get))
         // llama-server's own names, without the `/v1` prefix: tools written for llama-server
         // call these. As in llama-server, `/completion(s)` is its native completion API.
         .route("/chat/completions", post(chat::handler))
@@ -45,7 +45,9 @@ pub fn router(state: AppState) -> Router {
         .route("/completions", post(native::handler))
         .route("/embeddings", post(embeddings::native))
         .route("/embedding", post(embeddings::native))
-        .route("/models", get(list_models))
+        .route("/models", get(models::list))
+        .route("/models/load", post(models::load))
+        .route("/models/unload", post(models::unload))
         .route("/responses", post(responses::create))
         .route("/v1/health", get(health))
         .route("/props", get(native::props))
@@ -176,43 +178,4 @@ async fn metrics(State(state): State<AppState>) -> Response {
         .collect();
     crate::metrics::render_cache(&mut text, &caches);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
-}
-
-fn model_json(state: &AppState, m: &ServedModel) -> Value {
-    let meta = m.llm.metadata();
-    json!({"id": m.id, "object": "model", "created": state.created(), "owned_by": "wick",
-           "context_window": meta.context_window,
-           "meta": {"deterministic": meta.deterministic, "build": meta.build,
-                    "placement": placement_json(&meta.placement),
-                    "cpu_kernels": meta.cpu_kernels.as_ref().map(|k| json!({
-                        "level": k.level, "matmul_types": k.matmul_types}))}})
-}
-
-/// Where the layers run: `[{"device": "RPC0", "description": "10.0.0.2:50052",
-/// "first_layer": 0, "n_layers": 30, "output": true}, …]`.
-fn placement_json(placement: &[wick::LayerPlacement]) -> Value {
-    placement
-        .iter()
-        .map(|p| {
-            json!({"device": p.device, "description": p.description,
-                   "first_layer": p.first_layer, "n_layers": p.n_layers, "output": p.output})
-        })
-        .collect()
-}
-
-async fn list_models(State(state): State<AppState>) -> Json<Value> {
-    let data: Vec<Value> = state
-        .models()
-        .iter()
-        .map(|m| model_json(&state, m))
-        .collect();
-    Json(json!({"object": "list", "data": data}))
-}
-
-async fn get_model(
-    State(state): State<AppState>,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let model = state.model_named(Some(&id))?;
-    Ok(Json(model_json(&state, &model)))
 }

@@ -1,12 +1,12 @@
 //! What every handler shares: the served models, the settings, the metrics.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use wick::Llm;
 
+use crate::pool::{KeepAlive, Listing, ModelSpec, Pool, PoolConfig, ServedModel};
 use crate::responses::ResponseStore;
 use crate::{ApiError, Metrics};
 
@@ -38,6 +38,11 @@ pub struct ServerConfig {
     pub ui: bool,
     /// What a request gets for each sampling field it leaves out, on every API.
     pub sampling: SamplingDefaults,
+    /// How models given by [`AppState::add_model_spec`] load and unload.
+    pub models: PoolConfig,
+    /// Whether `/props` says `role: router` (llama-server's router mode: the server lists
+    /// models that load on demand).
+    pub router: bool,
 }
 
 /// The sampling a request starts from: every field it leaves out is taken from here
@@ -108,19 +113,10 @@ impl Default for ServerConfig {
             strict_model_names: false,
             ui: true,
             sampling: SamplingDefaults::default(),
+            models: PoolConfig::default(),
+            router: false,
         }
     }
-}
-
-/// One model the server answers for.
-#[derive(Debug, Clone)]
-pub struct ServedModel {
-    /// The id clients put in `model` (listed by `/v1/models`).
-    pub id: String,
-    /// Other names that select it (the reference it was loaded from, …).
-    pub aliases: Vec<String>,
-    /// The loaded model.
-    pub llm: Llm,
 }
 
 /// The server's shared state; cheap to clone.
@@ -132,7 +128,7 @@ pub struct AppState {
 #[derive(Debug)]
 struct Inner {
     config: ServerConfig,
-    models: RwLock<Vec<ServedModel>>,
+    models: Pool,
     ready: AtomicBool,
     metrics: Metrics,
     created: u64,
@@ -145,12 +141,13 @@ struct Inner {
 }
 
 impl AppState {
-    /// A server with no models yet; `/health` says 503 until [`AppState::set_ready`].
+    /// A server with no models yet; `/health` says 503 until [`AppState::set_ready`]. Made
+    /// inside a Tokio runtime, it unloads models idle past their keep-alive.
     pub fn new(config: ServerConfig) -> Self {
         AppState {
             inner: Arc::new(Inner {
+                models: Pool::new(config.models.clone()),
                 config,
-                models: RwLock::new(Vec::new()),
                 ready: AtomicBool::new(false),
                 metrics: Metrics::default(),
                 created: unix_now(),
@@ -161,13 +158,16 @@ impl AppState {
         }
     }
 
-    /// Serves `model` too (the first one added answers requests that name no model).
+    /// Serves `model` too, loaded for as long as the server runs (the first model added
+    /// answers requests that name no model).
     pub fn add_model(&self, model: ServedModel) {
-        self.inner
-            .models
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(model);
+        self.inner.models.add_loaded(model);
+    }
+
+    /// Serves the model `spec` describes, loaded when a request first names it and unloaded
+    /// as [`ServerConfig::models`] says.
+    pub fn add_model_spec(&self, spec: ModelSpec) {
+        self.inner.models.add(spec);
     }
 
     /// Makes `store` the model store that Ollama's `/api/pull` and `/api/delete` work on
@@ -235,64 +235,97 @@ impl AppState {
         self.inner.created
     }
 
-    /// Every served model.
+    /// The loaded models.
     pub fn models(&self) -> Vec<ServedModel> {
+        self.inner.models.loaded()
+    }
+
+    /// Every served model, loaded or not, with where it stands.
+    pub fn listings(&self) -> Vec<Listing> {
+        self.inner.models.listings()
+    }
+
+    /// The model `name` selects, loaded (a request waits for the load) and held (not
+    /// unloaded) while the returned value or a clone lives: its id or an alias; no name
+    /// selects the first model; with one model served, any name selects it unless
+    /// [`ServerConfig::strict_model_names`].
+    ///
+    /// # Errors
+    ///
+    /// [`ApiError::Loading`] before the server is ready, [`ApiError::ModelNotFound`] for a
+    /// name no model has (among several, or with strict names), [`ApiError::ModelLoad`] when
+    /// its load fails, [`ApiError::ModelNotLoaded`] for an unloaded model when models load
+    /// only when asked.
+    pub async fn model(&self, name: Option<&str>) -> Result<ServedModel, ApiError> {
+        self.model_kept(name, None).await
+    }
+
+    /// [`AppState::model`], keeping the model loaded for `keep_alive` once idle (Ollama's
+    /// `keep_alive`; `None`: the model's default).
+    ///
+    /// # Errors
+    ///
+    /// As [`AppState::model`].
+    pub async fn model_kept(
+        &self,
+        name: Option<&str>,
+        keep_alive: Option<KeepAlive>,
+    ) -> Result<ServedModel, ApiError> {
+        self.ready()?;
+        let lenient = !self.config().strict_model_names;
         self.inner
             .models
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+            .acquire(name, lenient, keep_alive, false)
+            .await
     }
 
-    /// The model `name` selects: its id or an alias; no name selects the first model; with one
-    /// model served, any name selects it unless [`ServerConfig::strict_model_names`].
+    /// Loads the model `name` names exactly (`POST /models/load`), whether or not requests
+    /// load models.
     ///
     /// # Errors
     ///
-    /// [`ApiError::Loading`] before any model is loaded, [`ApiError::ModelNotFound`] for a
-    /// name no model has (among several, or with strict names).
-    pub fn model(&self, name: Option<&str>) -> Result<ServedModel, ApiError> {
-        let lenient = !self.config().strict_model_names;
-        self.lookup(name, lenient)
+    /// As [`AppState::model`].
+    pub async fn load_model(&self, name: &str) -> Result<ServedModel, ApiError> {
+        self.ready()?;
+        self.inner
+            .models
+            .acquire(Some(name), false, None, true)
+            .await
     }
 
-    /// The model whose id or alias is exactly `name` (no name: the first), whatever the
-    /// server's naming rule: for describing a model by its name (`GET /v1/models/{id}`).
+    /// Unloads the model `name` names exactly, at once when idle, else when its requests
+    /// end. Returns whether it was loaded or loading.
     ///
     /// # Errors
     ///
-    /// As [`AppState::model`], without the one-model leniency.
-    pub fn model_named(&self, name: Option<&str>) -> Result<ServedModel, ApiError> {
-        self.lookup(name, false)
+    /// [`ApiError::ModelNotFound`]; a 400 for a model loaded at start.
+    pub fn unload_model(&self, name: &str) -> Result<bool, ApiError> {
+        self.ready()?;
+        self.inner.models.unload(Some(name), false)
     }
 
-    fn lookup(&self, name: Option<&str>, lenient: bool) -> Result<ServedModel, ApiError> {
-        if !self.is_ready() {
-            return Err(ApiError::Loading);
-        }
-        let models = self.models();
-        let found = match name {
-            None | Some("") => models.first(),
-            Some(name) => models
-                .iter()
-                .find(|m| m.id == name || m.aliases.iter().any(|a| a == name))
-                // One model served: any name is it, unless names are strict.
-                .or_else(|| {
-                    (lenient && models.len() == 1)
-                        .then(|| models.first())
-                        .flatten()
-                }),
-        };
-        match found {
-            Some(model) => Ok(model.clone()),
-            None => Err(ApiError::ModelNotFound {
-                model: name.unwrap_or_default().to_owned(),
-                served: models
-                    .iter()
-                    .map(|m| m.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            }),
+    /// The model whose id or alias is exactly `name` (no name: the first), loaded or not,
+    /// whatever the server's naming rule: for describing a model by its name (`GET
+    /// /v1/models/{id}`).
+    ///
+    /// # Errors
+    ///
+    /// As [`AppState::model`], without the one-model leniency and without loading.
+    pub fn model_named(&self, name: Option<&str>) -> Result<Listing, ApiError> {
+        self.ready()?;
+        self.inner.models.listing(name, false)
+    }
+
+    /// How models load and unload.
+    pub fn pool_config(&self) -> &PoolConfig {
+        self.inner.models.config()
+    }
+
+    fn ready(&self) -> Result<(), ApiError> {
+        if self.is_ready() {
+            Ok(())
+        } else {
+            Err(ApiError::Loading)
         }
     }
 }

@@ -19,7 +19,7 @@ pub(crate) async fn tokenize(
     let Some(content) = req.content else {
         return Err(ApiError::bad("content", "`content` is required"));
     };
-    let served = state.model(req.model.as_deref())?;
+    let served = state.model(req.model.as_deref()).await?;
     let tokens = served
         .llm
         .atokenize(&content, req.add_special.unwrap_or(false))
@@ -48,7 +48,7 @@ pub(crate) async fn detokenize(
     let Some(tokens) = req.tokens else {
         return Err(ApiError::bad("tokens", "`tokens` is required"));
     };
-    let served = state.model(req.model.as_deref())?;
+    let served = state.model(req.model.as_deref()).await?;
     let tokens = if tokens.is_empty() {
         Vec::new()
     } else {

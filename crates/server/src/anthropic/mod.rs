@@ -52,16 +52,18 @@ pub(crate) async fn count_tokens(
     State(state): State<AppState>,
     body: Result<ApiJson<MessagesRequest>, ApiError>,
 ) -> Response {
-    count(&state, body).unwrap_or_else(|e| e.response_in(Dialect::Anthropic))
+    count(&state, body)
+        .await
+        .unwrap_or_else(|e| e.response_in(Dialect::Anthropic))
 }
 
-fn count(
+async fn count(
     state: &AppState,
     body: Result<ApiJson<MessagesRequest>, ApiError>,
 ) -> Result<Response, ApiError> {
     let ApiJson(req) = body?;
     let valid = convert::valid(req, Purpose::Count, &state.config().sampling)?;
-    let served = state.model(valid.model.as_deref())?;
+    let served = state.model(valid.model.as_deref()).await?;
     // A prompt too long to answer is still counted: the count is what was asked for.
     let tokens = served.llm.chat_tokens(&valid.chat, &valid.options)?;
     let input_tokens = u32::try_from(tokens.len()).unwrap_or(u32::MAX);

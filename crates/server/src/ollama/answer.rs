@@ -225,10 +225,19 @@ fn line<'a>(
 
 /// The answer to a load-only request (no messages, an empty prompt): done at once.
 pub(crate) fn loaded(shape: Shape, model: &str) -> Response {
+    done_without_answer(shape, model, "load")
+}
+
+/// The answer to an empty request with `keep_alive: 0`: the model is unloaded.
+pub(crate) fn unloaded(shape: Shape, model: &str) -> Response {
+    done_without_answer(shape, model, "unload")
+}
+
+fn done_without_answer(shape: Shape, model: &str, reason: &str) -> Response {
     let mut body = line(shape, model, "", "", &[]);
     body.done = true;
     let mut value = serde_json::to_value(&body).unwrap_or_default();
-    value["done_reason"] = Value::from("load");
+    value["done_reason"] = Value::from(reason);
     axum::Json(value).into_response()
 }
 

@@ -14,7 +14,7 @@ use crate::wire::{
     ChatCompletionRequest, Content, Stop, WireFunctionCall, WireMessage, WireSampling, WireToolCall,
 };
 use crate::ApiError;
-use crate::SamplingDefaults;
+use crate::{KeepAlive, SamplingDefaults};
 
 /// What an Ollama request asks for, checked.
 #[derive(Debug)]
@@ -44,10 +44,23 @@ pub(crate) struct Checked {
     pub(crate) ask: Ask,
     pub(crate) stream: bool,
     pub(crate) num_ctx: Option<u64>,
+    /// How long the model stays loaded once idle, when the request says.
+    pub(crate) keep_alive: Option<KeepAlive>,
+}
+
+/// Ollama's `keep_alive`, checked (`null`: the model's default).
+pub(crate) fn keep_alive(value: Option<&Value>) -> Result<Option<KeepAlive>, ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => KeepAlive::parse_ollama(v)
+            .map(Some)
+            .map_err(|message| ApiError::bad("keep_alive", message)),
+    }
 }
 
 /// Checks a `/api/chat` request.
 pub(crate) fn chat(req: ChatRequest, d: &SamplingDefaults) -> Result<Checked, ApiError> {
+    let keep_alive = keep_alive(req.keep_alive.as_ref())?;
     let options = req.options.unwrap_or_default();
     let num_ctx = num_ctx(&options)?;
     let stream = req.stream.unwrap_or(true);
@@ -57,6 +70,7 @@ pub(crate) fn chat(req: ChatRequest, d: &SamplingDefaults) -> Result<Checked, Ap
             ask: Ask::Load { model: req.model },
             stream,
             num_ctx,
+            keep_alive,
         });
     }
     let messages = messages
@@ -78,6 +92,7 @@ pub(crate) fn chat(req: ChatRequest, d: &SamplingDefaults) -> Result<Checked, Ap
         ask: Ask::Chat(Box::new(valid)),
         stream,
         num_ctx,
+        keep_alive,
     })
 }
 
@@ -99,6 +114,7 @@ pub(crate) fn generate(req: GenerateRequest, d: &SamplingDefaults) -> Result<Che
         ));
     }
     refuse_images("images", req.images.as_deref())?;
+    let keep_alive = keep_alive(req.keep_alive.as_ref())?;
     let options = req.options.unwrap_or_default();
     let num_ctx = num_ctx(&options)?;
     let stream = req.stream.unwrap_or(true);
@@ -108,6 +124,7 @@ pub(crate) fn generate(req: GenerateRequest, d: &SamplingDefaults) -> Result<Che
             ask: Ask::Load { model: req.model },
             stream,
             num_ctx,
+            keep_alive,
         });
     }
     let response_format = format(req.format.as_ref())?;
@@ -135,6 +152,7 @@ pub(crate) fn generate(req: GenerateRequest, d: &SamplingDefaults) -> Result<Che
             })),
             stream,
             num_ctx,
+            keep_alive,
         });
     }
     let mut messages = Vec::new();
@@ -154,6 +172,7 @@ pub(crate) fn generate(req: GenerateRequest, d: &SamplingDefaults) -> Result<Che
         ask: Ask::Chat(Box::new(validate::chat(chat, d)?)),
         stream,
         num_ctx,
+        keep_alive,
     })
 }
 

@@ -41,7 +41,8 @@ pub(crate) async fn embed(
                 format!("{} inputs given (allowed: 1 to {MAX_INPUTS})", texts.len()),
             ));
         }
-        let served = super::resolve(&state, req.model.as_deref())?;
+        let keep_alive = super::convert::keep_alive(req.keep_alive.as_ref())?;
+        let served = super::resolve(&state, req.model.as_deref(), keep_alive).await?;
         let submitted = Instant::now();
         let mut embeddings = Vec::with_capacity(texts.len());
         let mut count = 0;
@@ -72,7 +73,8 @@ pub(crate) async fn embeddings(
 ) -> Response {
     let answer = async {
         let ApiJson(req) = body?;
-        let served = super::resolve(&state, req.model.as_deref())?;
+        let keep_alive = super::convert::keep_alive(req.keep_alive.as_ref())?;
+        let served = super::resolve(&state, req.model.as_deref(), keep_alive).await?;
         let Some(prompt) = req.prompt else {
             return Err(ApiError::bad("prompt", "`prompt` is required"));
         };

@@ -25,8 +25,8 @@ use wick::PromptInput;
 use crate::chat::{begin, Begun};
 use crate::error::Dialect;
 use crate::extract::ApiJson;
-use crate::SamplingDefaults;
 use crate::{ApiError, AppState, ServedModel};
+use crate::{KeepAlive, SamplingDefaults};
 use answer::{Answer, Items, Piece, Shape, Timing};
 use convert::{Ask, Checked};
 pub(crate) use models::root;
@@ -88,19 +88,26 @@ async fn generate(
         .unwrap_or_else(|e| e.response_in(Dialect::Ollama))
 }
 
-/// The model `name` selects, the way every API selects it; Ollama's implicit `:latest` tag
-/// may be left out or added.
-pub(crate) fn resolve(state: &AppState, name: Option<&str>) -> Result<ServedModel, ApiError> {
-    match state.model(name) {
+/// The model `name` selects, the way every API selects it, loaded and held; Ollama's implicit
+/// `:latest` tag may be left out or added. `keep_alive`: the request's.
+pub(crate) async fn resolve(
+    state: &AppState,
+    name: Option<&str>,
+    keep_alive: Option<KeepAlive>,
+) -> Result<ServedModel, ApiError> {
+    match state.model_kept(name, keep_alive).await {
         Err(ApiError::ModelNotFound { .. }) if name.is_some_and(|n| n.ends_with(":latest")) => {
             let bare = name.and_then(|n| n.strip_suffix(":latest"));
-            state.model(bare).map_err(|e| match e {
-                ApiError::ModelNotFound { served, .. } => ApiError::ModelNotFound {
-                    model: name.unwrap_or_default().to_owned(),
-                    served,
-                },
-                other => other,
-            })
+            state
+                .model_kept(bare, keep_alive)
+                .await
+                .map_err(|e| match e {
+                    ApiError::ModelNotFound { served, .. } => ApiError::ModelNotFound {
+                        model: name.unwrap_or_default().to_owned(),
+                        served,
+                    },
+                    other => other,
+                })
         }
         other => other,
     }
@@ -132,7 +139,20 @@ async fn respond(
         Ask::Chat(valid) => valid.model.as_deref(),
         Ask::Raw(raw) => raw.model.as_deref(),
     };
-    let served = resolve(&state, model)?;
+    if matches!(checked.ask, Ask::Load { .. })
+        && checked.keep_alive == Some(KeepAlive::For(std::time::Duration::ZERO))
+    {
+        // Ollama's way to unload a model: an empty prompt with `keep_alive: 0`.
+        // The id alone: a listing holds the model, which must be let go to unload.
+        let id = state.model_named(model.or(Some("")))?.id;
+        state.unload_model(&id).or_else(|e| match e {
+            // A model loaded at start stays; the answer says it was asked to unload.
+            ApiError::BadRequest { .. } => Ok(false),
+            other => Err(other),
+        })?;
+        return Ok(answer::unloaded(shape, &id));
+    }
+    let served = resolve(&state, model, checked.keep_alive).await?;
     check_context(&served, checked.num_ctx)?;
     let submitted = Instant::now();
     let (items, first, live) = match checked.ask {

@@ -1,8 +1,9 @@
-//! Ollama's model routes: `GET /api/tags` and `GET /api/ps` (the served models: wick serves
-//! the models it was started with, all loaded), `POST /api/show` (details, GGUF metadata as
+//! Ollama's model routes: `GET /api/tags` (every served model) and `GET /api/ps` (the loaded
+//! ones, with when each unloads), `POST /api/show` (details, GGUF metadata as
 //! `model_info`, the chat template, `capabilities`), `POST /api/pull` and `DELETE /api/delete`
 //! (through wick's verified model store), `GET /api/version`, and `GET /` (`HEAD /` too).
 
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use axum::body::{Body, Bytes};
@@ -13,11 +14,12 @@ use serde_json::{json, Map, Value};
 use wick::models::{
     GgufHeader, GgufValue, ModelError, ModelRef, ModelStore, ProgressFn, PullOptions, PullProgress,
 };
+use wick::Llm;
 
 use super::wire::ModelRequest;
 use crate::error::Dialect;
 use crate::extract::ApiJson;
-use crate::{sse, ApiError, AppState, ServedModel};
+use crate::{sse, ApiError, AppState, Listing, ServedModel};
 
 /// What `/api/tags`, `/api/ps` and `/api/show` say about a served model.
 struct Described {
@@ -29,10 +31,10 @@ struct Described {
 }
 
 /// Reads the model file's header, size, time and SHA-256 (blocking: run off the async
-/// threads). A model without a file (a test backend) is described by its backend.
-fn describe(store: Option<&ModelStore>, served: &ServedModel) -> Described {
-    let info = served.llm.model_info();
-    let path = served.llm.model_path();
+/// threads). A loaded model is described by its backend, one not loaded by its file's header;
+/// a model without a file (a test backend) by its backend alone.
+fn describe(store: Option<&ModelStore>, path: Option<&Path>, llm: Option<&Llm>) -> Described {
+    let info = llm.map(Llm::model_info);
     let header = path.and_then(|p| GgufHeader::read(p).ok());
     let file = path.and_then(|p| std::fs::metadata(p).ok());
     let digest = match (store, path) {
@@ -45,13 +47,26 @@ fn describe(store: Option<&ModelStore>, served: &ServedModel) -> Described {
         .as_ref()
         .and_then(|m| m.modified().ok())
         .unwrap_or_else(SystemTime::now);
-    let family = info.architecture.clone();
+    let family = info.map_or_else(
+        || {
+            header
+                .as_ref()
+                .and_then(GgufHeader::architecture)
+                .unwrap_or_default()
+                .to_owned()
+        },
+        |i| i.architecture.clone(),
+    );
+    let params = info.map_or_else(
+        || header.as_ref().map_or(0, GgufHeader::parameter_count),
+        |i| i.n_params,
+    );
     let quantization = header
         .as_ref()
         .and_then(GgufHeader::quantization)
         .unwrap_or_default();
     Described {
-        size: file.map_or(info.model_size_bytes, |m| m.len()),
+        size: file.map_or(info.map_or(0, |i| i.model_size_bytes), |m| m.len()),
         digest,
         modified_at: super::time::rfc3339(modified),
         details: json!({
@@ -59,22 +74,26 @@ fn describe(store: Option<&ModelStore>, served: &ServedModel) -> Described {
             "format": "gguf",
             "family": family,
             "families": [family],
-            "parameter_size": human_count(info.n_params),
+            "parameter_size": human_count(params),
             "quantization_level": quantization,
         }),
         header,
     }
 }
 
-/// Every served model, described.
-async fn described(state: &AppState) -> Vec<(ServedModel, Described)> {
-    let models = state.models();
+/// Every served model (`loaded_only`: the loaded ones), described.
+async fn described(state: &AppState, loaded_only: bool) -> Vec<(Listing, Described)> {
+    let models: Vec<Listing> = state
+        .listings()
+        .into_iter()
+        .filter(|m| !loaded_only || m.llm.is_some())
+        .collect();
     let store = state.model_store().ok();
     tokio::task::spawn_blocking(move || {
         models
             .into_iter()
             .map(|m| {
-                let d = describe(store.as_ref(), &m);
+                let d = describe(store.as_ref(), m.path.as_deref(), m.llm.as_ref());
                 (m, d)
             })
             .collect()
@@ -99,9 +118,9 @@ fn human_count(n: u64) -> String {
     format!("{text}{unit}")
 }
 
-/// `GET /api/tags`.
+/// `GET /api/tags`: every served model, loaded or not.
 pub(crate) async fn tags(State(state): State<AppState>) -> Response {
-    let models: Vec<Value> = described(&state)
+    let models: Vec<Value> = described(&state, false)
         .await
         .into_iter()
         .map(|(m, d)| {
@@ -112,23 +131,29 @@ pub(crate) async fn tags(State(state): State<AppState>) -> Response {
     axum::Json(json!({ "models": models })).into_response()
 }
 
-/// `GET /api/ps`: every served model is loaded, and stays so while the server runs.
+/// `GET /api/ps`: the loaded models, each with when it will be unloaded if no request comes
+/// (`expires_at`; a century from now for a model that stays: pinned, kept forever or loaded
+/// at start, as Ollama shows `keep_alive: -1`).
 pub(crate) async fn ps(State(state): State<AppState>) -> Response {
-    // A century from now stands for "never" (Ollama's `keep_alive: -1` reads the same way).
-    let expires = SystemTime::now() + Duration::from_secs(100 * 365 * 86_400);
-    let models: Vec<Value> = described(&state)
+    let never = SystemTime::now() + Duration::from_secs(100 * 365 * 86_400);
+    let models: Vec<Value> = described(&state, true)
         .await
         .into_iter()
-        .map(|(m, d)| {
-            let info = m.llm.model_info();
+        .filter_map(|(m, d)| {
+            let llm = m.llm.as_ref()?;
+            let info = llm.model_info();
             let vram = if info.n_layer == 0 {
                 0
             } else {
                 d.size * u64::from(info.n_gpu_layers.min(info.n_layer)) / u64::from(info.n_layer)
             };
-            json!({"name": m.id, "model": m.id, "size": d.size, "digest": d.digest,
-                   "details": d.details, "expires_at": super::time::rfc3339(expires),
-                   "size_vram": vram, "context_length": m.llm.metadata().context_window})
+            let expires = m.expires_at.unwrap_or(never);
+            Some(
+                json!({"name": m.id, "model": m.id, "size": d.size.max(m.bytes),
+                        "digest": d.digest, "details": d.details,
+                        "expires_at": super::time::rfc3339(expires), "size_vram": vram,
+                        "context_length": llm.metadata().context_window}),
+            )
         })
         .collect();
     axum::Json(json!({ "models": models })).into_response()
@@ -144,14 +169,16 @@ pub(crate) async fn show(
         let Some(name) = req.named() else {
             return Err(ApiError::bad("model", "`model` is required"));
         };
-        let served = super::resolve(&state, Some(name))?;
+        let served = super::resolve(&state, Some(name), None).await?;
         let store = state.model_store().ok();
         let verbose = req.verbose == Some(true);
         let described = {
             let served = served.clone();
-            tokio::task::spawn_blocking(move || describe(store.as_ref(), &served))
-                .await
-                .map_err(|_| ApiError::Internal)?
+            tokio::task::spawn_blocking(move || {
+                describe(store.as_ref(), served.llm.model_path(), Some(&served.llm))
+            })
+            .await
+            .map_err(|_| ApiError::Internal)?
         };
         Ok(axum::Json(show_body(&served, &described, verbose)).into_response())
     };

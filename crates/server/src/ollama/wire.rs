@@ -1,7 +1,6 @@
 //! Ollama request bodies as clients send them (serde, lenient: unknown fields and unknown
 //! `options` are ignored, `null` is the same as absent). Fields wick has no use for are
-//! accepted by being ignored: `keep_alive` (a served model stays loaded while the server
-//! runs), `truncate`, `insecure` (downloads are always verified). `convert` turns the chat and
+//! accepted by being ignored: `truncate`, `insecure` (downloads are always verified). `convert` turns the chat and
 //! generate requests into the chat pipeline's.
 
 use serde::Deserialize;
@@ -24,6 +23,9 @@ pub(crate) struct ChatRequest {
     pub(crate) stream: Option<bool>,
     /// `true`/`false`, or an effort (`"low"`, `"medium"`, `"high"`).
     pub(crate) think: Option<Value>,
+    /// How long the model stays loaded once idle: seconds or a duration (`"5m"`); negative
+    /// is forever, `0` unloads it when the answer ends.
+    pub(crate) keep_alive: Option<Value>,
 }
 
 /// One message of `messages`.
@@ -91,6 +93,8 @@ pub(crate) struct GenerateRequest {
     pub(crate) options: Option<Options>,
     pub(crate) stream: Option<bool>,
     pub(crate) think: Option<Value>,
+    /// As [`ChatRequest::keep_alive`].
+    pub(crate) keep_alive: Option<Value>,
 }
 
 /// `POST /api/embed`'s `input`: one text or several.
@@ -108,6 +112,8 @@ pub(crate) struct EmbedRequest {
     pub(crate) model: Option<String>,
     pub(crate) input: Option<Input>,
     pub(crate) dimensions: Option<i64>,
+    /// As [`ChatRequest::keep_alive`].
+    pub(crate) keep_alive: Option<Value>,
 }
 
 /// `POST /api/embeddings` (the older embedding route).
@@ -116,6 +122,8 @@ pub(crate) struct EmbedRequest {
 pub(crate) struct EmbeddingsRequest {
     pub(crate) model: Option<String>,
     pub(crate) prompt: Option<String>,
+    /// As [`ChatRequest::keep_alive`].
+    pub(crate) keep_alive: Option<Value>,
 }
 
 /// `POST /api/show`, `DELETE /api/delete` and `POST /api/pull`: a model by `model` (or the

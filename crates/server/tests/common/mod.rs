@@ -23,11 +23,11 @@ pub(crate) fn stub_state(
     let builder = Llm::builder().max_new_tokens(max_new_tokens);
     let llm = Llm::from_backend(Box::new(backend), builder).unwrap();
     let state = AppState::new(config);
-    state.add_model(ServedModel {
-        id: "stub".into(),
-        aliases: aliases.iter().map(|a| (*a).to_owned()).collect(),
+    state.add_model(ServedModel::new(
+        "stub",
+        aliases.iter().map(|a| (*a).to_owned()).collect(),
         llm,
-    });
+    ));
     state.set_ready();
     state
 }

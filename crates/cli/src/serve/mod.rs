@@ -1,4 +1,8 @@
-//! `wick serve`: the OpenAI-compatible HTTP server.
+//! `wick serve`: the OpenAI-compatible HTTP server, of the models named with `-m` (loaded at
+//! start) and, without `-m` or with `--models-dir`, of every model of the store or the
+//! directory, each loaded when a request first names it and unloaded when idle.
+
+mod catalog;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -8,17 +12,69 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use wick::{Llm, ModelKwargs};
 use wick_parse::Format;
-use wick_server::{router, AppState, ListenConfig, ServedModel, ServerConfig};
+use wick_server::{
+    router, AppState, KeepAlive, ListenConfig, ModelSpec, PoolConfig, ServedModel, ServerConfig,
+};
+
+use catalog::{Found, Memory};
 
 /// Arguments of `wick serve`.
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
-    /// A model to serve: a GGUF file, an http(s):// URL, hf:owner/repo/file.gguf,
-    /// owner/repo[:QUANT] or a name from `wick ls`. Repeat to serve several models; requests
-    /// choose one with their `model` field (a file's name without `.gguf`, or the reference as
-    /// given), and requests without one get the first [default: the default model].
+    /// A model to serve, loaded at start and for as long as the server runs: a GGUF file,
+    /// an http(s):// URL, hf:owner/repo/file.gguf, owner/repo[:QUANT] or a name from `wick
+    /// ls`. Repeat to serve several models; requests choose one with their `model` field (a
+    /// file's name without `.gguf`, or the reference as given), and requests without one get
+    /// the first. Without -m, every model of the store is served by its `wick ls` name, each
+    /// loaded when a request first names it (the default model at start).
     #[arg(short, long = "model", value_name = "REF")]
     models: Vec<String>,
+
+    /// Also serve every model of this directory, each loaded when a request first names it:
+    /// a `.gguf` file by its name without `.gguf`, a subdirectory of GGUF files (a split
+    /// model, a model beside its projector) by the subdirectory's name.
+    #[arg(long, value_name = "DIR")]
+    models_dir: Option<PathBuf>,
+
+    /// How long a model loaded on demand stays loaded once idle: `5m`, `30s`, `1h30m`, `0`
+    /// (unloaded when its last answer ends) or `-1` (never). A request sets its own with
+    /// Ollama's `keep_alive`. Models named with -m stay loaded.
+    #[arg(
+        long,
+        default_value = "5m",
+        value_name = "DURATION",
+        allow_hyphen_values = true
+    )]
+    keep_alive: KeepAlive,
+
+    /// The most models loaded at once: loading one more first unloads the least recently
+    /// used idle model that is not pinned (a request for it waits until one is idle; never
+    /// one with requests in flight) [default: no limit but --memory].
+    #[arg(long, visible_alias = "models-max", value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_loaded: Option<u64>,
+
+    /// The memory the loaded models may take, by their estimates (each model's file, the
+    /// weights, plus its F16 KV cache for --ctx-size × (--parallel + 1) tokens); loading one
+    /// that would exceed it first unloads idle models as --max-loaded does. `auto`: 90 % of
+    /// what the machine has available at start (Linux's MemAvailable); `none`: no budget; or
+    /// a size (`8G`, `512M`, bytes).
+    #[arg(long, default_value = "auto", value_name = "SIZE|auto|none")]
+    memory: Memory,
+
+    /// Keep this model loaded once it is loaded: never unloaded when idle or for room
+    /// (repeatable; a name or alias of a served model).
+    #[arg(long = "pin", value_name = "NAME")]
+    pins: Vec<String>,
+
+    /// Load models only when asked with `POST /models/load` (llama-server's flag); a request
+    /// naming an unloaded model gets a 400 saying so.
+    #[arg(long)]
+    no_models_autoload: bool,
+
+    /// Labels for the -m models, listed in /v1/models `tags` (comma-separated or repeated).
+    #[arg(long = "tags", value_name = "TAG", value_delimiter = ',')]
+    tags: Vec<String>,
 
     /// Another name for a model (repeatable): with one model, every alias names it; with
     /// several, the first alias names the first model, the second the second, and so on. A
@@ -350,6 +406,12 @@ async fn serve_on(args: &ServeArgs, state_out: &mut Option<AppState>) -> Result<
             );
         }
     }
+    let router_mode = args.models.is_empty() || args.models_dir.is_some();
+    let memory = match args.memory {
+        Memory::Auto => catalog::available_memory().map(|m| m / 10 * 9),
+        Memory::Unlimited => None,
+        Memory::Bytes(bytes) => Some(bytes),
+    };
     let config = ServerConfig {
         api_key,
         cors_origin: args.cors_origin.clone(),
@@ -360,6 +422,15 @@ async fn serve_on(args: &ServeArgs, state_out: &mut Option<AppState>) -> Result<
         strict_model_names: args.strict_model_names,
         ui: !args.no_ui,
         sampling: sampling_defaults(&args.sampling)?,
+        models: PoolConfig {
+            keep_alive: args.keep_alive,
+            max_loaded: args
+                .max_loaded
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            memory,
+            autoload: !args.no_models_autoload,
+        },
+        router: router_mode,
     };
     let state = AppState::new(config);
     *state_out = Some(state.clone());
@@ -390,7 +461,6 @@ async fn serve_on(args: &ServeArgs, state_out: &mut Option<AppState>) -> Result<
         loaded = loading => loaded?,
         () = wait_for(stop_rx.clone()) => return Ok(()),
     }
-    state.set_ready();
     print_ready(locals[0], &state, args.api_key.is_some());
 
     wait_for(stop_rx).await;
@@ -462,13 +532,10 @@ fn allowed_hosts(locals: &[SocketAddr], bound: &[String], extra: &[String]) -> O
     Some(hosts)
 }
 
-/// Loads every model (off the async threads) and adds it to `state`.
+/// Loads the -m models (off the async threads) and adds them to `state`, adds the models
+/// served on demand (the store's without -m, `--models-dir`'s), and marks the server ready;
+/// without -m, the default model is loaded at start.
 async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
-    let refs: Vec<Option<String>> = if args.models.is_empty() {
-        vec![None]
-    } else {
-        args.models.iter().cloned().map(Some).collect()
-    };
     let template = match (&args.chat_template, &args.chat_template_file) {
         (Some(template), _) => Some(template.clone()),
         (None, Some(file)) => Some(
@@ -477,9 +544,13 @@ async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
         ),
         (None, None) => None,
     };
-    let n_models = refs.len();
-    for (position, reference) in refs.into_iter().enumerate() {
-        let mut builder = builder(args, reference.as_deref());
+    let mut found = {
+        let (from_store, dir) = (args.models.is_empty(), args.models_dir.clone());
+        tokio::task::spawn_blocking(move || discover(from_store, dir.as_deref())).await??
+    };
+    let n_models = args.models.len();
+    for (position, reference) in args.models.iter().enumerate() {
+        let mut builder = builder(args, Some(reference));
         if position == 0 {
             if let Some(draft) = &args.model_draft {
                 builder = builder.draft_model(wick::ModelSource::Reference(draft.clone()));
@@ -496,15 +567,11 @@ async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
         if let Some(template) = &template {
             builder = builder.chat_template(template.clone());
         }
+        let reference = reference.clone();
         let llm = tokio::task::spawn_blocking(move || builder.build())
             .await?
-            .with_context(|| {
-                format!(
-                    "cannot load {}",
-                    reference.as_deref().unwrap_or("the default model")
-                )
-            })?;
-        let (mut id, mut aliases) = ids(reference.as_deref());
+            .with_context(|| format!("cannot load {reference}"))?;
+        let (mut id, mut aliases) = ids(Some(&reference));
         let name = llm.metadata().model_name;
         if !name.is_empty() && name != id {
             aliases.push(name);
@@ -520,10 +587,146 @@ async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
             aliases.push(std::mem::replace(&mut id, (*first).clone()));
             aliases.extend(rest.iter().map(|a| (*a).clone()));
         }
+        // A model of --models-dir in the same file is this one, under its names too.
+        let mut bytes = 0;
+        if let Some(path) = llm.model_path() {
+            let path = canonical(path);
+            found.retain(|f| {
+                let same = canonical(&f.path) == path;
+                if same {
+                    aliases.push(f.id.clone());
+                    aliases.extend(f.aliases.iter().cloned());
+                }
+                !same
+            });
+            bytes = catalog::estimate(&path, context_tokens(args));
+        }
         eprintln!("wick serve: loaded {id}");
-        state.add_model(ServedModel { id, aliases, llm });
+        let tags = if position == 0 {
+            args.tags.clone()
+        } else {
+            Vec::new()
+        };
+        state.add_model(
+            ServedModel::new(id, aliases, llm)
+                .with_tags(tags)
+                .with_bytes(bytes),
+        );
+    }
+    // Without -m, the default model comes first: it answers requests that name no model.
+    let default_id = if args.models.is_empty() {
+        let default = wick::models::Settings::from_env().default_model_path();
+        let default = canonical(&default);
+        match found.iter().position(|f| canonical(&f.path) == default) {
+            Some(i) => {
+                let mut first = found.remove(i);
+                first.aliases.push("default".to_owned());
+                if let Some((alias, rest)) = args.aliases.split_first() {
+                    first
+                        .aliases
+                        .push(std::mem::replace(&mut first.id, alias.clone()));
+                    first.aliases.extend(rest.iter().cloned());
+                }
+                found.insert(0, first);
+                Some(found[0].id.clone())
+            }
+            None if found.is_empty() => bail!(
+                "no model to serve: the default model is not at {} and the store is empty; \
+                 fetch it with scripts/fetch-model, pull one with `wick pull REF`, or name one \
+                 with -m",
+                default.display()
+            ),
+            None => None,
+        }
+    } else {
+        None
+    };
+    for f in &found {
+        let mut builder = builder(args, Some(&f.path.display().to_string()));
+        if let Some(template) = &template {
+            builder = builder.chat_template(template.clone());
+        }
+        let label = f.id.clone();
+        let pinned = args
+            .pins
+            .iter()
+            .any(|p| *p == f.id || f.aliases.contains(p));
+        state.add_model_spec(ModelSpec {
+            id: f.id.clone(),
+            aliases: f.aliases.clone(),
+            tags: Vec::new(),
+            path: Some(f.path.clone()),
+            bytes: catalog::estimate(&f.path, context_tokens(args)),
+            pinned,
+            keep_alive: None,
+            load: std::sync::Arc::new(move || {
+                eprintln!("wick serve: loading {label}");
+                let llm = builder.clone().build().map_err(|e| format!("{e}"))?;
+                eprintln!("wick serve: loaded {label}");
+                Ok(llm)
+            }),
+        });
+    }
+    for pin in &args.pins {
+        if !state
+            .listings()
+            .iter()
+            .any(|m| m.id == *pin || m.aliases.contains(pin))
+        {
+            let served: Vec<String> = state.listings().into_iter().map(|m| m.id).collect();
+            bail!(
+                "--pin {pin}: no served model has this name (served: {})",
+                served.join(", ")
+            );
+        }
+    }
+    state.set_ready();
+    if let Some(id) = default_id {
+        state
+            .load_model(&id)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     Ok(())
+}
+
+/// The models served on demand: the store's (`from_store`) and `dir`'s, each file once.
+fn discover(from_store: bool, dir: Option<&Path>) -> Result<Vec<Found>> {
+    let mut found = Vec::new();
+    if from_store {
+        let mut settings = wick::models::Settings::from_env();
+        settings.progress = false;
+        let store = wick::models::ModelStore::new(settings)?;
+        found.extend(catalog::store_models(&store)?);
+    }
+    if let Some(dir) = dir {
+        for model in catalog::dir_models(dir)? {
+            let path = canonical(&model.path);
+            if let Some(known) = found.iter_mut().find(|f| canonical(&f.path) == path) {
+                known.aliases.push(model.id);
+                known.aliases.extend(model.aliases);
+            } else if found.iter().any(|f| f.id == model.id) {
+                eprintln!(
+                    "wick serve: warning: {} is not served: the name {} is taken",
+                    model.path.display(),
+                    model.id
+                );
+            } else {
+                found.push(model);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// `path` made absolute and free of symlinks, so two spellings of one file compare equal.
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// KV cache tokens a model takes: a context per sequence, and one for embeddings.
+fn context_tokens(args: &ServeArgs) -> u64 {
+    u64::from(args.ctx_size) * (u64::from(args.parallel) + 1)
 }
 
 fn builder(args: &ServeArgs, reference: Option<&str>) -> wick::LlmBuilder {
@@ -589,13 +792,24 @@ fn ids(reference: Option<&str>) -> (String, Vec<String>) {
 }
 
 fn print_ready(local: SocketAddr, state: &AppState, auth: bool) {
-    let models: Vec<String> = state.models().into_iter().map(|m| m.id).collect();
+    let listed = state.listings();
+    let models: Vec<String> = listed.iter().map(|m| m.id.clone()).collect();
     let auth = if auth {
         " -H \"Authorization: Bearer $WICK_API_KEY\""
     } else {
         ""
     };
-    println!("wick serve: ready, serving {}", models.join(", "));
+    if state.config().router {
+        let loaded = listed.iter().filter(|m| m.llm.is_some()).count();
+        println!(
+            "wick serve: ready, serving {} models ({loaded} loaded; the others load when a \
+             request names them): {}",
+            models.len(),
+            models.join(", ")
+        );
+    } else {
+        println!("wick serve: ready, serving {}", models.join(", "));
+    }
     println!("try:");
     println!(
         "  curl http://{local}/v1/chat/completions -H 'Content-Type: application/json'{auth} \\\n    -d '{{\"model\": \"{}\", \"messages\": [{{\"role\": \"user\", \"content\": \"What is the capital of France?\"}}]}}'",
