@@ -30,7 +30,13 @@ pub(crate) async fn handler(
         first,
         live,
         clock,
-    } = begin(&state, valid.model.as_deref(), valid.chat, &valid.options).await?;
+    } = begin(
+        &state,
+        state.model(valid.model.as_deref()).await?,
+        valid.chat,
+        &valid.options,
+    )
+    .await?;
     let head = Head::new("chatcmpl", served.id.clone());
     if valid.stream {
         let shutdown = state.shutdown_token();
@@ -76,14 +82,14 @@ pub(crate) struct Begun {
     pub(crate) clock: Clock,
 }
 
-/// Starts answering `chat` on the model `model` names: every chat API's way into the engine.
+/// Starts answering `chat` on `served` (as the request named it: [`AppState::model`]):
+/// every chat API's way into the engine.
 pub(crate) async fn begin(
     state: &AppState,
-    model: Option<&str>,
+    served: ServedModel,
     chat: ChatRequest,
     options: &GenerateOptions,
 ) -> Result<Begun, ApiError> {
-    let served = state.model(model).await?;
     let started = Instant::now();
     let live = state.metrics().live();
     let mut stream = served.llm.astream_chat_with(&chat, options).await?;

@@ -163,7 +163,7 @@ async fn respond(
                 first,
                 live,
                 ..
-            } = begin(&state, Some(&served.id), valid.chat, &valid.options).await?;
+            } = begin(&state, served.clone(), valid.chat, &valid.options).await?;
             (Items::Chat(Box::new(stream)), Piece::from_chat(first), live)
         }
         Ask::Raw(raw) => {
