@@ -51,40 +51,7 @@ const PROMPTS: [&str; 4] = [
 
 /// The test model in `kind`, made once.
 fn model_of(kind: &str) -> PathBuf {
-    let dir = wick_home().join("test-models");
-    // The `Q2_K` and `Q3_K_M` mixes hold no tensor of their type in a model this narrow:
-    // their `ffn_down` is asked for.
-    let (name, extra): (String, &[&str]) = match kind {
-        "Q2_K" => (
-            format!("{kind}-ffn_down"),
-            &["--tensor-type", "ffn_down=q2_k"],
-        ),
-        "Q3_K_M" => (
-            format!("{kind}-ffn_down"),
-            &["--tensor-type", "ffn_down=q3_k"],
-        ),
-        _ => (kind.to_string(), &[]),
-    };
-    let out = dir.join(format!("SmolLM2-135M-Instruct.{name}.gguf"));
-    if out.is_file() {
-        return out;
-    }
-    let result = Command::new(env!("CARGO_BIN_EXE_wick"))
-        .args(["quantize", "-t", kind])
-        .args(extra)
-        .arg("-m")
-        .arg(wick_testutil::model_path())
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .expect("wick quantize runs");
-    assert!(
-        result.status.success(),
-        "wick quantize -t {kind}: {}",
-        String::from_utf8_lossy(&result.stderr)
-    );
-    assert!(out.is_file(), "{} was written", out.display());
-    out
+    serve_util::requantized(kind)
 }
 
 /// A prompt's greedy answer of 8 tokens (whatever they are: requantized models may end

@@ -237,3 +237,34 @@ pub(crate) fn render_cache(out: &mut String, models: &[(&str, &wick::CacheStats)
         }
     }
 }
+
+/// Per served model: whether it is loaded, and how many times it was loaded (models loaded on
+/// demand load again after an unload).
+pub(crate) fn render_models(out: &mut String, models: &[crate::Listing]) {
+    let _ = writeln!(
+        out,
+        "# HELP wick_model_loaded Whether the model is loaded (1) or not (0).\n\
+         # TYPE wick_model_loaded gauge"
+    );
+    for m in models {
+        let model = m.id.replace('\\', "\\\\").replace('"', "\\\"");
+        let _ = writeln!(
+            out,
+            "wick_model_loaded{{model=\"{model}\"}} {}",
+            u8::from(m.llm.is_some())
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP wick_model_loads_total Loads of the model since the server started.\n\
+         # TYPE wick_model_loads_total counter"
+    );
+    for m in models {
+        let model = m.id.replace('\\', "\\\\").replace('"', "\\\"");
+        let _ = writeln!(
+            out,
+            "wick_model_loads_total{{model=\"{model}\"}} {}",
+            m.loads
+        );
+    }
+}

@@ -225,6 +225,8 @@ pub struct Listing {
     pub bytes: u64,
     /// Requests holding it right now.
     pub in_flight: usize,
+    /// Times it was loaded since the server started (1 for a model given loaded).
+    pub loads: u64,
 }
 
 /// One model the server answers for, as a handler holds it: while any clone of it lives (and
@@ -337,6 +339,8 @@ struct Entry {
     /// first).
     grace_until: Instant,
     leases: usize,
+    /// Loads that succeeded.
+    loads: u64,
 }
 
 impl std::fmt::Debug for Entry {
@@ -568,6 +572,7 @@ impl Pool {
             last_used: now,
             grace_until: now,
             leases: 0,
+            loads: 1,
         });
         self.shared.changed.notify_waiters();
     }
@@ -590,6 +595,7 @@ impl Pool {
             last_used: now,
             grace_until: now,
             leases: 0,
+            loads: 0,
         });
     }
 
@@ -760,6 +766,7 @@ impl Pool {
             match result {
                 Ok(llm) => {
                     entry.state = State::Loaded(llm);
+                    entry.loads += 1;
                     entry.last_used = now;
                     entry.grace_until = now + LOAD_GRACE;
                     Ok(())
@@ -896,6 +903,7 @@ fn listing(entry: &Entry, now: Instant) -> Listing {
         pinned: entry.pinned,
         bytes: entry.bytes,
         in_flight: entry.leases,
+        loads: entry.loads,
     }
 }
 

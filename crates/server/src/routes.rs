@@ -177,5 +177,6 @@ async fn metrics(State(state): State<AppState>) -> Response {
         .map(|m| (m.id.as_str(), m.llm.cache_stats()))
         .collect();
     crate::metrics::render_cache(&mut text, &caches);
+    crate::metrics::render_models(&mut text, &state.listings());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

@@ -45,18 +45,27 @@ impl Server {
         model: &std::path::Path,
         extra: &[&str],
     ) -> Server {
+        let model = model.to_str().expect("a UTF-8 model path");
+        let args: Vec<&str> = ["-m", model]
+            .into_iter()
+            .chain(extra.iter().copied())
+            .collect();
+        Server::start_args_in(home, &args)
+    }
+
+    /// `wick serve` with `args` only (no -m: the store's models) and `home` as `$WICK_HOME`.
+    pub(crate) fn start_args_in(home: &std::path::Path, args: &[&str]) -> Server {
         // Two threads unless the test says (servers side by side may want one each).
-        let threads: &[&str] = if extra.contains(&"--threads") {
+        let threads: &[&str] = if args.contains(&"--threads") {
             &[]
         } else {
             &["--threads", "2"]
         };
         let mut child = Command::new(env!("CARGO_BIN_EXE_wick"))
             .env("WICK_HOME", home)
-            .args(["serve", "--port", "0", "-m"])
-            .arg(model)
+            .args(["serve", "--port", "0"])
             .args(threads)
-            .args(extra)
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -169,6 +178,44 @@ pub(crate) fn accumulate(events: &[String]) -> (String, Value) {
         }
     }
     (content, finish)
+}
+
+/// The test model requantized to `kind` by `wick quantize` (llama.cpp's llama-quantize), made
+/// once into `$WICK_HOME/test-models`. The `Q2_K` and `Q3_K_M` mixes hold no tensor of their
+/// type in a model this narrow: their `ffn_down` is asked for.
+pub(crate) fn requantized(kind: &str) -> std::path::PathBuf {
+    let dir = wick_home().join("test-models");
+    let (name, extra): (String, &[&str]) = match kind {
+        "Q2_K" => (
+            format!("{kind}-ffn_down"),
+            &["--tensor-type", "ffn_down=q2_k"],
+        ),
+        "Q3_K_M" => (
+            format!("{kind}-ffn_down"),
+            &["--tensor-type", "ffn_down=q3_k"],
+        ),
+        _ => (kind.to_string(), &[]),
+    };
+    let out = dir.join(format!("SmolLM2-135M-Instruct.{name}.gguf"));
+    if out.is_file() {
+        return out;
+    }
+    let result = Command::new(env!("CARGO_BIN_EXE_wick"))
+        .args(["quantize", "-t", kind])
+        .args(extra)
+        .arg("-m")
+        .arg(wick_testutil::model_path())
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .expect("wick quantize runs");
+    assert!(
+        result.status.success(),
+        "wick quantize -t {kind}: {}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    assert!(out.is_file(), "{} was written", out.display());
+    out
 }
 
 /// `$WICK_HOME`, as `scripts/common.sh` sets it (default: the user cache dir + `/wick`).
