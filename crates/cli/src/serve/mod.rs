@@ -82,8 +82,9 @@ pub(crate) struct ServeArgs {
     #[arg(long = "alias", value_name = "NAME")]
     aliases: Vec<String>,
     /// Answer a request naming a model the server does not serve with a 404 even when one
-    /// model is served [default: one model answers any name, as llama-server does: clients
-    /// send names such as gpt-4o-mini].
+    /// model is served [default: with -m alone, one model answers any name, as llama-server
+    /// does: clients send names such as gpt-4o-mini; serving models on demand, names are
+    /// always strict].
     #[arg(long)]
     strict_model_names: bool,
     /// Do not serve the chat page at `/` (a browser then gets `Ollama is running`, as any
@@ -419,7 +420,9 @@ async fn serve_on(args: &ServeArgs, state_out: &mut Option<AppState>) -> Result<
         parallel: args.parallel as usize,
         allowed_hosts: allowed_hosts(&locals, &args.hosts, &args.allow_hosts),
         body_timeout: Duration::from_secs(args.body_timeout),
-        strict_model_names: args.strict_model_names,
+        // Serving models on demand, a name no model has is a 404 (as Ollama and llama-server's
+        // router answer it): another model answering would hide the mistake.
+        strict_model_names: args.strict_model_names || router_mode,
         ui: !args.no_ui,
         sampling: sampling_defaults(&args.sampling)?,
         models: PoolConfig {
