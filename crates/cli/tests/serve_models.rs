@@ -308,6 +308,86 @@ fn the_prompt_cache_comes_back_from_disk_after_an_unload_and_wick_ps_and_stop_sh
 }
 
 #[test]
+fn a_presets_models_get_their_settings_and_a_missing_one_is_pulled_only_when_allowed() {
+    let hub = wick_testutil::FakeHub::start();
+    let bytes = std::fs::read(wick_testutil::model_path()).unwrap();
+    hub.add_file("HuggingFaceTB/smol-GGUF", "smol-Q4_1.gguf", bytes);
+    let q8 = requantized("Q8_0");
+    let home = tempfile::tempdir().unwrap();
+    let preset = home.path().join("models.toml");
+    std::fs::write(
+        &preset,
+        format!(
+            "[defaults]\nctx-size = 1024\n\n\
+             [models.eight]\nmodel = {:?}\naliases = [\"org/eight\"]\ntags = [\"small\"]\n\
+             load-on-startup = true\nkeep-alive = \"-1\"\n\n\
+             [models.remote]\nmodel = \"HuggingFaceTB/smol-GGUF:Q4_1\"\nctx-size = 512\n",
+            q8.display().to_string()
+        ),
+    )
+    .unwrap();
+    let hf_cache = home.path().join("hf-cache");
+    let envs = [
+        ("HF_ENDPOINT", OsStr::new(hub.endpoint())),
+        ("HF_HUB_CACHE", hf_cache.as_os_str()),
+    ];
+    let model = wick_testutil::model_path();
+    let start = |extra: &[&str]| {
+        let args: Vec<&str> = ["-m", model.to_str().unwrap()]
+            .into_iter()
+            .chain(["--models-preset", preset.to_str().unwrap()])
+            .chain(extra.iter().copied())
+            .collect();
+        Server::start_args_env_in(home.path(), &args, &envs)
+    };
+
+    let server = start(&[]);
+    let listed = models(&server);
+    let eight = listed.iter().find(|m| m["id"] == "eight").unwrap();
+    // Loaded at start, with the preset's context, names and tags, kept forever.
+    assert_eq!(eight["status"]["value"], "loaded", "{eight}");
+    assert_eq!(eight["context_window"], 1024);
+    assert_eq!(eight["tags"], json!(["small"]));
+    assert_eq!(eight["expires_at"], Value::Null);
+    // A name with a slash, on a streamed answer.
+    let body = client()
+        .post(server.url("/v1/chat/completions"))
+        .json(
+            &json!({"model": "org/eight", "max_tokens": 4, "stream": true,
+                      "messages": [{"role": "user", "content": "Hi"}]}),
+        )
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    let events = serve_util::sse_events(&body);
+    assert!(events.len() > 1, "{body}");
+    // Not on this machine, and not allowed to pull: the error says what to do.
+    let (code, body) = post_json(&server, "/v1/chat/completions", &chat("remote", "Hi"));
+    assert_eq!(code, 500, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("wick pull HuggingFaceTB/smol-GGUF:Q4_1"),
+        "{message}"
+    );
+    assert!(message.contains("--pull-missing"), "{message}");
+    assert_eq!(hub.count("/files/"), 0);
+    drop(server);
+
+    // With --pull-missing the first request downloads it (verified as `wick pull` does).
+    let server = start(&["--pull-missing"]);
+    let (code, body) = post_json(&server, "/v1/chat/completions", &chat("remote", "Hi"));
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["model"], "remote");
+    let remote = models(&server)
+        .into_iter()
+        .find(|m| m["id"] == "remote")
+        .unwrap();
+    assert_eq!(remote["context_window"], 512);
+    assert_eq!(hub.count("/files/"), 1);
+}
+
+#[test]
 fn the_ollama_python_package_lists_keeps_and_unloads_models() {
     let python = venv_python(
         "WICK_OPENAI_PYTHON",

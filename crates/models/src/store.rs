@@ -106,6 +106,29 @@ impl ModelStore {
         Ok(path)
     }
 
+    /// The GGUF file that `reference` names when it is on this machine already (a local file,
+    /// a name of the store, a URL or Hugging Face file pulled before or in the Hugging Face
+    /// cache), without downloading anything; `None` when it would have to be downloaded (or a
+    /// file or name does not exist).
+    ///
+    /// # Errors
+    ///
+    /// [`ModelError::Index`] or [`ModelError::Io`] when the index cannot be read.
+    pub fn local(&self, reference: &ModelRef) -> Result<Option<PathBuf>, ModelError> {
+        Ok(match reference {
+            ModelRef::Default => Some(self.settings.default_model_path()).filter(|p| p.is_file()),
+            ModelRef::Path(path) => Some(path.clone()).filter(|p| p.is_file()),
+            ModelRef::Name(name) => match self.named(name) {
+                Ok((_, path)) => Some(path),
+                Err(ModelError::UnknownName { .. } | ModelError::MissingFile { .. }) => None,
+                Err(e) => return Err(e),
+            },
+            ModelRef::Url(url) => self.stored(url, None)?.map(|e| self.entry_path(&e)),
+            ModelRef::HfFile { repo, file } => self.find_hf(repo, file)?,
+            ModelRef::HfQuant { repo, quant } => self.find_hf_quant(repo, quant.as_deref())?,
+        })
+    }
+
     /// Every model in the store, by name; the default model is adopted into the index the
     /// first time it is seen.
     ///

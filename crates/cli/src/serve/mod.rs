@@ -3,6 +3,7 @@
 //! directory, each loaded when a request first names it and unloaded when idle.
 
 mod catalog;
+mod preset;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -71,6 +72,20 @@ pub(crate) struct ServeArgs {
     /// naming an unloaded model gets a 400 saying so.
     #[arg(long)]
     no_models_autoload: bool,
+
+    /// Serve the models of this preset file, each loaded when a request first names it, with
+    /// settings of its own: TOML (`[models.NAME]` tables: `model` (any reference), `aliases`,
+    /// `tags`, `ctx-size`, `parallel`, `chat-template`, `model-draft`, `lora`, `kernels`,
+    /// `gpu-layers`, `pin`, `keep-alive`, `load-on-startup`; `[defaults]` for all), or
+    /// llama-server's INI preset (a `.ini` file) where its keys map.
+    #[arg(long, value_name = "FILE")]
+    models_preset: Option<PathBuf>,
+
+    /// Download a preset's model that is not on this machine when a request first names it
+    /// (verified as `wick pull` verifies) [default: such a request fails, saying to `wick
+    /// pull` it].
+    #[arg(long)]
+    pull_missing: bool,
 
     /// Labels for the -m models, listed in /v1/models `tags` (comma-separated or repeated).
     #[arg(long = "tags", value_name = "TAG", value_delimiter = ',')]
@@ -407,7 +422,8 @@ async fn serve_on(args: &ServeArgs, state_out: &mut Option<AppState>) -> Result<
             );
         }
     }
-    let router_mode = args.models.is_empty() || args.models_dir.is_some();
+    let router_mode =
+        args.models.is_empty() || args.models_dir.is_some() || args.models_preset.is_some();
     let memory = match args.memory {
         Memory::Auto => catalog::available_memory().map(|m| m / 10 * 9),
         Memory::Unlimited => None,
@@ -670,6 +686,10 @@ async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
             }),
         });
     }
+    let mut on_startup = Vec::new();
+    if let Some(file) = &args.models_preset {
+        on_startup = add_presets(args, state, file, &template).await?;
+    }
     for pin in &args.pins {
         if !state
             .listings()
@@ -684,13 +704,104 @@ async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
         }
     }
     state.set_ready();
-    if let Some(id) = default_id {
+    for id in default_id.into_iter().chain(on_startup) {
         state
             .load_model(&id)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     Ok(())
+}
+
+/// Adds the models of the preset `file`, served on demand; the ids of those to load at start.
+async fn add_presets(
+    args: &ServeArgs,
+    state: &AppState,
+    file: &Path,
+    template: &Option<String>,
+) -> Result<Vec<String>> {
+    let presets = {
+        let file = file.to_path_buf();
+        tokio::task::spawn_blocking(move || preset::read(&file)).await??
+    };
+    if !presets.ignored.is_empty() {
+        eprintln!(
+            "wick serve: warning: --models-preset {}: keys with no counterpart, ignored: {}",
+            file.display(),
+            presets.ignored.join(", ")
+        );
+    }
+    let mut settings = wick::models::Settings::from_env();
+    settings.progress = false;
+    let store = wick::models::ModelStore::new(settings)?;
+    let taken: Vec<String> = state
+        .listings()
+        .into_iter()
+        .flat_map(|m| std::iter::once(m.id).chain(m.aliases))
+        .collect();
+    let mut on_startup = Vec::new();
+    for (name, preset) in presets.models {
+        if taken.contains(&name) {
+            bail!(
+                "--models-preset {}: the model `{name}` has the name of a model served already",
+                file.display()
+            );
+        }
+        let reference = preset.model.clone().unwrap_or_default();
+        let parsed: wick::models::ModelRef = reference
+            .parse()
+            .with_context(|| format!("--models-preset: the model `{name}`"))?;
+        let local = store.local(&parsed)?;
+        let mut builder = builder_with(args, Some(&reference), &preset);
+        if preset.chat_template.is_none() {
+            if let Some(template) = template {
+                builder = builder.chat_template(template.clone());
+            }
+        }
+        let tokens = u64::from(preset.ctx_size.unwrap_or(args.ctx_size))
+            * (u64::from(preset.parallel.unwrap_or(args.parallel)) + 1);
+        let pull = args.pull_missing;
+        let label = name.clone();
+        let pinned = preset.pin == Some(true) || args.pins.contains(&name);
+        if preset.load_on_startup == Some(true) {
+            on_startup.push(name.clone());
+        }
+        state.add_model_spec(ModelSpec {
+            id: name,
+            aliases: preset.aliases.clone(),
+            tags: preset.tags.clone(),
+            bytes: local.as_deref().map_or(0, |p| catalog::estimate(p, tokens)),
+            path: local.clone(),
+            pinned,
+            keep_alive: preset.keep_alive().map_err(|e| anyhow::anyhow!(e))?,
+            load: std::sync::Arc::new(move || {
+                let remote = !matches!(
+                    parsed,
+                    wick::models::ModelRef::Path(_) | wick::models::ModelRef::Name(_)
+                );
+                if remote && !pull && local.is_none() && !is_local_now(&parsed) {
+                    return Err(format!(
+                        "`{reference}` is not on this machine: fetch it with `wick pull \
+                         {reference}`, or start the server with --pull-missing"
+                    ));
+                }
+                eprintln!("wick serve: loading {label}");
+                let llm = builder.clone().build().map_err(|e| format!("{e}"))?;
+                eprintln!("wick serve: loaded {label}");
+                Ok(llm)
+            }),
+        });
+    }
+    Ok(on_startup)
+}
+
+/// Whether `reference` is on this machine now (pulled since the server started).
+fn is_local_now(reference: &wick::models::ModelRef) -> bool {
+    let mut settings = wick::models::Settings::from_env();
+    settings.progress = false;
+    wick::models::ModelStore::new(settings)
+        .and_then(|store| store.local(reference))
+        .is_ok_and(|p| p.is_some())
 }
 
 /// The models served on demand: the store's (`from_store`) and `dir`'s, each file once.
@@ -733,21 +844,30 @@ fn context_tokens(args: &ServeArgs) -> u64 {
 }
 
 fn builder(args: &ServeArgs, reference: Option<&str>) -> wick::LlmBuilder {
+    builder_with(args, reference, &preset::Preset::default())
+}
+
+/// [`builder`], with a preset's settings over the flags'.
+fn builder_with(
+    args: &ServeArgs,
+    reference: Option<&str>,
+    preset: &preset::Preset,
+) -> wick::LlmBuilder {
+    let kernels = preset.kernels.as_deref().unwrap_or(&args.kernels);
     let mut builder = args
         .template
         .apply(Llm::builder())
-        .context_window(args.ctx_size)
+        .context_window(preset.ctx_size.unwrap_or(args.ctx_size))
         .max_new_tokens(args.max_tokens)
         .model_kwargs(ModelKwargs {
             n_threads: args.threads,
-            n_gpu_layers: args.gpu_layers.unwrap_or(if args.rpc.is_empty() {
-                0
-            } else {
-                ALL_LAYERS
-            }),
-            n_seq_max: args.parallel,
+            n_gpu_layers: preset
+                .gpu_layers
+                .or(args.gpu_layers)
+                .unwrap_or(if args.rpc.is_empty() { 0 } else { ALL_LAYERS }),
+            n_seq_max: preset.parallel.unwrap_or(args.parallel),
             queue_capacity: args.queue_size,
-            kernels: args.kernels.parse().unwrap_or_default(),
+            kernels: kernels.parse().unwrap_or_default(),
             ram_cache_bytes: args.cache_ram,
             spec_max: if spec_mode(args) == "off" {
                 0
@@ -764,6 +884,15 @@ fn builder(args: &ServeArgs, reference: Option<&str>) -> wick::LlmBuilder {
     }
     if let Some(format) = args.output_format {
         builder = builder.output_format(format);
+    }
+    if let Some(template) = &preset.chat_template {
+        builder = builder.chat_template(template.clone());
+    }
+    if let Some(draft) = &preset.model_draft {
+        builder = builder.draft_model(wick::ModelSource::Reference(draft.clone()));
+    }
+    for (file, scale) in preset.loras().unwrap_or_default() {
+        builder = builder.lora(file, scale);
     }
     if args.kv_cache_size > 0 {
         builder = builder.kv_cache(wick::KvCache {

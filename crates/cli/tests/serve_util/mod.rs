@@ -55,6 +55,15 @@ impl Server {
 
     /// `wick serve` with `args` only (no -m: the store's models) and `home` as `$WICK_HOME`.
     pub(crate) fn start_args_in(home: &std::path::Path, args: &[&str]) -> Server {
+        Server::start_args_env_in(home, args, &[])
+    }
+
+    /// [`Server::start_args_in`] with more environment variables.
+    pub(crate) fn start_args_env_in(
+        home: &std::path::Path,
+        args: &[&str],
+        envs: &[(&str, &std::ffi::OsStr)],
+    ) -> Server {
         // Two threads unless the test says (servers side by side may want one each).
         let threads: &[&str] = if args.contains(&"--threads") {
             &[]
@@ -63,6 +72,7 @@ impl Server {
         };
         let mut child = Command::new(env!("CARGO_BIN_EXE_wick"))
             .env("WICK_HOME", home)
+            .envs(envs.iter().map(|&(k, v)| (k, v)))
             .args(["serve", "--port", "0"])
             .args(threads)
             .args(args)
