@@ -8,6 +8,7 @@ Usage: python ollama_models_client.py BASE_URL MODEL
 
 import datetime
 import sys
+import time
 
 import ollama
 
@@ -49,6 +50,11 @@ check(
 # An empty generate with keep_alive 0 unloads it.
 unload = client.generate(model=MODEL, keep_alive=0)
 check(unload.done and unload.done_reason == "unload", f"generate unloads: {unload}")
+# Unloaded at once when idle, else when the requests still ending on it are done.
+for _ in range(100):
+    if MODEL not in loaded():
+        break
+    time.sleep(0.1)
 check(MODEL not in loaded(), "ps no longer shows it")
 
 # An empty generate with keep_alive -1 loads it to stay.

@@ -276,7 +276,7 @@ fn the_prompt_cache_comes_back_from_disk_after_an_unload_and_wick_ps_and_stop_sh
         "{ps}"
     );
     assert_eq!(wick(&["stop", "smol-q8"]).trim(), "unloaded smol-q8");
-    assert_eq!(status(&server, "smol-q8"), "unloaded");
+    assert_eq!(wait_status(&server, "smol-q8", "unloaded"), "unloaded");
     assert!(!wick(&["ps"]).contains("smol-q8"));
     assert!(wick(&["ps", "--all"]).contains("unloaded"));
 

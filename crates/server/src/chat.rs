@@ -17,12 +17,66 @@ use crate::telemetry::{Asked, Clock};
 use crate::wire::ChatCompletionRequest;
 use crate::{sse, validate, ApiError, AppState, ServedModel};
 
-/// The chat-completions handler.
+/// The chat-completions handler. A streamed answer on a model that is not loaded yet starts
+/// its stream at once: `: keep-alive` comments go out while the model loads (a client with a
+/// read timeout does not give up), and a failed load ends the stream with its error event.
 pub(crate) async fn handler(
     State(state): State<AppState>,
     ApiJson(req): ApiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
     let valid = validate::chat(req, &state.config().sampling)?;
+    if valid.stream && state.needs_load(valid.model.as_deref()) {
+        let shutdown = state.shutdown_token();
+        let frames = futures_util::stream::once(async move {
+            match streamed(state, valid).await {
+                Ok(frames) => futures_util::future::Either::Left(frames),
+                Err(e) => futures_util::future::Either::Right(futures_util::stream::iter(
+                    sse::error_tail(&e, Dialect::OpenAi, 0),
+                )),
+            }
+        });
+        let frames = futures_util::StreamExt::flatten(frames);
+        return Ok(sse::response(frames, shutdown, Dialect::OpenAi));
+    }
+    if valid.stream {
+        let shutdown = state.shutdown_token();
+        let frames = streamed(state, valid).await?;
+        return Ok(sse::response(frames, shutdown, Dialect::OpenAi));
+    }
+    let shows_logprobs = valid.shown_logprobs.is_some();
+    let Begun {
+        served,
+        stream,
+        first,
+        clock,
+        live: _live,
+    } = begin(
+        &state,
+        state.model(valid.model.as_deref()).await?,
+        valid.chat,
+        &valid.options,
+    )
+    .await?;
+    let head = Head::new("chatcmpl", served.id.clone());
+    let mut last = finish(&state, stream, first).await?;
+    if valid.single_call {
+        last.message.tool_calls.truncate(1);
+    }
+    let logprobs = shows_logprobs.then(|| crate::logprobs::chat(&last.logprobs));
+    let finish_reason = last.finish_reason.or(last.message.finish_reason);
+    let choice = ChatChoice::new(&last.message, logprobs, finish_reason);
+    let usage = last.usage.unwrap_or_default();
+    let body = head
+        .object("chat.completion", [choice], UsageField::Counts(usage))
+        .with_timings(clock.timings(Some(&usage)));
+    Ok(axum::Json(body).into_response())
+}
+
+/// A streamed answer's frames, once the model is held and the answer's first item is in.
+async fn streamed(
+    state: AppState,
+    valid: validate::ValidChat,
+) -> Result<impl futures_core::Stream<Item = Bytes> + Send + 'static, ApiError> {
     let shows_logprobs = valid.shown_logprobs.is_some();
     let Begun {
         served,
@@ -37,37 +91,21 @@ pub(crate) async fn handler(
         &valid.options,
     )
     .await?;
-    let head = Head::new("chatcmpl", served.id.clone());
-    if valid.stream {
-        let shutdown = state.shutdown_token();
-        let run = StreamRun {
-            state,
-            stream: sse::resume(Ok(first), stream),
-            clock,
-            telemetry: valid.telemetry,
-            deltas: DeltaBuilder::new(),
-            head,
-            include_usage: valid.include_usage,
-            single_call: valid.single_call,
-            held: shows_logprobs.then(Vec::new),
-            last: Instant::now(),
-            done: false,
-            _live: live,
-        };
-        return Ok(sse::response(sse::frames(run), shutdown, Dialect::OpenAi));
-    }
-    let mut last = finish(&state, stream, first).await?;
-    if valid.single_call {
-        last.message.tool_calls.truncate(1);
-    }
-    let logprobs = shows_logprobs.then(|| crate::logprobs::chat(&last.logprobs));
-    let finish_reason = last.finish_reason.or(last.message.finish_reason);
-    let choice = ChatChoice::new(&last.message, logprobs, finish_reason);
-    let usage = last.usage.unwrap_or_default();
-    let body = head
-        .object("chat.completion", [choice], UsageField::Counts(usage))
-        .with_timings(clock.timings(Some(&usage)));
-    Ok(axum::Json(body).into_response())
+    let run = StreamRun {
+        state,
+        stream: sse::resume(Ok(first), stream),
+        clock,
+        telemetry: valid.telemetry,
+        deltas: DeltaBuilder::new(),
+        head: Head::new("chatcmpl", served.id.clone()),
+        include_usage: valid.include_usage,
+        single_call: valid.single_call,
+        held: shows_logprobs.then(Vec::new),
+        last: Instant::now(),
+        done: false,
+        _live: live,
+    };
+    Ok(sse::frames(run))
 }
 
 /// A chat answer begun: its first item is in, so a failure before it (a prompt too long, a

@@ -316,6 +316,18 @@ impl AppState {
         self.inner.models.listing(name, false)
     }
 
+    /// Whether `name` selects a served model that is not loaded (a request for it waits for
+    /// its load).
+    pub fn needs_load(&self, name: Option<&str>) -> bool {
+        let lenient = !self.config().strict_model_names;
+        self.is_ready()
+            && self
+                .inner
+                .models
+                .listing(name, lenient)
+                .is_ok_and(|m| m.llm.is_none())
+    }
+
     /// How models load and unload.
     pub fn pool_config(&self) -> &PoolConfig {
         self.inner.models.config()

@@ -346,7 +346,10 @@ async fn ollamas_keep_alive_loads_keeps_and_unloads() {
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["done_reason"], "unload");
-    assert_eq!(status_of(&state, "a"), ModelStatus::Unloaded);
+    assert_eq!(
+        wait_status(&state, "a", &ModelStatus::Unloaded).await,
+        ModelStatus::Unloaded
+    );
     let (_, ps) = get_json(&app, "/api/ps").await;
     assert_eq!(ps["models"], json!([]));
     // A bad value is a 400 naming the field.
@@ -407,9 +410,59 @@ async fn llama_servers_load_and_unload_routes_and_autoload_off() {
     assert_eq!(one["tags"], json!(["test"]));
     let (status, _) = post_json(app.clone(), "/models/unload", &json!({"model": "org/a"})).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(status_of(&state, "org/a"), ModelStatus::Unloaded);
+    // At once when idle; a request still ending on the engine is waited for.
+    assert_eq!(
+        wait_status(&state, "org/a", &ModelStatus::Unloaded).await,
+        ModelStatus::Unloaded
+    );
     let (status, body) = post_json(app.clone(), "/models/load", &json!({"model": "nope"})).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     let (status, _) = post_json(app, "/models/load", &json!({})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_answer_starts_while_its_model_loads_and_a_failed_load_ends_it_cleanly() {
+    let loads = Arc::new(AtomicUsize::new(0));
+    let specs = vec![
+        stub_spec("a", &loads, Duration::from_millis(200), false),
+        stub_spec("broken", &loads, Duration::from_millis(200), true),
+    ];
+    let state = state_with(PoolConfig::default(), specs);
+    let app = router(state.clone());
+    let mut streamed = chat("a");
+    streamed["stream"] = json!(true);
+    let (status, headers, body) = common::send(
+        app.clone(),
+        common::post("/v1/chat/completions", streamed.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers["content-type"], "text/event-stream");
+    assert!(body.contains("chat.completion.chunk"), "{body}");
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+    // A load that fails after the stream began: its error event, then [DONE].
+    streamed["model"] = json!("broken");
+    let (status, _, body) = common::send(
+        app.clone(),
+        common::post("/v1/chat/completions", streamed.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let events: Vec<&str> = body
+        .split_terminator("\n\n")
+        .filter(|e| !e.starts_with(':'))
+        .collect();
+    assert_eq!(events.len(), 2, "{body}");
+    let error: Value = serde_json::from_str(&events[0]["data: ".len()..]).unwrap();
+    assert_eq!(error["error"]["code"], "model_load_failed");
+    assert_eq!(events[1], "data: [DONE]");
+    // An unknown model is still a 404 before any stream.
+    streamed["model"] = json!("nope");
+    let (status, _, _) = common::send(
+        app,
+        common::post("/v1/chat/completions", streamed.to_string()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }
