@@ -1,6 +1,7 @@
 //! `wick ps` and `wick stop`: what a running `wick serve` has loaded, and unloading a model,
 //! over its HTTP API (`GET /v1/models`, `POST /models/unload`).
 
+use std::fmt::Write as _;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
@@ -45,7 +46,7 @@ pub(crate) struct StopArgs {
 }
 
 impl ServerArgs {
-    fn client(&self) -> Result<Client> {
+    fn client() -> Result<Client> {
         Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(30))
@@ -84,7 +85,7 @@ impl ServerArgs {
 
 /// `wick ps`.
 pub(crate) fn ps(args: &PsArgs) -> Result<()> {
-    let client = args.server.client()?;
+    let client = ServerArgs::client()?;
     let body = args
         .server
         .send(client.get(args.server.url("/v1/models")))?;
@@ -95,7 +96,7 @@ pub(crate) fn ps(args: &PsArgs) -> Result<()> {
 
 /// `wick stop NAME`.
 pub(crate) fn stop(args: &StopArgs) -> Result<()> {
-    let client = args.server.client()?;
+    let client = ServerArgs::client()?;
     let body = serde_json::json!({ "model": args.model });
     args.server
         .send(client.post(args.server.url("/models/unload")).json(&body))?;
@@ -151,7 +152,7 @@ fn table(models: &[Value], all: bool, now: SystemTime) -> String {
     for m in models.iter().filter(|_| all) {
         if let Some(reason) = m["status"]["reason"].as_str() {
             let id = m["id"].as_str().unwrap_or("?");
-            out.push_str(&format!("{id} failed to load: {reason}\n"));
+            let _ = writeln!(out, "{id} failed to load: {reason}");
         }
     }
     out
@@ -209,7 +210,7 @@ mod tests {
         );
         let all = table(&models, true, now);
         assert!(
-            all.contains("b            unloaded           2.0 GB   -"),
+            all.contains("\nb            unloaded   2.0 GB   -\n"),
             "{all}"
         );
         assert!(all.ends_with("\nc failed to load: bad file\n"), "{all}");
@@ -218,7 +219,7 @@ mod tests {
     #[test]
     fn times_left_read_as_people_say_them() {
         let now = UNIX_EPOCH + Duration::from_secs(100);
-        let at = |s| UNIX_EPOCH + Duration::from_secs(100 + s);
+        let at = |s: u64| UNIX_EPOCH + Duration::from_secs(100 + s);
         assert_eq!(until(at(0), now), "now");
         assert_eq!(until(at(1), now), "1 second from now");
         assert_eq!(until(at(300), now), "5 minutes from now");

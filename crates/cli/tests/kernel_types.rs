@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::{json, Value};
-use serve_util::{client, post_json, wick_home, Server};
+use serve_util::{client, post_json, Server};
 use wick_kernels::cpu::{self, Level};
 
 /// llama-quantize's type names, and the ggml tensor type each writes for the 1536-wide rows.

@@ -1,5 +1,5 @@
 //! `wick serve` of many models on the real model: without -m it serves the store (the default
-//! model, loaded at start) and `--models-dir` (here the test model requantized to Q8_0 under
+//! model, loaded at start) and `--models-dir` (here the test model requantized to `Q8_0` under
 //! two names, and a broken file), each loaded on its first request. Shown: the listings with
 //! states, one load for a burst of 8 concurrent requests, idle unloads, `--max-loaded 1`
 //! switching back and forth with no failed request, a failed load's error to every waiting
@@ -21,7 +21,7 @@ use serve_util::{client, post_json, requantized, run_python_client, venv_python,
 const DEFAULT_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// A `$WICK_HOME` whose store holds the test model as the default model, and a models
-/// directory holding the Q8_0 copy (as `smol-q8.gguf`) and, when `broken`, a file that is
+/// directory holding the `Q8_0` copy (as `smol-q8.gguf`) and, when `broken`, a file that is
 /// not a model (`broken.gguf`).
 struct Setup {
     home: tempfile::TempDir,
@@ -73,8 +73,10 @@ fn status(server: &Server, id: &str) -> String {
     models(server)
         .into_iter()
         .find(|m| m["id"] == id)
-        .map(|m| m["status"]["value"].as_str().unwrap().to_owned())
-        .unwrap_or_else(|| panic!("{id} is listed"))
+        .map_or_else(
+            || panic!("{id} is listed"),
+            |m| m["status"]["value"].as_str().unwrap().to_owned(),
+        )
 }
 
 /// Polls until `id` is `want` (bounded: 30 s, no timing assertion); the last status seen.

@@ -210,12 +210,6 @@ impl ApiError {
                 None,
                 Some("invalid_api_key"),
             ),
-            ApiError::ModelNotFound { .. } => (
-                StatusCode::NOT_FOUND,
-                "invalid_request_error",
-                Some("model".into()),
-                Some("model_not_found"),
-            ),
             ApiError::NotFound { .. } => (
                 StatusCode::NOT_FOUND,
                 "invalid_request_error",
@@ -247,18 +241,9 @@ impl ApiError {
                 None,
                 Some("loading"),
             ),
-            ApiError::ModelLoad { .. } => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "server_error",
-                Some("model".into()),
-                Some("model_load_failed"),
-            ),
-            ApiError::ModelNotLoaded { .. } => (
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                Some("model".into()),
-                Some("model_not_loaded"),
-            ),
+            ApiError::ModelNotFound { .. }
+            | ApiError::ModelLoad { .. }
+            | ApiError::ModelNotLoaded { .. } => self.model_parts(),
             ApiError::ShuttingDown => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "server_error",
@@ -301,6 +286,39 @@ impl ApiError {
                 "server_error",
                 None,
                 None,
+            ),
+        }
+    }
+
+    /// The parts of an error about the requested model: unknown (404), its load failed (500),
+    /// or not loaded while requests do not load models (400).
+    fn model_parts(
+        &self,
+    ) -> (
+        StatusCode,
+        &'static str,
+        Option<String>,
+        Option<&'static str>,
+    ) {
+        let param = Some("model".into());
+        match self {
+            ApiError::ModelLoad { .. } => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                param,
+                Some("model_load_failed"),
+            ),
+            ApiError::ModelNotLoaded { .. } => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                param,
+                Some("model_not_loaded"),
+            ),
+            _ => (
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                param,
+                Some("model_not_found"),
             ),
         }
     }

@@ -92,8 +92,8 @@ impl KeepAlive {
                 if let Ok(seconds) = text.parse::<f64>() {
                     return Ok(KeepAlive::of_seconds(seconds));
                 }
-                if text.starts_with('-') {
-                    return parse_duration(&text[1..])
+                if let Some(magnitude) = text.strip_prefix('-') {
+                    return parse_duration(magnitude)
                         .map(|_| KeepAlive::Forever)
                         .ok_or_else(bad);
                 }

@@ -84,7 +84,9 @@ fn is_model_file(path: &Path) -> bool {
     };
     let lower = name.to_ascii_lowercase();
     path.is_file()
-        && lower.ends_with(".gguf")
+        && path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
         && !lower.starts_with("mmproj")
         && shard(&lower).is_none_or(|n| n == 1)
 }

@@ -20,6 +20,8 @@ use wick_server::{
 use catalog::{Found, Memory};
 
 /// Arguments of `wick serve`.
+// Switches are flags on the command line, one bool each.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
     /// A model to serve, loaded at start and for as long as the server runs: a GGUF file,
@@ -58,7 +60,7 @@ pub(crate) struct ServeArgs {
     /// The memory the loaded models may take, by their estimates (each model's file, the
     /// weights, plus its F16 KV cache for --ctx-size × (--parallel + 1) tokens); loading one
     /// that would exceed it first unloads idle models as --max-loaded does. `auto`: 90 % of
-    /// what the machine has available at start (Linux's MemAvailable); `none`: no budget; or
+    /// what the machine has available at start (Linux's `MemAvailable`); `none`: no budget; or
     /// a size (`8G`, `512M`, bytes).
     #[arg(long, default_value = "auto", value_name = "SIZE|auto|none")]
     memory: Memory,
@@ -567,99 +569,18 @@ async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
         let (from_store, dir) = (args.models.is_empty(), args.models_dir.clone());
         tokio::task::spawn_blocking(move || discover(from_store, dir.as_deref())).await??
     };
-    let n_models = args.models.len();
     for (position, reference) in args.models.iter().enumerate() {
-        let mut builder = builder(args, Some(reference));
-        if position == 0 {
-            if let Some(draft) = &args.model_draft {
-                builder = builder.draft_model(wick::ModelSource::Reference(draft.clone()));
-            }
-            for (file, scale) in &args.loras {
-                let scale = if args.lora_init_without_apply {
-                    0.0
-                } else {
-                    *scale
-                };
-                builder = builder.lora(file.clone(), scale);
-            }
-        }
-        if let Some(template) = &template {
-            builder = builder.chat_template(template.clone());
-        }
-        let reference = reference.clone();
-        let llm = tokio::task::spawn_blocking(move || builder.build())
-            .await?
-            .with_context(|| format!("cannot load {reference}"))?;
-        let (mut id, mut aliases) = ids(Some(&reference));
-        let name = llm.metadata().model_name;
-        if !name.is_empty() && name != id {
-            aliases.push(name);
-        }
-        // `--alias`: every one names the only model, or the i-th names the i-th; the first
-        // becomes the id.
-        let given: Vec<&String> = if n_models == 1 {
-            args.aliases.iter().collect()
-        } else {
-            args.aliases.get(position).into_iter().collect()
-        };
-        if let Some((first, rest)) = given.split_first() {
-            aliases.push(std::mem::replace(&mut id, (*first).clone()));
-            aliases.extend(rest.iter().map(|a| (*a).clone()));
-        }
-        // A model of --models-dir in the same file is this one, under its names too.
-        let mut bytes = 0;
-        if let Some(path) = llm.model_path() {
-            let path = canonical(path);
-            found.retain(|f| {
-                let same = canonical(&f.path) == path;
-                if same {
-                    aliases.push(f.id.clone());
-                    aliases.extend(f.aliases.iter().cloned());
-                }
-                !same
-            });
-            bytes = catalog::estimate(&path, context_tokens(args));
-        }
-        eprintln!("wick serve: loaded {id}");
-        let tags = if position == 0 {
-            args.tags.clone()
-        } else {
-            Vec::new()
-        };
-        state.add_model(
-            ServedModel::new(id, aliases, llm)
-                .with_tags(tags)
-                .with_bytes(bytes),
-        );
+        load_named(
+            args,
+            state,
+            position,
+            reference,
+            template.as_deref(),
+            &mut found,
+        )
+        .await?;
     }
-    // Without -m, the default model comes first: it answers requests that name no model.
-    let default_id = if args.models.is_empty() {
-        let default = wick::models::Settings::from_env().default_model_path();
-        let default = canonical(&default);
-        match found.iter().position(|f| canonical(&f.path) == default) {
-            Some(i) => {
-                let mut first = found.remove(i);
-                first.aliases.push("default".to_owned());
-                if let Some((alias, rest)) = args.aliases.split_first() {
-                    first
-                        .aliases
-                        .push(std::mem::replace(&mut first.id, alias.clone()));
-                    first.aliases.extend(rest.iter().cloned());
-                }
-                found.insert(0, first);
-                Some(found[0].id.clone())
-            }
-            None if found.is_empty() => bail!(
-                "no model to serve: the default model is not at {} and the store is empty; \
-                 fetch it with scripts/fetch-model, pull one with `wick pull REF`, or name one \
-                 with -m",
-                default.display()
-            ),
-            None => None,
-        }
-    } else {
-        None
-    };
+    let default_id = put_default_first(args, &mut found)?;
     for f in &found {
         let mut builder = builder(args, Some(&f.path.display().to_string()));
         if let Some(template) = &template {
@@ -688,7 +609,7 @@ async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
     }
     let mut on_startup = Vec::new();
     if let Some(file) = &args.models_preset {
-        on_startup = add_presets(args, state, file, &template).await?;
+        on_startup = add_presets(args, state, file, template.as_deref()).await?;
     }
     for pin in &args.pins {
         if !state
@@ -718,7 +639,7 @@ async fn add_presets(
     args: &ServeArgs,
     state: &AppState,
     file: &Path,
-    template: &Option<String>,
+    template: Option<&str>,
 ) -> Result<Vec<String>> {
     let presets = {
         let file = file.to_path_buf();
@@ -755,7 +676,7 @@ async fn add_presets(
         let mut builder = builder_with(args, Some(&reference), &preset);
         if preset.chat_template.is_none() {
             if let Some(template) = template {
-                builder = builder.chat_template(template.clone());
+                builder = builder.chat_template(template.to_owned());
             }
         }
         let tokens = u64::from(preset.ctx_size.unwrap_or(args.ctx_size))
@@ -802,6 +723,115 @@ fn is_local_now(reference: &wick::models::ModelRef) -> bool {
     wick::models::ModelStore::new(settings)
         .and_then(|store| store.local(reference))
         .is_ok_and(|p| p.is_some())
+}
+
+/// Loads the -m model `reference` (the `position`-th) and serves it; a model of `found` in the
+/// same file is this one, under its names too.
+async fn load_named(
+    args: &ServeArgs,
+    state: &AppState,
+    position: usize,
+    reference: &str,
+    template: Option<&str>,
+    found: &mut Vec<Found>,
+) -> Result<()> {
+    let n_models = args.models.len();
+    let mut builder = builder(args, Some(reference));
+    if position == 0 {
+        if let Some(draft) = &args.model_draft {
+            builder = builder.draft_model(wick::ModelSource::Reference(draft.clone()));
+        }
+        for (file, scale) in &args.loras {
+            let scale = if args.lora_init_without_apply {
+                0.0
+            } else {
+                *scale
+            };
+            builder = builder.lora(file.clone(), scale);
+        }
+    }
+    if let Some(template) = template {
+        builder = builder.chat_template(template.to_owned());
+    }
+    let reference = reference.to_owned();
+    let llm = tokio::task::spawn_blocking(move || builder.build())
+        .await?
+        .with_context(|| format!("cannot load {reference}"))?;
+    let (mut id, mut aliases) = ids(Some(&reference));
+    let name = llm.metadata().model_name;
+    if !name.is_empty() && name != id {
+        aliases.push(name);
+    }
+    // `--alias`: every one names the only model, or the i-th names the i-th; the first
+    // becomes the id.
+    let given: Vec<&String> = if n_models == 1 {
+        args.aliases.iter().collect()
+    } else {
+        args.aliases.get(position).into_iter().collect()
+    };
+    if let Some((first, rest)) = given.split_first() {
+        aliases.push(std::mem::replace(&mut id, (*first).clone()));
+        aliases.extend(rest.iter().map(|a| (*a).clone()));
+    }
+    // A model of --models-dir in the same file is this one, under its names too.
+    let mut bytes = 0;
+    if let Some(path) = llm.model_path() {
+        let path = canonical(path);
+        found.retain(|f| {
+            let same = canonical(&f.path) == path;
+            if same {
+                aliases.push(f.id.clone());
+                aliases.extend(f.aliases.iter().cloned());
+            }
+            !same
+        });
+        bytes = catalog::estimate(&path, context_tokens(args));
+    }
+    eprintln!("wick serve: loaded {id}");
+    let tags = if position == 0 {
+        args.tags.clone()
+    } else {
+        Vec::new()
+    };
+    state.add_model(
+        ServedModel::new(id, aliases, llm)
+            .with_tags(tags)
+            .with_bytes(bytes),
+    );
+    Ok(())
+}
+
+/// Without -m, puts the default model first among `found` (it answers requests that name no
+/// model; it also answers to `default` and to `--alias`); its id, to load at start.
+fn put_default_first(args: &ServeArgs, found: &mut Vec<Found>) -> Result<Option<String>> {
+    let default_id = if args.models.is_empty() {
+        let default = wick::models::Settings::from_env().default_model_path();
+        let default = canonical(&default);
+        match found.iter().position(|f| canonical(&f.path) == default) {
+            Some(i) => {
+                let mut first = found.remove(i);
+                first.aliases.push("default".to_owned());
+                if let Some((alias, rest)) = args.aliases.split_first() {
+                    first
+                        .aliases
+                        .push(std::mem::replace(&mut first.id, alias.clone()));
+                    first.aliases.extend(rest.iter().cloned());
+                }
+                found.insert(0, first);
+                Some(found[0].id.clone())
+            }
+            None if found.is_empty() => bail!(
+                "no model to serve: the default model is not at {} and the store is empty; \
+                 fetch it with scripts/fetch-model, pull one with `wick pull REF`, or name one \
+                 with -m",
+                default.display()
+            ),
+            None => None,
+        }
+    } else {
+        None
+    };
+    Ok(default_id)
 }
 
 /// The models served on demand: the store's (`from_store`) and `dir`'s, each file once.
