@@ -43,12 +43,16 @@ impl Setup {
     }
 
     fn serve(&self, extra: &[&str]) -> Server {
+        self.serve_env(extra, &[])
+    }
+
+    fn serve_env(&self, extra: &[&str], envs: &[(&str, &OsStr)]) -> Server {
         let dir = self.dir.path().to_str().unwrap();
         let args: Vec<&str> = ["--models-dir", dir]
             .into_iter()
             .chain(extra.iter().copied())
             .collect();
-        Server::start_args_in(self.home.path(), &args)
+        Server::start_args_env_in(self.home.path(), &args, envs)
     }
 }
 
@@ -197,6 +201,27 @@ fn one_model_at_a_time_switches_back_and_forth_with_no_failed_request() {
     }
     assert_eq!(status(&server, "smol-q8"), "loaded");
     assert_eq!(status(&server, "SmolLM2-135M-Instruct.Q4_1"), "unloaded");
+}
+
+#[test]
+fn a_pinned_model_stays_loaded_and_a_load_with_no_room_says_why() {
+    let setup = Setup::new(false);
+    let server = setup.serve(&["--max-loaded", "1", "--pin", "default", "--keep-alive", "0"]);
+    let (code, body) = post_json(&server, "/v1/chat/completions", &chat("default", "Hi"));
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = post_json(&server, "/v1/chat/completions", &chat("smol-q8", "Hi"));
+    assert_eq!(code, 500, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("--max-loaded 1") && message.contains("pinned"),
+        "{message}"
+    );
+    // Kept, though its keep-alive is zero.
+    std::thread::sleep(Duration::from_millis(500));
+    let listed = models(&server);
+    assert_eq!(listed[0]["status"]["value"], "loaded");
+    assert_eq!(listed[0]["pinned"], true);
+    assert_eq!(listed[0]["expires_at"], Value::Null);
 }
 
 #[test]
@@ -387,6 +412,50 @@ fn a_presets_models_get_their_settings_and_a_missing_one_is_pulled_only_when_all
         .unwrap();
     assert_eq!(remote["context_window"], 512);
     assert_eq!(hub.count("/files/"), 1);
+}
+
+#[test]
+fn a_model_pulled_while_serving_is_served_and_a_deleted_one_is_not() {
+    let hub = wick_testutil::FakeHub::start();
+    let bytes = std::fs::read(requantized("Q8_0")).unwrap();
+    hub.add_file("HuggingFaceTB/smol-GGUF", "smol-Q8_0.gguf", bytes);
+    let setup = Setup::new(false);
+    let hf_cache = setup.home.path().join("hf-cache");
+    let server = setup.serve_env(
+        &[],
+        &[
+            ("HF_ENDPOINT", OsStr::new(hub.endpoint())),
+            ("HF_HUB_CACHE", hf_cache.as_os_str()),
+        ],
+    );
+    let (code, body) = post_json(
+        &server,
+        "/api/pull",
+        &json!({"model": "HuggingFaceTB/smol-GGUF:Q8_0", "stream": false}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let ids: Vec<String> = models(&server)
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect();
+    let pulled = ids
+        .iter()
+        .find(|id| id.contains("smol-Q8_0"))
+        .unwrap_or_else(|| panic!("the pulled model is served: {ids:?}"))
+        .clone();
+    assert_eq!(status(&server, &pulled), "unloaded");
+    let (code, body) = post_json(&server, "/v1/chat/completions", &chat(&pulled, "Hi"));
+    assert_eq!(code, 200, "{body}");
+    // Deleted from the store, it is no longer served.
+    let r = client()
+        .delete(server.url("/api/delete"))
+        .json(&json!({"model": pulled}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(models(&server).iter().all(|m| m["id"] != pulled.as_str()));
+    let (code, _) = post_json(&server, "/v1/chat/completions", &chat(&pulled, "Hi"));
+    assert_eq!(code, 404);
 }
 
 #[test]

@@ -59,4 +59,4 @@ pub use listen::{serve, ListenConfig};
 pub use metrics::Metrics;
 pub use pool::{KeepAlive, Listing, Loader, ModelSpec, ModelStatus, PoolConfig, ServedModel};
 pub use routes::router;
-pub use state::{AppState, SamplingDefaults, ServerConfig};
+pub use state::{AppState, SamplingDefaults, ServerConfig, StoreModels};

@@ -341,6 +341,9 @@ struct Entry {
     leases: usize,
     /// Loads that succeeded.
     loads: u64,
+    /// Taken out of the served models (deleted from the store): never listed or found again
+    /// (its slot stays, so held leases keep their index).
+    removed: bool,
 }
 
 impl std::fmt::Debug for Entry {
@@ -377,13 +380,22 @@ impl Entries {
     /// The entry `name` selects: its id or an alias; no name selects the first; with one
     /// model, any name when `lenient`.
     fn find(&self, name: Option<&str>, lenient: bool) -> Option<usize> {
+        let mut served = self.list.iter().enumerate().filter(|(_, e)| !e.removed);
         match name {
-            None | Some("") => (!self.list.is_empty()).then_some(0),
-            Some(name) => self
-                .list
-                .iter()
-                .position(|e| e.id == name || e.aliases.iter().any(|a| a == name))
-                .or_else(|| (lenient && self.list.len() == 1).then_some(0)),
+            None | Some("") => served.next().map(|(i, _)| i),
+            Some(name) => {
+                let named = served
+                    .clone()
+                    .find(|(_, e)| e.id == name || e.aliases.iter().any(|a| a == name));
+                match named {
+                    Some((i, _)) => Some(i),
+                    None if lenient => match (served.next(), served.next()) {
+                        (Some((i, _)), None) => Some(i),
+                        _ => None,
+                    },
+                    None => None,
+                }
+            }
         }
     }
 
@@ -393,6 +405,7 @@ impl Entries {
             served: self
                 .list
                 .iter()
+                .filter(|e| !e.removed)
                 .map(|e| e.id.as_str())
                 .collect::<Vec<_>>()
                 .join(", "),
@@ -475,7 +488,7 @@ enum Room {
 impl Entry {
     /// Whether it may be unloaded at all (loaded, loadable again, not pinned).
     fn unloadable(&self) -> bool {
-        matches!(self.state, State::Loaded(_)) && !self.permanent()
+        matches!(self.state, State::Loaded(_)) && (self.removed || !self.permanent())
     }
 
     /// Whether, once loaded, it stays (pinned, or given loaded).
@@ -516,7 +529,7 @@ impl Entry {
         let State::Loaded(llm) = &self.state else {
             return None;
         };
-        if self.permanent() {
+        if self.permanent() && !self.removed {
             return None;
         }
         let KeepAlive::For(keep) = self.keep_alive else {
@@ -573,6 +586,7 @@ impl Pool {
             grace_until: now,
             leases: 0,
             loads: 1,
+            removed: false,
         });
         self.shared.changed.notify_waiters();
     }
@@ -596,6 +610,7 @@ impl Pool {
             grace_until: now,
             leases: 0,
             loads: 0,
+            removed: false,
         });
     }
 
@@ -615,8 +630,38 @@ impl Pool {
             .lock()
             .list
             .iter()
+            .filter(|e| !e.removed)
             .map(|e| listing(e, now))
             .collect()
+    }
+
+    /// Stops serving the model `id` names exactly (its file was deleted): unloaded as soon as
+    /// it is idle, no longer listed or found. Returns whether a model had that id.
+    pub(crate) fn remove(&self, id: &str) -> bool {
+        let victim = {
+            let mut entries = self.shared.lock();
+            let Some(i) = entries.find(Some(id), false) else {
+                return false;
+            };
+            let entry = &mut entries.list[i];
+            entry.removed = true;
+            entry.keep_alive = KeepAlive::For(Duration::ZERO);
+            entry.grace_until = Instant::now();
+            entry.pinned = false;
+            if entry.idle() {
+                entry.take()
+            } else {
+                None
+            }
+        };
+        if let Some(llm) = victim {
+            let shared = self.shared.clone();
+            tokio::spawn(async move {
+                unload(llm).await;
+                shared.changed.notify_waiters();
+            });
+        }
+        true
     }
 
     /// The loaded models (not held: for metrics and descriptions).
@@ -625,6 +670,7 @@ impl Pool {
             .lock()
             .list
             .iter()
+            .filter(|e| !e.removed)
             .filter_map(|e| match &e.state {
                 State::Loaded(llm) => Some(ServedModel {
                     id: e.id.clone(),

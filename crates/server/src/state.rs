@@ -138,7 +138,22 @@ struct Inner {
     responses: ResponseStore,
     /// The model store `/api/pull` and `/api/delete` work on; `$WICK_HOME`'s when unset.
     store: OnceLock<wick::models::ModelStore>,
+    /// How a model of the store is served, when the server serves the store.
+    store_models: OnceLock<StoreServing>,
 }
+
+/// [`StoreModels`], shown by name only.
+struct StoreServing(StoreModels);
+
+impl std::fmt::Debug for StoreServing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StoreModels")
+    }
+}
+
+/// How a model of the store (its name and file) is served on demand: set with
+/// [`AppState::serve_store_models`], so models pulled while the server runs are served.
+pub type StoreModels = Arc<dyn Fn(&str, &std::path::Path) -> ModelSpec + Send + Sync>;
 
 impl AppState {
     /// A server with no models yet; `/health` says 503 until [`AppState::set_ready`]. Made
@@ -154,6 +169,7 @@ impl AppState {
                 shutdown: CancellationToken::new(),
                 responses: ResponseStore::default(),
                 store: OnceLock::new(),
+                store_models: OnceLock::new(),
             }),
         }
     }
@@ -174,6 +190,37 @@ impl AppState {
     /// (default: the one in `$WICK_HOME`); only the first call counts.
     pub fn set_model_store(&self, store: wick::models::ModelStore) {
         let _ = self.inner.store.set(store);
+    }
+
+    /// Serves the store: a model pulled while the server runs (`/api/pull`) is served on
+    /// demand through `models`, and one deleted (`/api/delete`) is no longer served. Only the
+    /// first call counts.
+    pub fn serve_store_models(&self, models: StoreModels) {
+        let _ = self.inner.store_models.set(StoreServing(models));
+    }
+
+    /// A model was pulled into the store as `name`: served from now on, when the server serves
+    /// the store and serves no model of that name or file yet.
+    pub(crate) fn store_model_added(&self, name: &str, path: &std::path::Path) {
+        let Some(StoreServing(models)) = self.inner.store_models.get() else {
+            return;
+        };
+        let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        let served = self.listings().into_iter().any(|m| {
+            m.id == name
+                || m.aliases.iter().any(|a| a == name)
+                || m.path.as_deref().and_then(|p| p.canonicalize().ok()) == Some(path.clone())
+        });
+        if !served {
+            self.add_model_spec(models(name, &path));
+        }
+    }
+
+    /// The store's model `name` was deleted: no longer served, when the server serves the store.
+    pub(crate) fn store_model_removed(&self, name: &str) {
+        if self.inner.store_models.get().is_some() {
+            self.inner.models.remove(name);
+        }
     }
 
     /// The model store: the one given to [`AppState::set_model_store`], else `$WICK_HOME`'s.

@@ -581,31 +581,29 @@ async fn load_all(args: &ServeArgs, state: &AppState) -> Result<()> {
         .await?;
     }
     let default_id = put_default_first(args, &mut found)?;
+    // Every model found is built as the flags say; the store's models pulled later too.
+    let mut base = builder(args, None);
+    if let Some(template) = &template {
+        base = base.chat_template(template.clone());
+    }
+    let tokens = context_tokens(args);
     for f in &found {
-        let mut builder = builder(args, Some(&f.path.display().to_string()));
-        if let Some(template) = &template {
-            builder = builder.chat_template(template.clone());
-        }
-        let label = f.id.clone();
         let pinned = args
             .pins
             .iter()
             .any(|p| *p == f.id || f.aliases.contains(p));
-        state.add_model_spec(ModelSpec {
-            id: f.id.clone(),
-            aliases: f.aliases.clone(),
-            tags: Vec::new(),
-            path: Some(f.path.clone()),
-            bytes: catalog::estimate(&f.path, context_tokens(args)),
-            pinned,
-            keep_alive: None,
-            load: std::sync::Arc::new(move || {
-                eprintln!("wick serve: loading {label}");
-                let llm = builder.clone().build().map_err(|e| format!("{e}"))?;
-                eprintln!("wick serve: loaded {label}");
-                Ok(llm)
-            }),
-        });
+        state.add_model_spec(found_spec(&base, f, pinned, tokens));
+    }
+    if args.models.is_empty() {
+        let pins = args.pins.clone();
+        state.serve_store_models(std::sync::Arc::new(move |name: &str, path: &Path| {
+            let found = Found {
+                id: name.to_owned(),
+                aliases: Vec::new(),
+                path: path.to_path_buf(),
+            };
+            found_spec(&base, &found, pins.contains(&found.id), tokens)
+        }));
     }
     let mut on_startup = Vec::new();
     if let Some(file) = &args.models_preset {
@@ -832,6 +830,27 @@ fn put_default_first(args: &ServeArgs, found: &mut Vec<Found>) -> Result<Option<
         None
     };
     Ok(default_id)
+}
+
+/// How the model `found` is served on demand: `base`'s settings on its file.
+fn found_spec(base: &wick::LlmBuilder, found: &Found, pinned: bool, tokens: u64) -> ModelSpec {
+    let builder = base.clone().model_ref(found.path.display().to_string());
+    let label = found.id.clone();
+    ModelSpec {
+        id: found.id.clone(),
+        aliases: found.aliases.clone(),
+        tags: Vec::new(),
+        path: Some(found.path.clone()),
+        bytes: catalog::estimate(&found.path, tokens),
+        pinned,
+        keep_alive: None,
+        load: std::sync::Arc::new(move || {
+            eprintln!("wick serve: loading {label}");
+            let llm = builder.clone().build().map_err(|e| format!("{e}"))?;
+            eprintln!("wick serve: loaded {label}");
+            Ok(llm)
+        }),
+    }
 }
 
 /// The models served on demand: the store's (`from_store`) and `dir`'s, each file once.

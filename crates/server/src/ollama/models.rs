@@ -286,10 +286,14 @@ pub(crate) async fn remove(
             return Err(ApiError::bad("model", "`model` is required"));
         };
         let store = state.model_store()?;
-        let removed = tokio::task::spawn_blocking(move || store.remove(&name))
-            .await
-            .map_err(|_| ApiError::Internal)?;
+        let removed = {
+            let name = name.clone();
+            tokio::task::spawn_blocking(move || store.remove(&name))
+                .await
+                .map_err(|_| ApiError::Internal)?
+        };
         removed.map_err(store_error)?;
+        state.store_model_removed(&name);
         Ok(().into_response())
     };
     answer
@@ -301,7 +305,7 @@ pub(crate) async fn remove(
 /// verified. Streamed (the default): a status line at once, then while a file downloads
 /// `{"status": "pulling FILE", "total", "completed"}` lines (at its start, each hundredth, its
 /// end), then the digest and size, then `{"status": "success"}`, or an `{"error"}` line.
-/// Pulling does not add the model to the ones this server serves.
+/// A server of the store's models serves the pulled model from then on.
 pub(crate) async fn pull(
     State(state): State<AppState>,
     body: Result<ApiJson<ModelRequest>, ApiError>,
@@ -327,7 +331,10 @@ pub(crate) async fn pull(
         let fetch =
             tokio::task::spawn_blocking(move || store.pull(&reference, &PullOptions::default()));
         return match fetch.await {
-            Ok(Ok(_)) => axum::Json(json!({"status": "success"})).into_response(),
+            Ok(Ok(pulled)) => {
+                state.store_model_added(&pulled.entry.name, &pulled.path);
+                axum::Json(json!({"status": "success"})).into_response()
+            }
             Ok(Err(e)) => store_error(e).response_in(Dialect::Ollama),
             Err(_) => ApiError::Internal.response_in(Dialect::Ollama),
         };
@@ -348,6 +355,7 @@ pub(crate) async fn pull(
     let rest = futures_util::stream::once(async move {
         let lines: Vec<Bytes> = match fetch.await {
             Ok(Ok(pulled)) => {
+                state.store_model_added(&pulled.entry.name, &pulled.path);
                 let digest = format!("sha256:{}", pulled.entry.sha256);
                 let size = pulled.entry.size;
                 vec![
