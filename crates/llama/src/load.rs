@@ -164,12 +164,26 @@ pub(crate) fn model_info(
         config.n_gpu_layers,
         &crate::ffi::cpu_description(),
     );
-    let device = if config.n_gpu_layers == 0 {
-        "cpu"
-    } else if !config.rpc_servers.is_empty() {
-        "rpc"
+    // Where the layers run, device by device: a snapshot saved from one device's memory (or
+    // with another split) is never restored by a server placing the layers elsewhere.
+    let offloaded: Vec<String> = info
+        .placement
+        .iter()
+        .filter(|p| p.device != "CPU")
+        .map(|p| {
+            let output = if p.output { "+output" } else { "" };
+            format!("{}:{}:{}{output}", p.device, p.description, p.n_layers)
+        })
+        .collect();
+    let device = if offloaded.is_empty() {
+        "cpu".to_owned()
     } else {
-        "gpu"
+        let kind = if config.rpc_servers.is_empty() {
+            "gpu"
+        } else {
+            "rpc"
+        };
+        format!("{kind} [{}]", offloaded.join(", "))
     };
     // wick's own kernels change the floats of the deterministic mode when they change, so
     // their revision is part of the build (and so of the snapshot fingerprint below): a

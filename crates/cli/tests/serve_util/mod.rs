@@ -64,13 +64,24 @@ impl Server {
         args: &[&str],
         envs: &[(&str, &std::ffi::OsStr)],
     ) -> Server {
+        let binary = std::path::Path::new(env!("CARGO_BIN_EXE_wick"));
+        Server::start_binary_in(binary, home, args, envs)
+    }
+
+    /// `binary serve` (another build of wick) with `args` and `envs`, in `home`.
+    pub(crate) fn start_binary_in(
+        binary: &std::path::Path,
+        home: &std::path::Path,
+        args: &[&str],
+        envs: &[(&str, &std::ffi::OsStr)],
+    ) -> Server {
         // Two threads unless the test says (servers side by side may want one each).
         let threads: &[&str] = if args.contains(&"--threads") {
             &[]
         } else {
             &["--threads", "2"]
         };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_wick"))
+        let mut child = Command::new(binary)
             .env("WICK_HOME", home)
             .envs(envs.iter().map(|&(k, v)| (k, v)))
             .args(["serve", "--port", "0"])
