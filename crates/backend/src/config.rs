@@ -23,6 +23,9 @@ pub struct BackendConfig {
     /// llama.cpp RPC workers (`HOST:PORT`, `wick rpc-worker`) whose devices take the
     /// offloaded layers (`n_gpu_layers`), split by their free memory (default none).
     pub rpc_servers: Vec<String>,
+    /// The devices to offload to, by llama.cpp's names (`Vulkan0`, `CUDA1`, `RPC0`, …; `wick
+    /// devices` lists them); empty: every GPU (and RPC worker) llama.cpp sees.
+    pub devices: Vec<String>,
 }
 
 /// How a backend's CPU kernels trade speed for reproducible floats.
@@ -81,6 +84,7 @@ impl BackendConfig {
             n_gpu_layers: 0,
             kernels: KernelMode::default(),
             rpc_servers: Vec::new(),
+            devices: Vec::new(),
         }
     }
 
@@ -130,6 +134,13 @@ impl BackendConfig {
     #[must_use]
     pub fn with_rpc_servers(mut self, servers: Vec<String>) -> Self {
         self.rpc_servers = servers;
+        self
+    }
+
+    /// Sets [`BackendConfig::devices`].
+    #[must_use]
+    pub fn with_devices(mut self, devices: Vec<String>) -> Self {
+        self.devices = devices;
         self
     }
 

@@ -77,6 +77,16 @@ pub(crate) struct LoadArgs {
     /// Layers to offload to a GPU (needs a GPU build).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub(crate) gpu_layers: u32,
+
+    /// Offload to these devices only (llama-server's flag): llama.cpp's names, separated by
+    /// commas (`wick devices` lists them) [default: every GPU].
+    #[arg(
+        long = "device",
+        visible_alias = "dev",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    pub(crate) devices: Vec<String>,
 }
 
 /// What chat templates are given besides the conversation.
@@ -150,6 +160,7 @@ pub(crate) fn load_llm(
             n_seq_max: 1,
             ..wick::ModelKwargs::default()
         })
+        .devices(load.devices.iter().cloned())
         .build()
         .context("loading the model")
 }

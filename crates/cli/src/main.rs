@@ -12,6 +12,7 @@ macro_rules! outln {
 mod bench;
 mod cache;
 mod chat;
+mod devices;
 mod flags;
 mod models;
 mod parse;
@@ -72,6 +73,8 @@ enum Command {
     Ps(ps::PsArgs),
     /// Unload a model from a running `wick serve` (it loads again when a request names it).
     Stop(ps::StopArgs),
+    /// List the devices llama.cpp can run layers on (the CPU, GPUs): name, kind, memory, free.
+    Devices(devices::DevicesArgs),
     /// Fetch a model into the store (resuming, verifying its SHA-256) and name it.
     Pull(models::PullArgs),
     /// List the models in the store: name, size, quantization, architecture, source.
@@ -107,6 +110,7 @@ fn main() -> std::process::ExitCode {
         Command::Perplexity(args) => perplexity::run(&args),
         Command::Ps(args) => ps::ps(&args),
         Command::Stop(args) => ps::stop(&args),
+        Command::Devices(args) => devices::run(&args),
         Command::Pull(args) => models::pull(&args),
         Command::Ls => models::ls(),
         Command::Rm(args) => models::rm(&args),

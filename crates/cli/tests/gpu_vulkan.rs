@@ -224,3 +224,83 @@ fn a_snapshot_saved_from_device_memory_is_restored_after_a_restart_and_streams_r
         "a CPU server restored a device snapshot: {cold}"
     );
 }
+
+#[test]
+fn wick_devices_lists_lavapipe_and_device_picks_it_or_names_what_exists() {
+    let binary = vulkan_binary();
+    let devices = |visible: Option<&str>| {
+        let mut command = Command::new(&binary);
+        command.args(["devices", "--json"]);
+        match visible {
+            Some(v) => command.env("GGML_VK_VISIBLE_DEVICES", v),
+            None => command.env_remove("GGML_VK_VISIBLE_DEVICES"),
+        };
+        let out = command.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let listed = devices(Some("0"));
+    let vulkan = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "Vulkan0")
+        .unwrap_or_else(|| panic!("lavapipe is listed: {listed}"));
+    assert!(
+        vulkan["description"].as_str().unwrap().contains("llvmpipe"),
+        "{vulkan}"
+    );
+    assert!(vulkan["total"].as_u64().unwrap() > 0, "{vulkan}");
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["kind"] == "cpu"),
+        "{listed}"
+    );
+    // Without the variable, llama.cpp's Vulkan backend leaves the CPU-type device out.
+    assert!(devices(None)
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|d| d["name"] != "Vulkan0"));
+
+    // `--device` names a device that exists: the answer comes; one that does not: an error
+    // naming the ones there are.
+    let model = wick_testutil::model_path();
+    let run = |device: &str| {
+        Command::new(&binary)
+            .args([
+                "run",
+                "-m",
+                model.to_str().unwrap(),
+                "--greedy",
+                "-n",
+                "2",
+                "-c",
+                "128",
+            ])
+            .args(["--gpu-layers", "999", "--device", device, "Hi"])
+            .env("GGML_VK_VISIBLE_DEVICES", "0")
+            .output()
+            .unwrap()
+    };
+    let ok = run("Vulkan0");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let bad = run("Vulkan7");
+    assert!(!bad.status.success());
+    let message = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        message.contains("Vulkan7") && message.contains("Vulkan0"),
+        "{message}"
+    );
+}

@@ -895,6 +895,10 @@ pub(crate) struct Device {
     pub(crate) description: String,
     /// Its free memory in bytes, as llama.cpp weighs it when splitting layers.
     pub(crate) free: usize,
+    /// Its memory in bytes.
+    pub(crate) total: usize,
+    /// `cpu`, `gpu`, `igpu` (integrated) or `accel`.
+    pub(crate) kind: &'static str,
 }
 
 /// `ggml_backend_rpc_add_server` (`ggml/include/ggml-rpc.h` of the vendored llama.cpp).
@@ -978,6 +982,11 @@ pub(crate) fn rpc_registered() -> bool {
         .is_empty()
 }
 
+/// Every device ggml knows (the CPU, local GPUs, registered RPC workers), in ggml's order.
+pub(crate) fn all_devices() -> Vec<Device> {
+    devices_where(|_| true)
+}
+
 /// The local GPU devices (not RPC), in ggml's order.
 pub(crate) fn local_gpus() -> Vec<Device> {
     devices_where(|dev| {
@@ -1008,11 +1017,19 @@ fn devices_where(keep: impl Fn(sys::ggml_backend_dev_t) -> bool) -> Vec<Device> 
             .map(|(index, dev)| {
                 let (mut free, mut total) = (0usize, 0usize);
                 sys::ggml_backend_dev_memory(dev, &raw mut free, &raw mut total);
+                let kind = match sys::ggml_backend_dev_type(dev) {
+                    sys::GGML_BACKEND_DEVICE_TYPE_CPU => "cpu",
+                    sys::GGML_BACKEND_DEVICE_TYPE_GPU => "gpu",
+                    sys::GGML_BACKEND_DEVICE_TYPE_IGPU => "igpu",
+                    _ => "accel",
+                };
                 Device {
                     index,
                     name: c_text(sys::ggml_backend_dev_name(dev)),
                     description: c_text(sys::ggml_backend_dev_description(dev)),
                     free,
+                    total,
+                    kind,
                 }
             })
             .collect()

@@ -31,4 +31,5 @@ mod worker;
 
 pub use gguf::check_gguf;
 pub use handle::LlamaBackend;
+pub use load::{devices, DeviceInfo};
 pub use rpc::{probe as probe_rpc_worker, serve_rpc_worker, RpcWorkerConfig};

@@ -34,6 +34,74 @@ pub(crate) fn deterministic(config: &BackendConfig) -> bool {
         && crate::ffi::kernel_switch_available()
 }
 
+/// The devices `names` names, in that order; an unknown name is an error listing the known
+/// ones.
+fn named_devices(names: &[String]) -> Result<Vec<crate::ffi::Device>, BackendError> {
+    let known: Vec<crate::ffi::Device> = crate::ffi::all_devices()
+        .into_iter()
+        .filter(|d| d.kind != "cpu")
+        .collect();
+    names
+        .iter()
+        .map(|name| {
+            let found = known.iter().find(|d| d.name.eq_ignore_ascii_case(name));
+            found.cloned().ok_or_else(|| {
+                let listed: Vec<String> = known
+                    .iter()
+                    .map(|d| format!("{} ({})", d.name, d.description))
+                    .collect();
+                let listed = if listed.is_empty() {
+                    "none: this build runs on the CPU only".to_owned()
+                } else {
+                    listed.join(", ")
+                };
+                BackendError::Config {
+                    field: "devices",
+                    value: format!("{name} (this build of llama.cpp has {listed})"),
+                    allowed: "a GPU device llama.cpp sees, by name: `wick devices` lists them",
+                }
+            })
+        })
+        .collect()
+}
+
+/// A device llama.cpp can run layers on, as [`devices`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeviceInfo {
+    /// ggml's name for it (`CPU`, `Vulkan0`, `CUDA0`, `RPC0`, …): what `--device` takes.
+    pub name: String,
+    /// What it is (the processor's or the card's name, an RPC worker's `HOST:PORT`).
+    pub description: String,
+    /// `cpu`, `gpu`, `igpu` (integrated GPU) or `accel`.
+    pub kind: &'static str,
+    /// Its memory, in bytes.
+    pub total: u64,
+    /// Its free memory now, in bytes.
+    pub free: u64,
+}
+
+/// Every device this build of llama.cpp sees, in its order: the CPU, then the GPUs of the
+/// backends it was built with (CUDA, Vulkan, …). llama.cpp's Vulkan backend leaves out
+/// CPU-type Vulkan devices (lavapipe) unless `GGML_VK_VISIBLE_DEVICES` names them.
+///
+/// # Errors
+///
+/// [`BackendError::Load`] when llama.cpp cannot start.
+pub fn devices() -> Result<Vec<DeviceInfo>, BackendError> {
+    runtime()?;
+    Ok(crate::ffi::all_devices()
+        .into_iter()
+        .map(|d| DeviceInfo {
+            name: d.name,
+            description: d.description,
+            kind: d.kind,
+            total: d.total as u64,
+            free: d.free as u64,
+        })
+        .collect())
+}
+
 /// Loads the model of `config`: on the CPU, its local GPUs, or with `rpc_servers` the RPC
 /// workers' devices (checked and registered first). Also returns the devices it offloads to.
 pub(crate) fn load_model(
@@ -47,9 +115,15 @@ pub(crate) fn load_model(
     } else {
         crate::rpc::connect(&config.rpc_servers)?
     };
+    // Devices named by the user: those only, in the order given.
+    let devices = if config.devices.is_empty() {
+        devices
+    } else {
+        named_devices(&config.devices)?
+    };
     // ggml's device list is process-wide: name the devices whenever workers are registered, so
     // a model gets its own workers and one without `rpc_servers` none.
-    if crate::ffi::rpc_registered() {
+    if crate::ffi::rpc_registered() || !config.devices.is_empty() {
         let indices: Vec<usize> = devices.iter().map(|d| d.index).collect();
         params = params
             .with_devices(&indices)

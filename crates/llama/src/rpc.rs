@@ -234,6 +234,8 @@ mod tests {
             name: name.into(),
             description: format!("{name}:50052"),
             free,
+            total: free,
+            kind: "gpu",
         }
     }
 

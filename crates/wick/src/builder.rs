@@ -131,6 +131,7 @@ pub struct LlmBuilder {
     pub(crate) kv_cache: Option<KvCache>,
     pub(crate) chat_template: Option<String>,
     pub(crate) rpc_servers: Vec<String>,
+    pub(crate) devices: Vec<String>,
     pub(crate) loras: Vec<(PathBuf, f32)>,
     pub(crate) draft: Option<ModelSource>,
     pub(crate) reasoning: Reasoning,
@@ -154,6 +155,7 @@ impl fmt::Debug for LlmBuilder {
             .field("kv_cache", &self.kv_cache)
             .field("chat_template", &self.chat_template.is_some())
             .field("rpc_servers", &self.rpc_servers)
+            .field("devices", &self.devices)
             .field("loras", &self.loras)
             .field("draft", &self.draft)
             .field("reasoning", &self.reasoning)
@@ -184,6 +186,7 @@ impl Default for LlmBuilder {
             kv_cache: None,
             chat_template: None,
             rpc_servers: Vec::new(),
+            devices: Vec::new(),
             loras: Vec::new(),
             draft: None,
             reasoning: Reasoning::Auto,
@@ -313,6 +316,15 @@ impl LlmBuilder {
     #[must_use]
     pub fn rpc_servers<S: Into<String>>(mut self, servers: impl IntoIterator<Item = S>) -> Self {
         self.rpc_servers = servers.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Offloads to these devices only, by llama.cpp's names (`Vulkan0`, `CUDA1`, `RPC0`, …:
+    /// `wick devices` lists them), split by their free memory; a name llama.cpp does not know
+    /// fails the build naming the ones it does. Every GPU (and RPC worker) by default.
+    #[must_use]
+    pub fn devices<S: Into<String>>(mut self, devices: impl IntoIterator<Item = S>) -> Self {
+        self.devices = devices.into_iter().map(Into::into).collect();
         self
     }
 

@@ -56,6 +56,7 @@ impl Llm {
             kv_cache: settings.kv_cache.clone(),
             chat_template: settings.chat_template.clone(),
             rpc_servers: settings.rpc_servers.clone(),
+            devices: settings.devices.clone(),
             loras: settings
                 .loras
                 .iter()
@@ -681,7 +682,8 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
         .with_n_threads(key.kwargs.n_threads)
         .with_n_gpu_layers(key.kwargs.n_gpu_layers)
         .with_kernels(key.kwargs.kernels)
-        .with_rpc_servers(key.rpc_servers.clone());
+        .with_rpc_servers(key.rpc_servers.clone())
+        .with_devices(key.devices.clone());
     let mut backend = wick_llama::LlamaBackend::load(&config)?;
     let adapters = crate::lora::Loaded::load(&mut backend, &key.loras)?;
     let engine_config = wick_engine::EngineConfig {
@@ -703,6 +705,7 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
             let mut draft_config = config.clone();
             draft_config.model_path.clone_from(path);
             draft_config.rpc_servers = Vec::new();
+            draft_config.devices = Vec::new();
             Ok(Box::new(wick_llama::LlamaBackend::load(&draft_config)?))
         })
         .transpose()?;

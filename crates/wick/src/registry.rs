@@ -20,6 +20,8 @@ pub(crate) struct ModelKey {
     pub(crate) chat_template: Option<String>,
     /// RPC workers taking the offloaded layers.
     pub(crate) rpc_servers: Vec<String>,
+    /// The devices the offloaded layers go to, by llama.cpp's names (empty: every GPU).
+    pub(crate) devices: Vec<String>,
     /// LoRA adapter files loaded with the model (canonical paths; scales are per `Llm`).
     pub(crate) loras: Vec<PathBuf>,
     /// The draft model proposing speculative tokens.

@@ -208,6 +208,16 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "N")]
     gpu_layers: Option<u32>,
 
+    /// Offload to these devices only (llama-server's flag): llama.cpp's names, separated by
+    /// commas (`wick devices` lists them) [default: every GPU, or the --rpc workers].
+    #[arg(
+        long = "device",
+        visible_alias = "dev",
+        value_delimiter = ',',
+        value_name = "NAME"
+    )]
+    devices: Vec<String>,
+
     /// Compute the offloaded layers (--gpu-layers) on these llama.cpp RPC workers, each
     /// started with `wick rpc-worker` on its machine; layers are split by their free memory.
     /// Each is checked before loading: one that does not answer, or speaks another protocol
@@ -930,6 +940,9 @@ fn builder_with(
     }
     if !args.rpc.is_empty() {
         builder = builder.rpc_servers(args.rpc.iter().cloned());
+    }
+    if !args.devices.is_empty() {
+        builder = builder.devices(args.devices.iter().cloned());
     }
     if let Some(format) = args.output_format {
         builder = builder.output_format(format);
