@@ -497,6 +497,9 @@ pub(crate) async fn props(
         "chat_template": info.chat_template.clone().unwrap_or_default(),
         "modalities": {"vision": false, "audio": false},
         "build_info": meta.build,
+        // Whether greedy answers are bit-identical warm, cold and concurrent: the CPU's
+        // deterministic kernels on every layer (false with fast kernels or GPU layers).
+        "deterministic": meta.deterministic,
         "is_sleeping": false,
     });
     Ok(axum::Json(body).into_response())

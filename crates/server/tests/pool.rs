@@ -399,6 +399,10 @@ async fn llama_servers_load_and_unload_routes_and_autoload_off() {
         wait_status(&state, "org/a", &ModelStatus::Loaded).await,
         ModelStatus::Loaded
     );
+    // One model's properties, with whether its answers are bit-deterministic.
+    let (status, props) = get_json(&app, "/props?model=org/a").await;
+    assert_eq!(status, StatusCode::OK, "{props}");
+    assert!(props["deterministic"].is_boolean(), "{props}");
     // A name with a slash works on every route: a model's own route too.
     let (status, body) = post_json(app.clone(), "/v1/chat/completions", &chat("org/a")).await;
     assert_eq!(status, StatusCode::OK, "{body}");

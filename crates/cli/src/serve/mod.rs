@@ -716,7 +716,7 @@ async fn add_presets(
                 }
                 eprintln!("wick serve: loading {label}");
                 let llm = builder.clone().build().map_err(|e| format!("{e}"))?;
-                eprintln!("wick serve: loaded {label}");
+                eprintln!("wick serve: loaded {label} ({})", placement_line(&llm));
                 Ok(llm)
             }),
         });
@@ -795,7 +795,7 @@ async fn load_named(
         });
         bytes = catalog::estimate(&path, context_tokens(args));
     }
-    eprintln!("wick serve: loaded {id}");
+    eprintln!("wick serve: loaded {id} ({})", placement_line(&llm));
     let tags = if position == 0 {
         args.tags.clone()
     } else {
@@ -842,6 +842,30 @@ fn put_default_first(args: &ServeArgs, found: &mut Vec<Found>) -> Result<Option<
     Ok(default_id)
 }
 
+/// Where a loaded model's layers run, for the log: `CPU 0-29 + output`, or per device.
+fn placement_line(llm: &Llm) -> String {
+    let meta = llm.metadata();
+    let runs: Vec<String> = meta
+        .placement
+        .iter()
+        .map(|p| {
+            let last = (p.first_layer + p.n_layers).saturating_sub(1);
+            let output = if p.output { " + output" } else { "" };
+            if p.n_layers == 0 {
+                format!("{}: output", p.device)
+            } else {
+                format!("{}: layers {}-{last}{output}", p.device, p.first_layer)
+            }
+        })
+        .collect();
+    let determinism = if meta.deterministic {
+        "bit-deterministic"
+    } else {
+        "not bit-deterministic"
+    };
+    format!("{}; {determinism}", runs.join(", "))
+}
+
 /// How the model `found` is served on demand: `base`'s settings on its file.
 fn found_spec(base: &wick::LlmBuilder, found: &Found, pinned: bool, tokens: u64) -> ModelSpec {
     let builder = base.clone().model_ref(found.path.display().to_string());
@@ -857,7 +881,7 @@ fn found_spec(base: &wick::LlmBuilder, found: &Found, pinned: bool, tokens: u64)
         load: std::sync::Arc::new(move || {
             eprintln!("wick serve: loading {label}");
             let llm = builder.clone().build().map_err(|e| format!("{e}"))?;
-            eprintln!("wick serve: loaded {label}");
+            eprintln!("wick serve: loaded {label} ({})", placement_line(&llm));
             Ok(llm)
         }),
     }
