@@ -1,11 +1,11 @@
 //! `wick devices`: the devices this build of llama.cpp can run layers on.
 
-use std::fmt::Write as _;
-
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 use wick_llama::DeviceInfo;
+
+use crate::models::{aligned, human_size};
 
 /// Arguments of `wick devices`.
 #[derive(Debug, Args)]
@@ -42,38 +42,16 @@ pub(crate) fn run(args: &DevicesArgs) -> Result<()> {
 
 /// `NAME  KIND  MEMORY  FREE  DESCRIPTION` rows.
 fn table(devices: &[DeviceInfo]) -> String {
-    let gib = |b: u64| {
-        #[allow(clippy::cast_precision_loss)]
-        let x = b as f64 / f64::from(1u32 << 30);
-        format!("{x:.1} GiB")
-    };
-    let rows: Vec<[String; 5]> = devices
-        .iter()
-        .map(|d| {
-            [
-                d.name.clone(),
-                d.kind.to_owned(),
-                gib(d.total),
-                gib(d.free),
-                d.description.clone(),
-            ]
-        })
-        .collect();
     let header = ["NAME", "KIND", "MEMORY", "FREE", "DESCRIPTION"].map(str::to_owned);
-    let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in std::iter::once(&header).chain(&rows) {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        let _ = writeln!(out, "{}", cells.join("   ").trim_end());
-    }
-    out
+    let rows = devices.iter().map(|d| {
+        [
+            d.name.clone(),
+            d.kind.to_owned(),
+            human_size(d.total),
+            human_size(d.free),
+            d.description.clone(),
+        ]
+    });
+    let rows: Vec<[String; 5]> = std::iter::once(header).chain(rows).collect();
+    aligned(&rows, "   ")
 }

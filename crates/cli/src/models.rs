@@ -87,24 +87,38 @@ fn table(models: &[Listed]) -> String {
             m.entry.source.clone(),
         ]);
     }
-    let widths: Vec<usize> = (0..5)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+    aligned(&rows, "  ")
+}
+
+/// `rows` as text, one line each, every column but the last padded to its widest cell and
+/// the columns joined by `gap`.
+pub(crate) fn aligned<R: AsRef<[String]>>(rows: &[R], gap: &str) -> String {
+    let columns = rows.iter().map(|r| r.as_ref().len()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.as_ref().get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut text = String::new();
     for row in rows {
+        let row = row.as_ref();
         let cells: Vec<String> = row
             .iter()
             .zip(&widths)
             .enumerate()
             .map(|(i, (cell, w))| {
-                if i == 4 {
+                if i + 1 == row.len() {
                     cell.clone()
                 } else {
                     format!("{cell:<w$}")
                 }
             })
             .collect();
-        text.push_str(cells.join("  ").trim_end());
+        text.push_str(cells.join(gap).trim_end());
         text.push('\n');
     }
     text

@@ -133,22 +133,7 @@ fn table(models: &[Value], all: bool, now: SystemTime) -> String {
         })
         .collect();
     let header = ["NAME", "STATE", "SIZE", "UNTIL"].map(str::to_owned);
-    let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in std::iter::once(&header).chain(&rows) {
-        let line: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out.push_str(line.join("   ").trim_end());
-        out.push('\n');
-    }
+    let mut out = crate::models::aligned(&[vec![header], rows].concat(), "   ");
     for m in models.iter().filter(|_| all) {
         if let Some(reason) = m["status"]["reason"].as_str() {
             let id = m["id"].as_str().unwrap_or("?");

@@ -16,7 +16,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
-use serve_util::{client, post_json, Server};
+use serve_util::{client, get_json, post_json, Server};
 
 /// The Vulkan build of wick, built once.
 fn vulkan_binary() -> PathBuf {
@@ -102,12 +102,7 @@ fn offloaded_layers_run_on_lavapipe_close_to_the_cpu_and_keep_their_own_prompt_c
 
     for layers in ["999", "15"] {
         let server = serve_on_lavapipe(home.path(), &["--gpu-layers", layers]);
-        let models: Value = client()
-            .get(server.url("/v1/models"))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
+        let models = get_json(&server, "/v1/models");
         let meta = &models["data"][0]["meta"];
         let placement = meta["placement"].as_array().unwrap();
         let on_vulkan: u64 = placement

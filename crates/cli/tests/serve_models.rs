@@ -15,7 +15,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use serve_util::{client, post_json, requantized, run_python_client, venv_python, Server};
+use serve_util::{
+    client, get_json, post_json, requantized, run_python_client, venv_python, Server,
+};
 
 /// The store's default model file name (`wick_models::DEFAULT_MODEL_FILE`).
 const DEFAULT_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -64,13 +66,26 @@ fn link(from: &Path, to: &Path) {
 }
 
 fn models(server: &Server) -> Vec<Value> {
-    let body: Value = client()
-        .get(server.url("/v1/models"))
-        .send()
+    get_json(server, "/v1/models")["data"]
+        .as_array()
         .unwrap()
-        .json()
-        .unwrap();
-    body["data"].as_array().unwrap().clone()
+        .clone()
+}
+
+/// Chats with each of `names` at once (a thread each); each answer's status and body.
+fn chat_at_once(server: &Server, names: &[&str]) -> Vec<(u16, Value)> {
+    let answers: Vec<_> = names
+        .iter()
+        .map(|&name| {
+            let url = server.url("/v1/chat/completions");
+            let body = chat(name, "Hi");
+            std::thread::spawn(move || {
+                let r = client().post(url).json(&body).send().unwrap();
+                (r.status().as_u16(), r.json::<Value>().unwrap())
+            })
+        })
+        .collect();
+    answers.into_iter().map(|a| a.join().unwrap()).collect()
 }
 
 fn status(server: &Server, id: &str) -> String {
@@ -129,12 +144,7 @@ fn the_store_and_a_directory_load_on_first_request_once_for_a_burst_and_unload_w
         "{listed:?}"
     );
     // Ollama's list shows every model, loaded or not, with its own quantization.
-    let tags: Value = client()
-        .get(server.url("/api/tags"))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
+    let tags = get_json(&server, "/api/tags");
     let levels: Vec<&str> = tags["models"]
         .as_array()
         .unwrap()
@@ -144,22 +154,8 @@ fn the_store_and_a_directory_load_on_first_request_once_for_a_burst_and_unload_w
     assert_eq!(levels, ["Q4_1", "Q8_0"]);
 
     // Eight requests at once, by the file's name and by its id: one load.
-    let answers: Vec<_> = (0..8)
-        .map(|i| {
-            let url = server.url("/v1/chat/completions");
-            let name = if i % 2 == 0 {
-                "smol-q8"
-            } else {
-                "smol-q8.gguf"
-            };
-            std::thread::spawn(move || {
-                let r = client().post(url).json(&chat(name, "Hi")).send().unwrap();
-                (r.status().as_u16(), r.json::<Value>().unwrap())
-            })
-        })
-        .collect();
-    for answer in answers {
-        let (code, body) = answer.join().unwrap();
+    let names = ["smol-q8", "smol-q8.gguf"].repeat(4);
+    for (code, body) in chat_at_once(&server, &names) {
         assert_eq!(code, 200, "{body}");
         assert_eq!(body["model"], "smol-q8");
     }
@@ -175,18 +171,7 @@ fn the_store_and_a_directory_load_on_first_request_once_for_a_burst_and_unload_w
 fn one_model_at_a_time_switches_back_and_forth_with_no_failed_request() {
     let setup = Setup::new(false);
     let server = setup.serve(&["--max-loaded", "1"]);
-    let answers: Vec<_> = (0..8)
-        .map(|i| {
-            let url = server.url("/v1/chat/completions");
-            let name = if i % 2 == 0 { "smol-q8" } else { "default" };
-            std::thread::spawn(move || {
-                let r = client().post(url).json(&chat(name, "Hi")).send().unwrap();
-                (r.status().as_u16(), r.json::<Value>().unwrap())
-            })
-        })
-        .collect();
-    for answer in answers {
-        let (code, body) = answer.join().unwrap();
+    for (code, body) in chat_at_once(&server, &["smol-q8", "default"].repeat(4)) {
         assert_eq!(code, 200, "{body}");
     }
     let loaded: Vec<Value> = models(&server)
@@ -228,21 +213,7 @@ fn a_pinned_model_stays_loaded_and_a_load_with_no_room_says_why() {
 fn a_failed_load_is_every_waiting_requests_error_and_is_listed_with_its_reason() {
     let setup = Setup::new(true);
     let server = setup.serve(&[]);
-    let answers: Vec<_> = (0..4)
-        .map(|_| {
-            let url = server.url("/v1/chat/completions");
-            std::thread::spawn(move || {
-                let r = client()
-                    .post(url)
-                    .json(&chat("broken", "Hi"))
-                    .send()
-                    .unwrap();
-                (r.status().as_u16(), r.json::<Value>().unwrap())
-            })
-        })
-        .collect();
-    for answer in answers {
-        let (code, body) = answer.join().unwrap();
+    for (code, body) in chat_at_once(&server, &["broken"; 4]) {
         assert_eq!(code, 500, "{body}");
         assert_eq!(body["error"]["code"], "model_load_failed");
         let message = body["error"]["message"].as_str().unwrap();

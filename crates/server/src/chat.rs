@@ -50,13 +50,7 @@ pub(crate) async fn handler(
         first,
         clock,
         live: _live,
-    } = begin(
-        &state,
-        state.model(valid.model.as_deref()).await?,
-        valid.chat,
-        &valid.options,
-    )
-    .await?;
+    } = begin(&state, valid.model.as_deref(), valid.chat, &valid.options).await?;
     let head = Head::new("chatcmpl", served.id.clone());
     let mut last = finish(&state, stream, first).await?;
     if valid.single_call {
@@ -84,13 +78,7 @@ async fn streamed(
         first,
         live,
         clock,
-    } = begin(
-        &state,
-        state.model(valid.model.as_deref()).await?,
-        valid.chat,
-        &valid.options,
-    )
-    .await?;
+    } = begin(&state, valid.model.as_deref(), valid.chat, &valid.options).await?;
     let run = StreamRun {
         state,
         stream: sse::resume(Ok(first), stream),
@@ -120,9 +108,18 @@ pub(crate) struct Begun {
     pub(crate) clock: Clock,
 }
 
-/// Starts answering `chat` on `served` (as the request named it: [`AppState::model`]):
-/// every chat API's way into the engine.
+/// Starts answering `chat` on the model `model` names: every chat API's way into the engine.
 pub(crate) async fn begin(
+    state: &AppState,
+    model: Option<&str>,
+    chat: ChatRequest,
+    options: &GenerateOptions,
+) -> Result<Begun, ApiError> {
+    begin_held(state, state.model(model).await?, chat, options).await
+}
+
+/// [`begin`] on a model the request holds already (Ollama's, taken with its `keep_alive`).
+pub(crate) async fn begin_held(
     state: &AppState,
     served: ServedModel,
     chat: ChatRequest,

@@ -9,6 +9,14 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use wick::{Error as WickError, ErrorClass};
 
+/// An error's HTTP status, OpenAI `error.type`, `param` and `code`.
+type Parts = (
+    StatusCode,
+    &'static str,
+    Option<String>,
+    Option<&'static str>,
+);
+
 /// What a request can fail with, as the client sees it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -183,14 +191,7 @@ impl ApiError {
     }
 
     /// The status, OpenAI `error.type`, `param` and `code` of this error.
-    fn parts(
-        &self,
-    ) -> (
-        StatusCode,
-        &'static str,
-        Option<String>,
-        Option<&'static str>,
-    ) {
+    fn parts(&self) -> Parts {
         match self {
             ApiError::BadRequest { param, .. } => (
                 StatusCode::BAD_REQUEST,
@@ -292,14 +293,7 @@ impl ApiError {
 
     /// The parts of an error about the requested model: unknown (404), its load failed (500),
     /// or not loaded while requests do not load models (400).
-    fn model_parts(
-        &self,
-    ) -> (
-        StatusCode,
-        &'static str,
-        Option<String>,
-        Option<&'static str>,
-    ) {
+    fn model_parts(&self) -> Parts {
         let param = Some("model".into());
         match self {
             ApiError::ModelLoad { .. } => (
@@ -356,14 +350,7 @@ impl ApiError {
 
 /// [`ApiError::ResponseNotFound`]'s parts: `previous_response_id` names its field and has
 /// its own code.
-fn response_not_found(
-    previous: bool,
-) -> (
-    StatusCode,
-    &'static str,
-    Option<String>,
-    Option<&'static str>,
-) {
+fn response_not_found(previous: bool) -> Parts {
     if previous {
         let param = Some("previous_response_id".into());
         let code = Some("previous_response_not_found");

@@ -623,6 +623,14 @@ impl Pool {
         Ok(listing(&entries.list[i], Instant::now()))
     }
 
+    /// Whether `name` selects a model that is not loaded; `None` when it selects none. A
+    /// lookup without copying the listing (asked on every streamed chat).
+    pub(crate) fn unloaded(&self, name: Option<&str>, lenient: bool) -> Option<bool> {
+        let entries = self.shared.lock();
+        let i = entries.find(name, lenient)?;
+        Some(!matches!(entries.list[i].state, State::Loaded(_)))
+    }
+
     /// Every model, in the order added.
     pub(crate) fn listings(&self) -> Vec<Listing> {
         let now = Instant::now();
@@ -638,22 +646,25 @@ impl Pool {
     /// Stops serving the model `id` names exactly (its file was deleted): unloaded as soon as
     /// it is idle, no longer listed or found. Returns whether a model had that id.
     pub(crate) fn remove(&self, id: &str) -> bool {
-        let victim = {
-            let mut entries = self.shared.lock();
-            let Some(i) = entries.find(Some(id), false) else {
-                return false;
-            };
-            let entry = &mut entries.list[i];
-            entry.removed = true;
-            entry.keep_alive = KeepAlive::For(Duration::ZERO);
-            entry.grace_until = Instant::now();
-            entry.pinned = false;
-            if entry.idle() {
-                entry.take()
-            } else {
-                None
-            }
+        let mut entries = self.shared.lock();
+        let Some(i) = entries.find(Some(id), false) else {
+            return false;
         };
+        let entry = &mut entries.list[i];
+        entry.removed = true;
+        entry.pinned = false;
+        self.unload_soon(entries, i);
+        true
+    }
+
+    /// Unloads entry `i` at once when it is idle, else once its requests end (its keep-alive
+    /// becomes zero); the caller does not wait for the engine to stop.
+    fn unload_soon(&self, mut entries: MutexGuard<'_, Entries>, i: usize) {
+        let entry = &mut entries.list[i];
+        entry.keep_alive = KeepAlive::For(Duration::ZERO);
+        entry.grace_until = Instant::now();
+        let victim = if entry.idle() { entry.take() } else { None };
+        drop(entries);
         if let Some(llm) = victim {
             let shared = self.shared.clone();
             tokio::spawn(async move {
@@ -661,7 +672,6 @@ impl Pool {
                 shared.changed.notify_waiters();
             });
         }
-        true
     }
 
     /// The loaded models (not held: for metrics and descriptions).
@@ -759,36 +769,22 @@ impl Pool {
     /// this returns, its memory freed once its engine stops). Returns whether it was loaded
     /// (or loading).
     pub(crate) fn unload(&self, name: Option<&str>, lenient: bool) -> Result<bool, ApiError> {
-        let victim = {
-            let mut entries = self.shared.lock();
-            let i = entries
-                .find(name, lenient)
-                .ok_or_else(|| entries.not_found(name))?;
-            let entry = &mut entries.list[i];
-            if entry.load.is_none() {
-                return Err(ApiError::bad(
-                    "model",
-                    format!(
-                        "the model `{}` was loaded at start (-m) and cannot be unloaded",
-                        entry.id
-                    ),
-                ));
-            }
-            let was = matches!(entry.state, State::Loaded(_) | State::Loading { .. });
-            entry.keep_alive = KeepAlive::For(Duration::ZERO);
-            entry.grace_until = Instant::now();
-            let victim = if entry.idle() { entry.take() } else { None };
-            (victim, was)
-        };
-        let (victim, was) = victim;
-        if let Some(llm) = victim {
-            // The answer does not wait for the engine to stop.
-            let shared = self.shared.clone();
-            tokio::spawn(async move {
-                unload(llm).await;
-                shared.changed.notify_waiters();
-            });
+        let entries = self.shared.lock();
+        let i = entries
+            .find(name, lenient)
+            .ok_or_else(|| entries.not_found(name))?;
+        let entry = &entries.list[i];
+        if entry.load.is_none() {
+            return Err(ApiError::bad(
+                "model",
+                format!(
+                    "the model `{}` was loaded at start (-m) and cannot be unloaded",
+                    entry.id
+                ),
+            ));
         }
+        let was = matches!(entry.state, State::Loaded(_) | State::Loading { .. });
+        self.unload_soon(entries, i);
         Ok(was)
     }
 

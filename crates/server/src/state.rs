@@ -367,12 +367,7 @@ impl AppState {
     /// its load).
     pub fn needs_load(&self, name: Option<&str>) -> bool {
         let lenient = !self.config().strict_model_names;
-        self.is_ready()
-            && self
-                .inner
-                .models
-                .listing(name, lenient)
-                .is_ok_and(|m| m.llm.is_none())
+        self.is_ready() && self.inner.models.unloaded(name, lenient) == Some(true)
     }
 
     /// How models load and unload.

@@ -660,9 +660,7 @@ async fn add_presets(
             presets.ignored.join(", ")
         );
     }
-    let mut settings = wick::models::Settings::from_env();
-    settings.progress = false;
-    let store = wick::models::ModelStore::new(settings)?;
+    let store = quiet_store()?;
     let taken: Vec<String> = state
         .listings()
         .into_iter()
@@ -690,6 +688,7 @@ async fn add_presets(
         let tokens = u64::from(preset.ctx_size.unwrap_or(args.ctx_size))
             * (u64::from(preset.parallel.unwrap_or(args.parallel)) + 1);
         let pull = args.pull_missing;
+        let store = store.clone();
         let label = name.clone();
         let pinned = preset.pin == Some(true) || args.pins.contains(&name);
         if preset.load_on_startup == Some(true) {
@@ -700,7 +699,7 @@ async fn add_presets(
             aliases: preset.aliases.clone(),
             tags: preset.tags.clone(),
             bytes: local.as_deref().map_or(0, |p| catalog::estimate(p, tokens)),
-            path: local.clone(),
+            path: local,
             pinned,
             keep_alive: preset.keep_alive().map_err(|e| anyhow::anyhow!(e))?,
             load: std::sync::Arc::new(move || {
@@ -708,29 +707,35 @@ async fn add_presets(
                     parsed,
                     wick::models::ModelRef::Path(_) | wick::models::ModelRef::Name(_)
                 );
-                if remote && !pull && local.is_none() && !is_local_now(&parsed) {
+                // Looked up at load time: it may have been pulled since the server started.
+                let here = store.local(&parsed).is_ok_and(|p| p.is_some());
+                if remote && !pull && !here {
                     return Err(format!(
                         "`{reference}` is not on this machine: fetch it with `wick pull \
                          {reference}`, or start the server with --pull-missing"
                     ));
                 }
-                eprintln!("wick serve: loading {label}");
-                let llm = builder.clone().build().map_err(|e| format!("{e}"))?;
-                eprintln!("wick serve: loaded {label} ({})", placement_line(&llm));
-                Ok(llm)
+                load_logged(&label, &builder)
             }),
         });
     }
     Ok(on_startup)
 }
 
-/// Whether `reference` is on this machine now (pulled since the server started).
-fn is_local_now(reference: &wick::models::ModelRef) -> bool {
+/// The model store of `$WICK_HOME`, without progress bars (a server has no terminal to draw
+/// them on).
+fn quiet_store() -> Result<wick::models::ModelStore> {
     let mut settings = wick::models::Settings::from_env();
     settings.progress = false;
-    wick::models::ModelStore::new(settings)
-        .and_then(|store| store.local(reference))
-        .is_ok_and(|p| p.is_some())
+    Ok(wick::models::ModelStore::new(settings)?)
+}
+
+/// Loads a model served on demand (`label`), logging the load and where its layers run.
+fn load_logged(label: &str, builder: &wick::LlmBuilder) -> Result<Llm, String> {
+    eprintln!("wick serve: loading {label}");
+    let llm = builder.clone().build().map_err(|e| format!("{e}"))?;
+    eprintln!("wick serve: loaded {label} ({})", placement_line(&llm));
+    Ok(llm)
 }
 
 /// Loads the -m model `reference` (the `position`-th) and serves it; a model of `found` in the
@@ -878,12 +883,7 @@ fn found_spec(base: &wick::LlmBuilder, found: &Found, pinned: bool, tokens: u64)
         bytes: catalog::estimate(&found.path, tokens),
         pinned,
         keep_alive: None,
-        load: std::sync::Arc::new(move || {
-            eprintln!("wick serve: loading {label}");
-            let llm = builder.clone().build().map_err(|e| format!("{e}"))?;
-            eprintln!("wick serve: loaded {label} ({})", placement_line(&llm));
-            Ok(llm)
-        }),
+        load: std::sync::Arc::new(move || load_logged(&label, &builder)),
     }
 }
 
@@ -891,9 +891,7 @@ fn found_spec(base: &wick::LlmBuilder, found: &Found, pinned: bool, tokens: u64)
 fn discover(from_store: bool, dir: Option<&Path>) -> Result<Vec<Found>> {
     let mut found = Vec::new();
     if from_store {
-        let mut settings = wick::models::Settings::from_env();
-        settings.progress = false;
-        let store = wick::models::ModelStore::new(settings)?;
+        let store = quiet_store()?;
         found.extend(catalog::store_models(&store)?);
     }
     if let Some(dir) = dir {

@@ -332,6 +332,16 @@ pub(crate) fn run_python_client(
     assert!(stdout.contains(done), "{stdout}");
 }
 
+/// GETs `path`; the JSON answer.
+pub(crate) fn get_json(server: &Server, path: &str) -> Value {
+    client()
+        .get(server.url(path))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap()
+}
+
 /// POSTs `body` as JSON; the status and the JSON answer.
 pub(crate) fn post_json(server: &Server, path: &str, body: &Value) -> (u16, Value) {
     let r = client().post(server.url(path)).json(body).send().unwrap();

@@ -82,13 +82,7 @@ async fn answer(
         first,
         live,
         ..
-    } = begin(
-        &state,
-        state.model(valid.model.as_deref()).await?,
-        valid.chat,
-        &valid.options,
-    )
-    .await?;
+    } = begin(&state, valid.model.as_deref(), valid.chat, &valid.options).await?;
     let id = message_id();
     if valid.stream {
         let shutdown = state.shutdown_token();

@@ -22,7 +22,7 @@ use axum::routing::{delete, get, post};
 use axum::Router;
 use wick::PromptInput;
 
-use crate::chat::{begin, Begun};
+use crate::chat::{begin_held, Begun};
 use crate::error::Dialect;
 use crate::extract::ApiJson;
 use crate::{ApiError, AppState, ServedModel};
@@ -163,7 +163,7 @@ async fn respond(
                 first,
                 live,
                 ..
-            } = begin(&state, served.clone(), valid.chat, &valid.options).await?;
+            } = begin_held(&state, served.clone(), valid.chat, &valid.options).await?;
             (Items::Chat(Box::new(stream)), Piece::from_chat(first), live)
         }
         Ask::Raw(raw) => {

@@ -66,14 +66,9 @@ pub(crate) async fn create(
         first,
         live,
         clock,
-    } = begin(
-        &state,
-        state.model(valid.model.as_deref()).await?,
-        valid.chat,
-        &valid.options,
-    )
-    .await
-    .map_err(|e| e.too_long_in("input"))?;
+    } = begin(&state, valid.model.as_deref(), valid.chat, &valid.options)
+        .await
+        .map_err(|e| e.too_long_in("input"))?;
     let mut conversation = history;
     conversation.extend(items);
     let head = Head {
