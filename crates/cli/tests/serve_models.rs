@@ -139,8 +139,13 @@ fn the_store_and_a_directory_load_on_first_request_once_for_a_burst_and_unload_w
     assert_eq!(ids, ["SmolLM2-135M-Instruct.Q4_1", "smol-q8"], "{listed:?}");
     assert_eq!(listed[0]["aliases"], json!(["default"]));
     assert_eq!(listed[1]["status"]["value"], "unloaded");
-    assert!(
-        listed[1]["size"].as_u64().unwrap() > 100_000_000,
+    // The memory estimate: the file, and an F16 KV cache of 4,096 tokens for each of the 4
+    // sequences and the embeddings' context, 23,040 bytes a token (30 layers × 3 KV heads ×
+    // 64 values × a key and a value × 2 bytes).
+    let file = std::fs::metadata(requantized("Q8_0")).unwrap().len();
+    assert_eq!(
+        listed[1]["size"],
+        json!(file + 23_040 * 4096 * 5),
         "{listed:?}"
     );
     // Ollama's list shows every model, loaded or not, with its own quantization.
