@@ -16,8 +16,8 @@ pub struct BackendConfig {
     pub n_batch: u32,
     /// CPU threads for decoding; `None` uses every core.
     pub n_threads: Option<u32>,
-    /// Layers offloaded to a GPU (default 0; needs a GPU build).
-    pub n_gpu_layers: u32,
+    /// Layers offloaded to a GPU (default none; needs a GPU build).
+    pub n_gpu_layers: GpuLayers,
     /// Which CPU kernels evaluate the model (default [`KernelMode::Deterministic`]).
     pub kernels: KernelMode,
     /// llama.cpp RPC workers (`HOST:PORT`, `wick rpc-worker`) whose devices take the
@@ -72,6 +72,77 @@ impl std::str::FromStr for KernelMode {
     }
 }
 
+/// How many of a model's layers go to the GPUs (llama.cpp's `n_gpu_layers`; the output layer
+/// counts as one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GpuLayers {
+    /// This many, the last ones (0: every layer on the CPU; more than the model has: all).
+    Count(u32),
+    /// As many as fit the devices' free memory, leaving `margin` bytes free on each
+    /// (llama.cpp's `common_fit_params`, llama-server's `--fit on`); with mixture-of-experts models the experts
+    /// may stay in system memory. Without a GPU: none.
+    Auto {
+        /// Bytes to leave free on each device.
+        margin: u64,
+    },
+}
+
+impl GpuLayers {
+    /// Every layer, whatever the model has.
+    pub const ALL: GpuLayers = GpuLayers::Count(999);
+
+    /// llama-server's default margin for `--fit on`: 1 GiB a device.
+    pub const DEFAULT_MARGIN: u64 = 1 << 30;
+
+    /// [`GpuLayers::Auto`] with the default margin.
+    pub const AUTO: GpuLayers = GpuLayers::Auto {
+        margin: Self::DEFAULT_MARGIN,
+    };
+
+    /// Whether no layer is asked for a GPU (a count of 0).
+    pub fn is_none(self) -> bool {
+        self == GpuLayers::Count(0)
+    }
+}
+
+impl Default for GpuLayers {
+    fn default() -> Self {
+        GpuLayers::Count(0)
+    }
+}
+
+impl From<u32> for GpuLayers {
+    fn from(n: u32) -> Self {
+        GpuLayers::Count(n)
+    }
+}
+
+impl std::fmt::Display for GpuLayers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GpuLayers::Count(n) => write!(f, "{n}"),
+            GpuLayers::Auto { .. } => f.write_str("auto"),
+        }
+    }
+}
+
+impl std::str::FromStr for GpuLayers {
+    type Err = String;
+
+    /// `N`, `all` (every layer) or `auto` (as many as fit, default margin), as llama-server's
+    /// `--gpu-layers` takes them.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "auto" => Ok(GpuLayers::AUTO),
+            "all" => Ok(GpuLayers::ALL),
+            n => n
+                .parse()
+                .map(GpuLayers::Count)
+                .map_err(|_| format!("`{s}` is not a layer count: a number, `all` or `auto`")),
+        }
+    }
+}
+
 impl BackendConfig {
     /// The defaults, for `model_path`.
     pub fn new(model_path: impl Into<PathBuf>) -> Self {
@@ -81,7 +152,7 @@ impl BackendConfig {
             n_seq_max: 4,
             n_batch: 512,
             n_threads: None,
-            n_gpu_layers: 0,
+            n_gpu_layers: GpuLayers::Count(0),
             kernels: KernelMode::default(),
             rpc_servers: Vec::new(),
             devices: Vec::new(),
@@ -116,10 +187,10 @@ impl BackendConfig {
         self
     }
 
-    /// Sets [`BackendConfig::n_gpu_layers`].
+    /// Sets [`BackendConfig::n_gpu_layers`]: a count (999: every layer) or [`GpuLayers::Auto`].
     #[must_use]
-    pub fn with_n_gpu_layers(mut self, n_gpu_layers: u32) -> Self {
-        self.n_gpu_layers = n_gpu_layers;
+    pub fn with_n_gpu_layers(mut self, n_gpu_layers: impl Into<GpuLayers>) -> Self {
+        self.n_gpu_layers = n_gpu_layers.into();
         self
     }
 
@@ -209,6 +280,24 @@ mod tests {
             err.to_string(),
             "invalid backend config: `n_seq_max` = 0 (1 to 256)"
         );
+    }
+
+    #[test]
+    fn gpu_layers_read_counts_all_and_auto_as_llama_server_does() {
+        assert_eq!("0".parse(), Ok(GpuLayers::Count(0)));
+        assert_eq!(" 12 ".parse(), Ok(GpuLayers::Count(12)));
+        assert_eq!("all".parse(), Ok(GpuLayers::ALL));
+        assert_eq!(
+            "auto".parse(),
+            Ok(GpuLayers::Auto {
+                margin: 1024 * 1024 * 1024
+            })
+        );
+        let err = "-1".parse::<GpuLayers>().unwrap_err();
+        assert!(err.contains("`-1`") && err.contains("auto"), "{err}");
+        assert!(GpuLayers::default().is_none());
+        assert_eq!(GpuLayers::AUTO.to_string(), "auto");
+        assert_eq!(GpuLayers::from(7).to_string(), "7");
     }
 
     #[test]

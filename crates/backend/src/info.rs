@@ -72,6 +72,9 @@ pub struct LayerPlacement {
     pub n_layers: u32,
     /// Whether it also computes the output layer (the last one).
     pub output: bool,
+    /// Bytes of KV cache its layers keep on the device (each layer's keys and values live
+    /// with the layer); 0 when the backend does not say.
+    pub kv_bytes: u64,
 }
 
 impl ModelInfo {

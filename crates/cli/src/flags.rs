@@ -63,6 +63,16 @@ fn fresh_seed() -> u32 {
     seed
 }
 
+/// `layers`, with `--fit-target`'s margin (MiB) when they are `auto`.
+pub(crate) fn with_fit_target(layers: wick::GpuLayers, fit_target_mib: u64) -> wick::GpuLayers {
+    match layers {
+        wick::GpuLayers::Auto { .. } => wick::GpuLayers::Auto {
+            margin: fit_target_mib.saturating_mul(1 << 20),
+        },
+        count @ wick::GpuLayers::Count(_) => count,
+    }
+}
+
 /// How the model is loaded.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct LoadArgs {
@@ -74,9 +84,20 @@ pub(crate) struct LoadArgs {
     #[arg(long, value_name = "N")]
     pub(crate) threads: Option<u32>,
 
-    /// Layers to offload to a GPU (needs a GPU build).
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub(crate) gpu_layers: u32,
+    /// Layers to offload to a GPU (needs a GPU build): a number (the output layer counts as
+    /// one), `all`, or `auto`: as many as fit the devices' free memory, leaving
+    /// --fit-target free on each (llama.cpp's fit, as llama-server's `--fit on`).
+    #[arg(
+        long,
+        visible_alias = "ngl",
+        default_value = "0",
+        value_name = "N|all|auto"
+    )]
+    pub(crate) gpu_layers: wick::GpuLayers,
+
+    /// With `--gpu-layers auto`: MiB to leave free on each device.
+    #[arg(long, default_value_t = 1024, value_name = "MIB")]
+    pub(crate) fit_target: u64,
 
     /// Offload to these devices only (llama-server's flag): llama.cpp's names, separated by
     /// commas (`wick devices` lists them) [default: every GPU].
@@ -156,7 +177,7 @@ pub(crate) fn load_llm(
         .context_window(load.ctx_size)
         .model_kwargs(wick::ModelKwargs {
             n_threads: load.threads,
-            n_gpu_layers: load.gpu_layers,
+            n_gpu_layers: with_fit_target(load.gpu_layers, load.fit_target),
             n_seq_max: 1,
             ..wick::ModelKwargs::default()
         })

@@ -72,7 +72,7 @@ pub(crate) fn run(args: &QuantizeArgs) -> Result<()> {
         println!("{}", out.display());
         return Ok(());
     }
-    let tools = tools::ensure(&wick_models::wick_home(), &args.llama_cpp_python)?;
+    let tools = tools::ensure(&wick_models::wick_home(), &args.llama_cpp_python, None)?;
     // Written beside its destination, then renamed: an interrupted run leaves no half file.
     let dir = out
         .parent()

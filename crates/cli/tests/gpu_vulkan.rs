@@ -299,3 +299,140 @@ fn wick_devices_lists_lavapipe_and_device_picks_it_or_names_what_exists() {
         "{message}"
     );
 }
+
+/// Layers (the output layer not counted) a placement puts on Vulkan devices.
+fn layers_on_vulkan(models: &Value) -> u64 {
+    models["data"][0]["meta"]["placement"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["device"].as_str().unwrap().starts_with("Vulkan"))
+        .map(|p| p["n_layers"].as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn gpu_layers_auto_fits_the_free_memory_and_a_context_that_cannot_fit_is_refused_by_name() {
+    let home = tempfile::tempdir().unwrap();
+    // Everything fits lavapipe's 2 GiB with the default 1 GiB left free: every layer goes,
+    // and each layer's KV cache with it (256 tokens × 4 sequences × 23,040 bytes).
+    let server = serve_on_lavapipe(home.path(), &["--gpu-layers", "auto"]);
+    let models = get_json(&server, "/v1/models");
+    assert_eq!(layers_on_vulkan(&models), 30, "{models}");
+    let placement = &models["data"][0]["meta"]["placement"][0];
+    assert_eq!(placement["kv_cache"]["device"], "Vulkan0", "{placement}");
+    assert_eq!(
+        placement["kv_cache"]["bytes"],
+        256 * 4 * 23_040,
+        "{placement}"
+    );
+    drop(server);
+
+    // Asked to leave all but 150 MiB free, llama.cpp's fit keeps some layers on the CPU.
+    let listed = Command::new(vulkan_binary())
+        .args(["devices", "--json"])
+        .env("GGML_VK_VISIBLE_DEVICES", "0")
+        .output()
+        .unwrap();
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let free_mib = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "Vulkan0")
+        .unwrap()["free"]
+        .as_u64()
+        .unwrap()
+        >> 20;
+    let target = (free_mib - 150).to_string();
+    let server = serve_on_lavapipe(
+        home.path(),
+        &["--gpu-layers", "auto", "--fit-target", &target],
+    );
+    let models = get_json(&server, "/v1/models");
+    let split = layers_on_vulkan(&models);
+    assert!(split > 0 && split < 30, "{split} layers fitted: {models}");
+    let (text, _) = greedy(&server, PROMPT);
+    assert!(!text.is_empty());
+    drop(server);
+
+    // 8,192 tokens × 16 sequences of KV cache (2.8 GiB) on a 2 GiB device: refused before
+    // llama.cpp allocates, naming the device, what was asked and what is free.
+    let model = wick_testutil::model_path();
+    let out = Command::new(vulkan_binary())
+        .args(["serve", "--port", "0", "-m", model.to_str().unwrap()])
+        .args(["--gpu-layers", "999", "-c", "8192", "--parallel", "16"])
+        .env("GGML_VK_VISIBLE_DEVICES", "0")
+        .env("WICK_HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let message = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        message.contains("8192 tokens × 16 sequences")
+            && message.contains("2.8 GiB on Vulkan0")
+            && message.contains("free")
+            && message.contains("--gpu-layers auto"),
+        "{message}"
+    );
+}
+
+#[test]
+fn speculation_and_a_lora_adapter_run_with_offloaded_layers() {
+    let home = tempfile::tempdir().unwrap();
+    // Prompt lookup drafts from a repeated list, every layer offloaded.
+    let server = serve_on_lavapipe(home.path(), &["--gpu-layers", "999"]);
+    let (code, body) = post_json(
+        &server,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content":
+                    "Repeat this list exactly: apples, pears, plums, apples, pears, plums."}],
+                "max_tokens": 12, "temperature": 0}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let metrics = client()
+        .get(server.url("/metrics"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    let drafted = serve_util::metric(&metrics, "wick_spec_drafted_tokens_total");
+    let accepted = serve_util::metric(&metrics, "wick_spec_accepted_tokens_total");
+    assert!(
+        drafted > 0 && accepted > 0,
+        "{drafted} drafted, {accepted} accepted"
+    );
+    drop(server);
+
+    // A LoRA adapter on a model with half its layers offloaded: at scale 8 it moves the
+    // first token's log-probabilities; at scale 0 the answer is the base model's.
+    let adapter = home.path().join("adapter.gguf");
+    std::fs::write(&adapter, wick_testutil::lora_adapter("llama", 30, 576, 7)).unwrap();
+    let server = serve_on_lavapipe(
+        home.path(),
+        &[
+            "--gpu-layers",
+            "15",
+            "--lora",
+            &format!("{}:0", adapter.display()),
+        ],
+    );
+    let first = |scale: f64| {
+        let (code, body) = post_json(
+            &server,
+            "/v1/completions",
+            &json!({"prompt": PROMPT, "max_tokens": 1, "temperature": 0, "logprobs": 5,
+                    "lora": [{"id": 0, "scale": scale}]}),
+        );
+        assert_eq!(code, 200, "{body}");
+        body["choices"][0]["logprobs"]["token_logprobs"][0]
+            .as_f64()
+            .unwrap()
+    };
+    let (base, again, with_lora) = (first(0.0), first(0.0), first(8.0));
+    assert!((base - again).abs() < 1e-3, "{base} then {again}");
+    assert!(
+        (base - with_lora).abs() > 1e-3,
+        "the adapter changed nothing: {base} and {with_lora}"
+    );
+}

@@ -57,8 +57,14 @@ impl LlamaBackend {
     /// that is missing, not GGUF, truncated or not loadable.
     pub fn load(config: &BackendConfig) -> Result<Self> {
         config.validate()?;
-        let (model, devices) = crate::load::load_model(config)?;
+        let crate::load::LoadedModel {
+            model,
+            devices,
+            config,
+        } = crate::load::load_model(config)?;
+        let config = &config;
         let info = crate::load::model_info(config, &model, &devices);
+        crate::load::check_device_memory(&info)?;
         let state = State {
             config: config.clone(),
             fingerprint: crate::load::fingerprint(config, &info),

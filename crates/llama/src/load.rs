@@ -7,7 +7,7 @@ use llama_cpp_2::context::params::{LlamaContextParams, LlamaPoolingType};
 use llama_cpp_2::llama_backend::LlamaBackend as LlamaRuntime;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
-use wick_backend::{BackendConfig, BackendError, KernelMode, ModelInfo};
+use wick_backend::{BackendConfig, BackendError, GpuLayers, KernelMode, ModelInfo};
 
 /// llama.cpp's global state (`llama_backend_init`) may be set up once per process, so it is the
 /// one process-wide value wick keeps; every model shares it.
@@ -30,7 +30,7 @@ pub(crate) fn runtime() -> Result<&'static LlamaRuntime, BackendError> {
 /// model (GPU kernels are not batch-invariant) in a process where the switch could be put in.
 pub(crate) fn deterministic(config: &BackendConfig) -> bool {
     config.kernels == KernelMode::Deterministic
-        && config.n_gpu_layers == 0
+        && config.n_gpu_layers.is_none()
         && crate::ffi::kernel_switch_available()
 }
 
@@ -102,14 +102,20 @@ pub fn devices() -> Result<Vec<DeviceInfo>, BackendError> {
         .collect())
 }
 
+/// A model loaded: the devices it offloads to and its config with `--gpu-layers auto` resolved
+/// to the layers that fitted.
+pub(crate) struct LoadedModel {
+    pub(crate) model: LlamaModel,
+    pub(crate) devices: Vec<crate::ffi::Device>,
+    pub(crate) config: BackendConfig,
+}
+
 /// Loads the model of `config`: on the CPU, its local GPUs, or with `rpc_servers` the RPC
-/// workers' devices (checked and registered first). Also returns the devices it offloads to.
-pub(crate) fn load_model(
-    config: &BackendConfig,
-) -> Result<(LlamaModel, Vec<crate::ffi::Device>), BackendError> {
+/// workers' devices (checked and registered first).
+pub(crate) fn load_model(config: &BackendConfig) -> Result<LoadedModel, BackendError> {
     crate::gguf::check_gguf(&config.model_path)?;
     runtime()?;
-    let mut params = LlamaModelParams::default().with_n_gpu_layers(config.n_gpu_layers);
+    let mut params = LlamaModelParams::default();
     let devices = if config.rpc_servers.is_empty() {
         crate::ffi::local_gpus()
     } else {
@@ -132,6 +138,14 @@ pub(crate) fn load_model(
                 reason: format!("llama.cpp cannot use these devices ({e})"),
             })?;
     }
+    let n_gpu_layers = match config.n_gpu_layers {
+        GpuLayers::Count(n) => {
+            params = params.with_n_gpu_layers(n);
+            n
+        }
+        GpuLayers::Auto { margin } => fit_layers(config, &mut params, &devices, margin)?,
+    };
+    let config = &config.clone().with_n_gpu_layers(n_gpu_layers);
     // Deterministic: every weight in ggml's plain layout. The repacked ones (Q4_0, Q4_K,
     // IQ4_NL, … in "CPU_REPACK") run tiled GEMM kernels outside the reference switch, whose
     // sums depend on the batch's row count, and wick's kernels read the plain layout only. A
@@ -141,12 +155,110 @@ pub(crate) fn load_model(
     let loaded = crate::ffi::with_plain_weights(deterministic(config), || {
         LlamaModel::load_from_file(runtime, &config.model_path, &params)
     });
-    let model = loaded.map_err(|e| BackendError::Load {
-        path: config.model_path.clone(),
-        reason: format!("llama.cpp could not load it ({e}); is it a complete GGUF model?"),
+    let model = loaded.map_err(|e| {
+        let offloaded = if n_gpu_layers == 0 || devices.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", with {n_gpu_layers} layers on {} (do they fit? fewer --gpu-layers, or \
+                 --gpu-layers auto, leave some on the CPU)",
+                free_memory_of(&devices)
+            )
+        };
+        BackendError::Load {
+            path: config.model_path.clone(),
+            reason: format!(
+                "llama.cpp could not load it ({e}{offloaded}); is it a complete GGUF model?"
+            ),
+        }
     })?;
-    Ok((model, devices))
+    Ok(LoadedModel {
+        model,
+        devices,
+        config: config.clone(),
+    })
 }
+
+/// `Vulkan0 (llvmpipe, 1.9 GiB free), …`: the devices and their free memory now.
+fn free_memory_of(devices: &[crate::ffi::Device]) -> String {
+    let now = crate::ffi::all_devices();
+    devices
+        .iter()
+        .map(|d| {
+            let free = now
+                .iter()
+                .find(|n| n.index == d.index)
+                .map_or(d.free, |n| n.free);
+            format!("{} ({}, {} free)", d.name, d.description, gib(free as u64))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Bytes as GiB with one decimal (`1.9 GiB`), MiB below one GiB.
+pub(crate) fn gib(bytes: u64) -> String {
+    #[allow(clippy::cast_precision_loss)] // a figure for a message
+    let bytes = bytes as f64;
+    if bytes >= f64::from(1u32 << 30) {
+        format!("{:.1} GiB", bytes / f64::from(1u32 << 30))
+    } else {
+        format!("{:.0} MiB", bytes / f64::from(1u32 << 20))
+    }
+}
+
+/// `--gpu-layers auto`: llama.cpp's `common_fit_params` (what llama-server's `--fit on` runs)
+/// measures the model and the context on `devices` without allocating, and sets the layers
+/// (and, for mixture-of-experts models, which experts stay in system memory) so each device keeps `margin`
+/// bytes free. Returns the layers offloaded; none without a GPU.
+fn fit_layers(
+    config: &BackendConfig,
+    params: &mut LlamaModelParams,
+    devices: &[crate::ffi::Device],
+    margin: u64,
+) -> Result<u32, BackendError> {
+    // The fit swaps llama.cpp's global logger while it runs: one at a time.
+    static FITTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    if devices.is_empty() {
+        return Ok(0);
+    }
+    let _one = FITTING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let path =
+        std::ffi::CString::new(config.model_path.to_string_lossy().as_bytes()).map_err(|_| {
+            BackendError::Load {
+                path: config.model_path.clone(),
+                reason: "the path holds a NUL byte".into(),
+            }
+        })?;
+    let mut cparams = context_params(config, config.n_ctx);
+    let mut margins =
+        vec![usize::try_from(margin).unwrap_or(usize::MAX); llama_cpp_2::max_devices()];
+    std::pin::Pin::new(&mut *params)
+        .fit_params(
+            &path,
+            &mut cparams,
+            &mut margins,
+            config.n_ctx,
+            llama_cpp_sys_2::GGML_LOG_LEVEL_WARN,
+        )
+        .map_err(|e| BackendError::Load {
+            path: config.model_path.clone(),
+            reason: format!(
+                "--gpu-layers auto: llama.cpp found no split of it and a context of {} tokens × \
+                 {} sequences that leaves {} free on {} ({e})",
+                config.n_ctx,
+                config.n_seq_max,
+                gib(margin),
+                free_memory_of(devices)
+            ),
+        })?;
+    // llama.cpp's default (-1), left when everything fits, is every layer.
+    Ok(u32::try_from(params.n_gpu_layers()).unwrap_or(GPU_ALL))
+}
+
+/// llama.cpp's "every layer": more than any model has.
+const GPU_ALL: u32 = 999;
 
 /// The per-sequence window: the configured one, capped at the model's training context.
 pub(crate) fn seq_ctx(config: &BackendConfig, model: &LlamaModel) -> u32 {
@@ -214,7 +326,7 @@ pub(crate) fn model_info(
     info.model_size_bytes = model.size();
     info.n_params = model.n_params();
     info.n_layer = model.n_layer();
-    info.n_gpu_layers = config.n_gpu_layers.min(model.n_layer() + 1);
+    info.n_gpu_layers = offloaded(config).min(model.n_layer() + 1);
     info.n_vocab = u32::try_from(model.n_vocab()).unwrap_or(0);
     info.n_embd = u32::try_from(model.n_embd()).unwrap_or(0);
     info.n_ctx = seq_ctx(config, model);
@@ -235,9 +347,15 @@ pub(crate) fn model_info(
     info.placement = crate::rpc::placement(
         devices,
         info.n_layer,
-        config.n_gpu_layers,
+        offloaded(config),
         &crate::ffi::cpu_description(),
     );
+    // Each layer's keys and values live with the layer (llama.cpp's `offload_kqv`).
+    let per_layer =
+        kv_bytes_per_layer_token(model) * u64::from(info.n_ctx) * u64::from(info.n_seq_max);
+    for span in &mut info.placement {
+        span.kv_bytes = per_layer * u64::from(span.n_layers);
+    }
     // Where the layers run, device by device: a snapshot saved from one device's memory (or
     // with another split) is never restored by a server placing the layers elsewhere.
     let offloaded: Vec<String> = info
@@ -290,6 +408,71 @@ pub(crate) fn model_info(
         });
     }
     info
+}
+
+/// The layers `config` offloads, once [`load_model`] resolved `auto` (none before).
+fn offloaded(config: &BackendConfig) -> u32 {
+    match config.n_gpu_layers {
+        GpuLayers::Count(n) => n,
+        GpuLayers::Auto { .. } => 0,
+    }
+}
+
+/// Bytes one token's key and value take in one layer of the F16 KV cache.
+fn kv_bytes_per_layer_token(model: &LlamaModel) -> u64 {
+    let heads = model.n_head().max(1);
+    let kv_heads = match model.n_head_kv() {
+        0 => heads,
+        n => n,
+    };
+    let width = u32::try_from(model.n_embd()).unwrap_or(0);
+    let arch = model
+        .meta_val_str("general.architecture")
+        .unwrap_or_default();
+    let length = |name: &str| {
+        model
+            .meta_val_str(&format!("{arch}.attention.{name}"))
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(u64::from(width / heads))
+    };
+    u64::from(kv_heads) * (length("key_length") + length("value_length")) * 2
+}
+
+/// Refuses a context whose KV cache does not fit the free memory of a device it goes to, with
+/// what was asked and what is free, before llama.cpp tries (a failed device allocation can
+/// abort inside a driver).
+pub(crate) fn check_device_memory(info: &ModelInfo) -> Result<(), BackendError> {
+    let now = crate::ffi::all_devices();
+    for span in info.placement.iter().filter(|p| p.device != "CPU") {
+        let Some(device) = now.iter().find(|d| d.name == span.device) else {
+            continue;
+        };
+        // Every span of the device together.
+        let asked: u64 = info
+            .placement
+            .iter()
+            .filter(|p| p.device == span.device)
+            .map(|p| p.kv_bytes)
+            .sum();
+        if asked > device.free as u64 {
+            return Err(BackendError::Config {
+                field: "n_ctx",
+                value: format!(
+                    "{} tokens × {} sequences: a KV cache of {} on {} ({}), which has {} free",
+                    info.n_ctx,
+                    info.n_seq_max,
+                    gib(asked),
+                    device.name,
+                    device.description,
+                    gib(device.free as u64)
+                ),
+                allowed: "a context that fits the device: lower --ctx-size or --parallel, \
+                          offload fewer layers, or --gpu-layers auto",
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The instruction sets ggml's CPU code is compiled with that change how it rounds (wick

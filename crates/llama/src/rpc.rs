@@ -174,6 +174,7 @@ pub(crate) fn placement(
                 first_layer: layer,
                 n_layers: u32::from(!output),
                 output,
+                kv_bytes: 0,
             }),
         }
     }

@@ -49,14 +49,16 @@ fn model_json(state: &AppState, m: &Listing) -> Value {
     entry
 }
 
-/// Where the layers run: `[{"device": "RPC0", "description": "10.0.0.2:50052",
-/// "first_layer": 0, "n_layers": 30, "output": true}, …]`.
+/// Where the layers run and their KV cache lives: `[{"device": "RPC0", "description":
+/// "10.0.0.2:50052", "first_layer": 0, "n_layers": 30, "output": true, "kv_cache": {"device":
+/// "RPC0", "bytes": 94371840}}, …]`.
 fn placement_json(placement: &[wick::LayerPlacement]) -> Value {
     placement
         .iter()
         .map(|p| {
             json!({"device": p.device, "description": p.description,
-                   "first_layer": p.first_layer, "n_layers": p.n_layers, "output": p.output})
+                   "first_layer": p.first_layer, "n_layers": p.n_layers, "output": p.output,
+                   "kv_cache": {"device": p.device, "bytes": p.kv_bytes}})
         })
         .collect()
 }

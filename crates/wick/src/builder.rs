@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use wick_backend::KernelMode;
+use wick_backend::{GpuLayers, KernelMode};
 
 use wick_types::{Message, SamplerOpts};
 
@@ -34,8 +34,9 @@ pub enum ModelSource {
 pub struct ModelKwargs {
     /// CPU threads; `None`: llama.cpp's choice.
     pub n_threads: Option<u32>,
-    /// Layers offloaded to the GPU (0: CPU only).
-    pub n_gpu_layers: u32,
+    /// Layers offloaded to the GPU: a count (`GpuLayers::Count(0)`: CPU only; 999: all) or
+    /// [`GpuLayers::Auto`], as many as fit the devices' free memory.
+    pub n_gpu_layers: GpuLayers,
     /// Most tokens evaluated in one forward pass.
     pub n_batch: u32,
     /// Requests generating at once (each gets a full context window).
@@ -102,7 +103,7 @@ impl Default for ModelKwargs {
     fn default() -> Self {
         ModelKwargs {
             n_threads: None,
-            n_gpu_layers: 0,
+            n_gpu_layers: GpuLayers::Count(0),
             n_batch: 512,
             n_seq_max: 4,
             queue_capacity: 64,

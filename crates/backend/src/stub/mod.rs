@@ -146,6 +146,7 @@ impl StubBackend {
                 first_layer: 0,
                 n_layers: 2,
                 output: true,
+                kv_bytes: 0,
             }],
             max_active_adapters: u32::MAX,
             cpu_kernels: None,

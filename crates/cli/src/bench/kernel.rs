@@ -44,6 +44,8 @@ pub(crate) struct KernelTest {
     pub(crate) n_gen: usize,
     pub(crate) repetitions: usize,
     pub(crate) threads: u32,
+    /// Layers offloaded to the GPU on both sides.
+    pub(crate) gpu_layers: u32,
 }
 
 /// Token ids spread over the vocabulary, like llama-bench's random prompt.
@@ -70,6 +72,7 @@ pub(crate) fn wick(model: &Path, test: KernelTest, kernels: KernelMode) -> Resul
         .with_n_seq_max(1)
         .with_n_batch(512)
         .with_n_threads(Some(test.threads))
+        .with_n_gpu_layers(test.gpu_layers)
         .with_kernels(kernels);
     let mut backend = LlamaBackend::load(&config)?;
     let deterministic = backend.info().deterministic;
@@ -117,6 +120,7 @@ pub(crate) fn llama_bench(tool: &Path, model: &Path, test: KernelTest) -> Result
         .args(["-p", &test.n_prompt.to_string()])
         .args(["-n", &test.n_gen.to_string()])
         .args(["-b", "512", "-ub", "512"])
+        .args(["-ngl", &test.gpu_layers.to_string()])
         .args(["-r", &test.repetitions.to_string()])
         .args(["-o", "json"])
         .output()

@@ -50,6 +50,12 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     cpu_levels: Vec<String>,
 
+    /// Layers both sides offload to the GPU (llama-bench's and llama-server's `-ngl`): needs a
+    /// GPU build of wick (`scripts/build-gpu cuda|vulkan`), and llama.cpp's tools are then
+    /// built with the same backend. With layers offloaded, (a) runs at one CPU level.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    gpu_layers: u32,
+
     /// CPU threads, the same for both sides [default: every core].
     #[arg(short, long, value_name = "N")]
     threads: Option<u32>,
@@ -167,17 +173,10 @@ fn kernels(
     models: &[std::path::PathBuf],
     levels: &[wick_kernels::cpu::Level],
     tools: &tools::Tools,
-    plan: &Plan,
-    threads: u32,
+    test: kernel::KernelTest,
     report: &mut Report,
 ) -> Result<()> {
     eprintln!("wick bench: (a) pp512 / tg128, wick in both kernel modes");
-    let test = kernel::KernelTest {
-        n_prompt: 512,
-        n_gen: 128,
-        repetitions: plan.repetitions,
-        threads,
-    };
     for (i, path) in models.iter().enumerate() {
         let name = path.file_stem().map_or_else(
             || path.display().to_string(),
@@ -230,11 +229,22 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
             .collect::<Result<Vec<_>>>()?
     };
     let model = models[0].clone();
-    let levels = cpu_levels(&args.cpu_levels)?;
+    let gpu = tools::Gpu::of_this_build();
+    if args.gpu_layers > 0 && gpu.is_none() {
+        bail!(
+            "--gpu-layers needs a GPU build of wick: scripts/build-gpu cuda (or vulkan) builds one"
+        );
+    }
+    let gpu = gpu.filter(|_| args.gpu_layers > 0);
+    let levels = if gpu.is_some() {
+        vec![wick_kernels::cpu::best()]
+    } else {
+        cpu_levels(&args.cpu_levels)?
+    };
     let threads = args.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(4, |n| u32::try_from(n.get()).unwrap_or(4))
     });
-    let tools = tools::ensure(&wick_models::wick_home(), &args.llama_cpp_python)?;
+    let tools = tools::ensure(&wick_models::wick_home(), &args.llama_cpp_python, gpu)?;
     let plan = Plan::new(args.quick);
     let mut report = Report {
         wick_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -245,6 +255,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         llama_cpp_tools: tools.version.clone(),
         model: model.display().to_string(),
         threads,
+        gpu_layers: args.gpu_layers,
         quick: args.quick,
         ..Report::default()
     };
@@ -256,7 +267,14 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         tools.version
     );
     if args.wants('a') {
-        kernels(&models, &levels, &tools, &plan, threads, &mut report)?;
+        let test = kernel::KernelTest {
+            n_prompt: 512,
+            n_gen: 128,
+            repetitions: plan.repetitions,
+            threads,
+            gpu_layers: args.gpu_layers,
+        };
+        kernels(&models, &levels, &tools, test, &mut report)?;
     }
     let scratch = tempfile::Builder::new()
         .prefix("wick-bench-")
@@ -271,6 +289,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         chat_template_file: None,
         wick_args: Vec::new(),
         llama_args: Vec::new(),
+        gpu_layers: args.gpu_layers,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

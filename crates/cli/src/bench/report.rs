@@ -21,6 +21,8 @@ pub(crate) struct Report {
     pub(crate) llama_cpp_tools: String,
     pub(crate) model: String,
     pub(crate) threads: u32,
+    /// Layers both sides offloaded to the GPU.
+    pub(crate) gpu_layers: u32,
     pub(crate) quick: bool,
     /// wick in its default kernel mode, and llama-bench.
     pub(crate) kernel: Option<[Kernel; 2]>,
@@ -273,6 +275,13 @@ impl Report {
             if self.quick { " (--quick)" } else { "" }
         );
         let _ = writeln!(out, "- model: `{}`, {} threads", self.model, self.threads);
+        if self.gpu_layers > 0 {
+            let _ = writeln!(
+                out,
+                "- {} layers offloaded to the GPU on both sides",
+                self.gpu_layers
+            );
+        }
         let _ = writeln!(
             out,
             "- wick {} linking {}",

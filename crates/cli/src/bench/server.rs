@@ -42,6 +42,8 @@ pub(crate) struct Launch {
     pub(crate) wick_args: Vec<String>,
     /// More arguments for `llama-server`.
     pub(crate) llama_args: Vec<String>,
+    /// Layers both offload to the GPU.
+    pub(crate) gpu_layers: u32,
 }
 
 /// A running server; stopped (SIGTERM, then SIGKILL) when dropped.
@@ -75,6 +77,7 @@ impl Launch {
                     .args(["--parallel", &self.parallel.to_string()])
                     .args(["-c", &self.ctx.to_string()])
                     .args(["--threads", &self.threads.to_string()])
+                    .args(["--gpu-layers", &self.gpu_layers.to_string()])
                     .args(&self.wick_args)
                     .env("WICK_HOME", &self.wick_home);
                 c
@@ -90,6 +93,7 @@ impl Launch {
                     .args(["-t", &self.threads.to_string()])
                     .args(["-tb", &self.threads.to_string()])
                     .args(["--jinja", "--no-webui"])
+                    .args(["-ngl", &self.gpu_layers.to_string()])
                     .args(&self.llama_args);
                 c
             }

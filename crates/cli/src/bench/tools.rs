@@ -31,22 +31,62 @@ pub(crate) struct Tools {
     pub(crate) version: String,
 }
 
-/// Where one llama-cpp-python version's tree and build live.
-fn root(cache: &Path, version: &str) -> PathBuf {
+/// Where one llama-cpp-python version's tree and build live (a GPU build beside the CPU one).
+fn root(cache: &Path, version: &str, gpu: Option<Gpu>) -> PathBuf {
+    let suffix = gpu.map_or(String::new(), |g| format!("-{}", g.name()));
     cache
         .join("llama.cpp")
-        .join(format!("llama-cpp-python-{version}"))
+        .join(format!("llama-cpp-python-{version}{suffix}"))
 }
 
-/// The tools for `version`, building them first when they are missing.
-pub(crate) fn ensure(cache: &Path, version: &str) -> Result<Tools> {
-    let root = root(cache, version);
+/// A GPU backend llama.cpp's tools are built with, as wick itself is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gpu {
+    Cuda,
+    Vulkan,
+}
+
+impl Gpu {
+    /// The backend this wick was built with (`--features cuda` or `vulkan`), if any.
+    pub(crate) fn of_this_build() -> Option<Gpu> {
+        if cfg!(feature = "cuda") {
+            Some(Gpu::Cuda)
+        } else if cfg!(feature = "vulkan") {
+            Some(Gpu::Vulkan)
+        } else {
+            None
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Gpu::Cuda => "cuda",
+            Gpu::Vulkan => "vulkan",
+        }
+    }
+
+    /// The cmake option that builds ggml with it.
+    fn cmake_flag(self) -> &'static str {
+        match self {
+            Gpu::Cuda => "-DGGML_CUDA=ON",
+            Gpu::Vulkan => "-DGGML_VULKAN=ON",
+        }
+    }
+}
+
+/// The tools for `version` (with `gpu`'s backend: a build of their own), building them first
+/// when they are missing.
+pub(crate) fn ensure(cache: &Path, version: &str, gpu: Option<Gpu>) -> Result<Tools> {
+    let root = root(cache, version, gpu);
     let bin = root.join("build").join("bin");
     let tools = Tools {
         llama_bench: bin.join("llama-bench"),
         llama_server: bin.join("llama-server"),
         llama_quantize: bin.join("llama-quantize"),
-        version: format!("llama-cpp-python {version} vendor/llama.cpp"),
+        version: format!(
+            "llama-cpp-python {version} vendor/llama.cpp{}",
+            gpu.map_or(String::new(), |g| format!(" ({})", g.name()))
+        ),
     };
     let built = |t: &Tools| {
         [&t.llama_bench, &t.llama_server, &t.llama_quantize]
@@ -60,7 +100,7 @@ pub(crate) fn ensure(cache: &Path, version: &str) -> Result<Tools> {
     if !src.join("CMakeLists.txt").is_file() {
         fetch_source(&root, version)?;
     }
-    build(&root)?;
+    build(&root, gpu)?;
     if !built(&tools) {
         bail!(
             "the llama.cpp build finished but a tool is missing in {}; see {}",
@@ -126,7 +166,7 @@ fn python() -> String {
 
 /// Configures and builds `llama-bench`, `llama-server` and `llama-quantize`, showing cmake's
 /// progress (a tree built before keeps what it built: only what is missing compiles).
-fn build(root: &Path) -> Result<()> {
+fn build(root: &Path, gpu: Option<Gpu>) -> Result<()> {
     let log_path = root.join("build.log");
     let log = std::fs::File::create(&log_path)?;
     let configure = Command::new("cmake")
@@ -142,6 +182,7 @@ fn build(root: &Path) -> Result<()> {
             "-DLLAMA_BUILD_EXAMPLES=OFF",
             "-DGGML_NATIVE=ON",
         ])
+        .args(gpu.map(Gpu::cmake_flag))
         .stdout(log.try_clone()?)
         .stderr(log.try_clone()?)
         .status()

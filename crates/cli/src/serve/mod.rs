@@ -203,10 +203,16 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "N")]
     threads: Option<u32>,
 
-    /// Layers to offload to a GPU (needs a GPU build), or with --rpc to the RPC workers
-    /// [default: 0; with --rpc every layer].
-    #[arg(long, value_name = "N")]
-    gpu_layers: Option<u32>,
+    /// Layers to offload to a GPU (needs a GPU build), or with --rpc to the RPC workers: a
+    /// number (the output layer counts as one), `all`, or `auto`: as many as fit the devices'
+    /// free memory, leaving --fit-target free on each (llama.cpp's fit, llama-server's `--fit
+    /// on`) [default: 0; with --rpc all].
+    #[arg(long, visible_alias = "ngl", value_name = "N|all|auto")]
+    gpu_layers: Option<wick::GpuLayers>,
+
+    /// With `--gpu-layers auto`: MiB to leave free on each device (llama-server's flag).
+    #[arg(long, default_value_t = 1024, value_name = "MIB")]
+    fit_target: u64,
 
     /// Offload to these devices only (llama-server's flag): llama.cpp's names, separated by
     /// commas (`wick devices` lists them) [default: every GPU, or the --rpc workers].
@@ -847,7 +853,8 @@ fn put_default_first(args: &ServeArgs, found: &mut Vec<Found>) -> Result<Option<
     Ok(default_id)
 }
 
-/// Where a loaded model's layers run, for the log: `CPU 0-29 + output`, or per device.
+/// Where a loaded model's layers run, for the log: `CPU: layers 0-29 + output, KV 90 MiB`,
+/// or per device.
 fn placement_line(llm: &Llm) -> String {
     let meta = llm.metadata();
     let runs: Vec<String> = meta
@@ -858,8 +865,15 @@ fn placement_line(llm: &Llm) -> String {
             let output = if p.output { " + output" } else { "" };
             if p.n_layers == 0 {
                 format!("{}: output", p.device)
-            } else {
+            } else if p.kv_bytes == 0 {
                 format!("{}: layers {}-{last}{output}", p.device, p.first_layer)
+            } else {
+                format!(
+                    "{}: layers {}-{last}{output}, KV cache {}",
+                    p.device,
+                    p.first_layer,
+                    crate::models::human_size(p.kv_bytes)
+                )
             }
         })
         .collect();
@@ -942,10 +956,17 @@ fn builder_with(
         .max_new_tokens(args.max_tokens)
         .model_kwargs(ModelKwargs {
             n_threads: args.threads,
-            n_gpu_layers: preset
-                .gpu_layers
-                .or(args.gpu_layers)
-                .unwrap_or(if args.rpc.is_empty() { 0 } else { ALL_LAYERS }),
+            n_gpu_layers: crate::flags::with_fit_target(
+                preset
+                    .gpu_layers
+                    .or(args.gpu_layers)
+                    .unwrap_or(if args.rpc.is_empty() {
+                        wick::GpuLayers::Count(0)
+                    } else {
+                        wick::GpuLayers::ALL
+                    }),
+                args.fit_target,
+            ),
             n_seq_max: preset.parallel.unwrap_or(args.parallel),
             queue_capacity: args.queue_size,
             kernels: kernels.parse().unwrap_or_default(),
@@ -986,9 +1007,6 @@ fn builder_with(
     }
     builder
 }
-
-/// `--gpu-layers` meaning every layer (llama.cpp caps it at the model's count).
-const ALL_LAYERS: u32 = 999;
 
 /// The id a model is served under, and its other names.
 fn ids(reference: Option<&str>) -> (String, Vec<String>) {

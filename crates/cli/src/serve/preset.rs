@@ -24,6 +24,22 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use wick_server::KeepAlive;
 
+/// `gpu-layers`: a number, or `all` / `auto` as a string.
+fn gpu_layers<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<wick::GpuLayers>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Layers {
+        Count(u32),
+        Word(String),
+    }
+    match Layers::deserialize(deserializer)? {
+        Layers::Count(n) => Ok(Some(wick::GpuLayers::Count(n))),
+        Layers::Word(word) => word.parse().map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
 /// One model's settings; every field left out falls back to `[defaults]`, then to `wick
 /// serve`'s flags.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -47,8 +63,9 @@ pub(crate) struct Preset {
     pub(crate) lora: Vec<String>,
     /// `deterministic` or `fast`.
     pub(crate) kernels: Option<String>,
-    /// Layers offloaded to a GPU.
-    pub(crate) gpu_layers: Option<u32>,
+    /// Layers offloaded to a GPU: a number, `all` or `auto`.
+    #[serde(deserialize_with = "gpu_layers")]
+    pub(crate) gpu_layers: Option<wick::GpuLayers>,
     /// Never unloaded once loaded.
     pub(crate) pin: Option<bool>,
     /// How long it stays loaded once idle (`5m`, `-1`, …).
@@ -232,7 +249,10 @@ fn parse_ini(text: &str) -> Result<Presets, String> {
             "c" | "ctx-size" => preset.ctx_size = Some(number_of(&value)?),
             "np" | "parallel" => preset.parallel = Some(number_of(&value)?),
             "ngl" | "gpu-layers" | "n-gpu-layers" => {
-                preset.gpu_layers = Some(number_of(&value)?);
+                let layers = value
+                    .parse()
+                    .map_err(|e| format!("line {}: {key}: {e}", number + 1))?;
+                preset.gpu_layers = Some(layers);
             }
             "chat-template" => preset.chat_template = Some(value),
             "md" | "model-draft" => preset.model_draft = Some(value),
@@ -286,11 +306,13 @@ mod tests {
             parallel = 2
             keep-alive = "1h"
             pin = true
+            gpu-layers = "auto"
 
             [models.small]
             model = "/models/small.gguf"
             ctx-size = 2048
             lora = ["adapter.gguf:0.5"]
+            gpu-layers = 12
             "#,
         )
         .unwrap();
@@ -300,6 +322,7 @@ mod tests {
         assert_eq!(coder.ctx_size, Some(8192));
         assert_eq!(coder.parallel, Some(2));
         assert_eq!(coder.pin, Some(true));
+        assert_eq!(coder.gpu_layers, Some(wick::GpuLayers::AUTO));
         assert_eq!(coder.tags, ["local"]);
         assert_eq!(
             coder.keep_alive(),
@@ -307,6 +330,9 @@ mod tests {
         );
         let (_, small) = &presets.models[1];
         assert_eq!(small.ctx_size, Some(2048));
+        assert_eq!(small.gpu_layers, Some(wick::GpuLayers::Count(12)));
+        let error = parse_toml("[models.a]\nmodel = \"x\"\ngpu-layers = \"most\"\n").unwrap_err();
+        assert!(error.contains("most"), "{error}");
         assert_eq!(
             small.loras(),
             Ok(vec![(PathBuf::from("adapter.gguf"), 0.5)])
@@ -347,7 +373,7 @@ mod tests {
             Some("hf:ggml-org/tinygemma3-GGUF/tinygemma3-Q8_0.gguf")
         );
         assert_eq!(b.aliases, ["b1", "b2"]);
-        assert_eq!(b.gpu_layers, Some(99));
+        assert_eq!(b.gpu_layers, Some(wick::GpuLayers::Count(99)));
         assert_eq!(b.load_on_startup, Some(true));
         assert_eq!(presets.ignored, ["[*] flash-attn"]);
         assert!(parse_ini("c = 1\n")

@@ -27,7 +27,9 @@ fn config() -> BackendConfig {
 /// Runs `test` with the test model and a one-sequence context.
 fn with_model(test: impl FnOnce(&LlamaModel, &mut LlamaContext<'_>)) {
     let config = config();
-    let (model, _) = crate::load::load_model(&config).expect("the test model loads");
+    let model = crate::load::load_model(&config)
+        .expect("the test model loads")
+        .model;
     let params = crate::load::context_params(&config, 512);
     let mut ctx = model
         .new_context(crate::load::runtime().expect("llama.cpp starts"), params)
