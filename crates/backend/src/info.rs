@@ -44,7 +44,8 @@ pub struct ModelInfo {
     /// The most LoRA adapters [`crate::Backend::apply_adapters`] makes active at once (0: the
     /// backend has no adapters).
     pub max_active_adapters: u32,
-    /// wick's own CPU kernels, where they compute the model (the deterministic mode).
+    /// wick's own CPU kernels, where they compute the layers on the CPU (the deterministic
+    /// mode, with or without layers on a GPU).
     pub cpu_kernels: Option<CpuKernels>,
 }
 
@@ -75,6 +76,10 @@ pub struct LayerPlacement {
     /// Bytes of KV cache its layers keep on the device (each layer's keys and values live
     /// with the layer); 0 when the backend does not say.
     pub kv_bytes: u64,
+    /// Whether its layers are computed by batch-invariant kernels (the CPU's, in the
+    /// deterministic mode): the whole model is bit-deterministic only when every span is
+    /// ([`ModelInfo::deterministic`]).
+    pub deterministic: bool,
 }
 
 impl ModelInfo {

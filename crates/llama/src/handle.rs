@@ -151,7 +151,7 @@ fn save_all(worker: &Worker<'_>) -> Vec<(i32, Vec<u8>)> {
 fn new_worker(model: &LlamaModel, state: State, saved: Vec<(i32, Vec<u8>)>) -> Result<Worker<'_>> {
     let params = crate::load::context_params(&state.config, state.info.n_ctx);
     let runtime = crate::load::runtime()?;
-    let ctx = crate::ffi::with_cpu_kernels(state.info.deterministic, || {
+    let ctx = crate::ffi::with_cpu_kernels(state.info.cpu_kernels.is_some(), || {
         model.new_context(runtime, params)
     })
     .map_err(|e| BackendError::Load {

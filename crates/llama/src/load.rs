@@ -26,12 +26,16 @@ pub(crate) fn runtime() -> Result<&'static LlamaRuntime, BackendError> {
         })
 }
 
-/// Whether `config` asks for ggml's batch-invariant CPU kernels and gets them: a CPU-only
-/// model (GPU kernels are not batch-invariant) in a process where the switch could be put in.
+/// Whether the layers `config` leaves on the CPU run the batch-invariant CPU kernels (wick's
+/// and ggml's reference ones): asked for, in a process where the switch could be put in.
+pub(crate) fn cpu_deterministic(config: &BackendConfig) -> bool {
+    config.kernels == KernelMode::Deterministic && crate::ffi::kernel_switch_available()
+}
+
+/// Whether the whole model is bit-deterministic: every layer on the CPU's batch-invariant
+/// kernels (GPU kernels are not batch-invariant).
 pub(crate) fn deterministic(config: &BackendConfig) -> bool {
-    config.kernels == KernelMode::Deterministic
-        && config.n_gpu_layers.is_none()
-        && crate::ffi::kernel_switch_available()
+    cpu_deterministic(config) && config.n_gpu_layers.is_none()
 }
 
 /// The devices `names` names, in that order; an unknown name is an error listing the known
@@ -152,7 +156,7 @@ pub(crate) fn load_model(config: &BackendConfig) -> Result<LoadedModel, BackendE
     // tensor override to the CPU buffer type does not keep them out (llama.cpp then still
     // considers the extra buffer types), so the CPU registry is asked not to offer them.
     let runtime = runtime()?;
-    let loaded = crate::ffi::with_plain_weights(deterministic(config), || {
+    let loaded = crate::ffi::with_plain_weights(cpu_deterministic(config), || {
         LlamaModel::load_from_file(runtime, &config.model_path, &params)
     });
     let model = loaded.map_err(|e| {
@@ -339,7 +343,8 @@ pub(crate) fn model_info(
     info.deterministic = deterministic(config);
     // llama-cpp-2 sets one adapter at a time (see `Worker::apply_adapters`).
     info.max_active_adapters = 1;
-    let mode = if info.deterministic {
+    let cpu_deterministic = cpu_deterministic(config);
+    let mode = if cpu_deterministic {
         KernelMode::Deterministic
     } else {
         KernelMode::Fast
@@ -355,6 +360,7 @@ pub(crate) fn model_info(
         kv_bytes_per_layer_token(model) * u64::from(info.n_ctx) * u64::from(info.n_seq_max);
     for span in &mut info.placement {
         span.kv_bytes = per_layer * u64::from(span.n_layers);
+        span.deterministic = cpu_deterministic && span.device == "CPU";
     }
     // Where the layers run, device by device: a snapshot saved from one device's memory (or
     // with another split) is never restored by a server placing the layers elsewhere.
@@ -384,7 +390,7 @@ pub(crate) fn model_info(
     // products of the types wick does not read) are compiled for the build machine and may
     // round differently on another instruction set, so the build names the instruction sets
     // ggml was compiled with: replicas on different CPUs keep separate snapshots.
-    let kernels = if info.deterministic {
+    let kernels = if cpu_deterministic {
         format!(
             " wick-kernels/{KERNELS_REVISION} ggml-cpu/{}",
             ggml_cpu_features()
@@ -396,7 +402,7 @@ pub(crate) fn model_info(
         "llama.cpp ggml {} {device} {mode}{kernels}",
         crate::ffi::ggml_version()
     );
-    if info.deterministic {
+    if cpu_deterministic {
         use wick_kernels::matmul::{supports, Format};
         info.cpu_kernels = Some(wick_backend::CpuKernels {
             level: wick_kernels::cpu::level().to_string(),

@@ -175,6 +175,7 @@ pub(crate) fn placement(
                 n_layers: u32::from(!output),
                 output,
                 kv_bytes: 0,
+                deterministic: false,
             }),
         }
     }

@@ -468,7 +468,7 @@ impl Worker<'_> {
             let params = crate::load::embedding_params(&self.state.config, self.state.info.n_ctx);
             let runtime = crate::load::runtime()?;
             let model = self.model;
-            let ctx = crate::ffi::with_cpu_kernels(self.state.info.deterministic, || {
+            let ctx = crate::ffi::with_cpu_kernels(self.state.info.cpu_kernels.is_some(), || {
                 model.new_context(runtime, params)
             })
             .map_err(|e| BackendError::Decode {

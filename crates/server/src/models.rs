@@ -58,7 +58,8 @@ fn placement_json(placement: &[wick::LayerPlacement]) -> Value {
         .map(|p| {
             json!({"device": p.device, "description": p.description,
                    "first_layer": p.first_layer, "n_layers": p.n_layers, "output": p.output,
-                   "kv_cache": {"device": p.device, "bytes": p.kv_bytes}})
+                   "kv_cache": {"device": p.device, "bytes": p.kv_bytes},
+                   "deterministic": p.deterministic})
         })
         .collect()
 }

@@ -147,6 +147,7 @@ impl StubBackend {
                 n_layers: 2,
                 output: true,
                 kv_bytes: 0,
+                deterministic: true,
             }],
             max_active_adapters: u32::MAX,
             cpu_kernels: None,

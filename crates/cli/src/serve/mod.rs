@@ -255,7 +255,9 @@ pub(crate) struct ServeArgs {
     /// bit-identical whether its prompt was cached, chunked, batched with other requests or
     /// run on any thread count. `fast`: the
     /// fastest kernels, whose floats change with the batch shape. GPU layers are never
-    /// bit-deterministic (`/v1/models` says so in `meta.deterministic`).
+    /// bit-deterministic: with any, the layers left on the CPU still run these kernels, but
+    /// the model is not (`/v1/models` says so in `meta.deterministic`, and span by span in
+    /// `meta.placement[].deterministic`; `/props` and the start log too).
     #[arg(long, default_value = "deterministic", value_name = "MODE", value_parser = ["deterministic", "fast"])]
     kernels: String,
     /// Speculative decoding. `ngram` (the default without --model-draft): a greedy answer
@@ -879,6 +881,8 @@ fn placement_line(llm: &Llm) -> String {
         .collect();
     let determinism = if meta.deterministic {
         "bit-deterministic"
+    } else if meta.placement.iter().any(|p| p.deterministic) {
+        "not bit-deterministic: the CPU's layers are, the GPU's are not"
     } else {
         "not bit-deterministic"
     };
