@@ -26,6 +26,9 @@ pub struct BackendConfig {
     /// The devices to offload to, by llama.cpp's names (`Vulkan0`, `CUDA1`, `RPC0`, …; `wick
     /// devices` lists them); empty: every GPU (and RPC worker) llama.cpp sees.
     pub devices: Vec<String>,
+    /// The model's multimodal projector (an `mmproj` GGUF): images (or sounds) in prompts
+    /// become positions through it (default none: text only).
+    pub mmproj: Option<PathBuf>,
 }
 
 /// How a backend's CPU kernels trade speed for reproducible floats.
@@ -156,6 +159,7 @@ impl BackendConfig {
             kernels: KernelMode::default(),
             rpc_servers: Vec::new(),
             devices: Vec::new(),
+            mmproj: None,
         }
     }
 
@@ -205,6 +209,13 @@ impl BackendConfig {
     #[must_use]
     pub fn with_rpc_servers(mut self, servers: Vec<String>) -> Self {
         self.rpc_servers = servers;
+        self
+    }
+
+    /// Sets [`BackendConfig::mmproj`].
+    #[must_use]
+    pub fn with_mmproj(mut self, mmproj: Option<PathBuf>) -> Self {
+        self.mmproj = mmproj;
         self
     }
 

@@ -361,6 +361,15 @@ pub trait Backend: Send {
     /// model's thread). It tokenizes exactly as [`Backend::tokenize`] does.
     fn tokenizer(&self) -> crate::SharedTokenizer;
 
+    /// The model's projector (images or sounds into prompt positions), shared with the
+    /// threads that render prompts; `None` for a model without one. Prompts may then hold the
+    /// ids it hands out ([`wick_types::TokenId::media`]) for as long as the
+    /// [`crate::EncodedMedia`] it returned lives: [`Backend::prefill`] and [`Backend::step`]
+    /// evaluate them (a run whole, never a part of one).
+    fn media_encoder(&self) -> Option<crate::SharedMediaEncoder> {
+        None
+    }
+
     /// The bytes of `tokens`, control tokens rendered as their text. A token may end inside a
     /// UTF-8 character, so this is bytes, not a string.
     ///

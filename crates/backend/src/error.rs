@@ -142,6 +142,13 @@ pub enum BackendError {
         /// What the engine reported.
         reason: String,
     },
+    /// An image or sound in the prompt cannot be used: not of a format or kind the model's
+    /// projector takes, corrupt, too large, or the model has no projector.
+    #[error("{reason}")]
+    Media {
+        /// What is wrong, naming the medium.
+        reason: String,
+    },
     /// The model's context is gone: rebuilding it (to load an adapter) failed, so the backend
     /// can serve nothing more; load the model again.
     #[error("the model's context could not be rebuilt; load the model again")]
@@ -164,7 +171,7 @@ impl BackendError {
             BackendError::Grammar { .. } => ErrorClass::Invalid {
                 param: Some("response_format"),
             },
-            BackendError::Template { .. } => ErrorClass::Invalid {
+            BackendError::Template { .. } | BackendError::Media { .. } => ErrorClass::Invalid {
                 param: Some("messages"),
             },
             BackendError::ContextFull { needed, n_ctx, .. } => ErrorClass::ContextLength {

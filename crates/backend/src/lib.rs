@@ -41,6 +41,7 @@ mod error;
 mod gbnf;
 mod info;
 mod logprobs;
+pub mod media;
 pub mod snapshot;
 mod stub;
 pub mod thinking;
@@ -57,5 +58,6 @@ pub use info::{
     CpuKernels, LayerPlacement, ModelInfo, SpecialTokens, ThinkingTokens, THINKING_MARKERS,
 };
 pub use logprobs::{log_softmax, Logprobs, TokenLogprob, MAX_TOP_LOGPROBS};
+pub use media::{EncodedMedia, MediaEncoder, SharedMediaEncoder};
 pub use stub::StubBackend;
 pub use tokenizer::{SharedTokenizer, Tokenizer};

@@ -99,6 +99,11 @@ pub(crate) struct LoadArgs {
     #[arg(long, default_value_t = 1024, value_name = "MIB")]
     pub(crate) fit_target: u64,
 
+    /// The model's multimodal projector (an `mmproj` GGUF, shipped beside vision models'
+    /// weights): prompts may then hold images (--image).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) mmproj: Option<std::path::PathBuf>,
+
     /// Offload to these devices only (llama-server's flag): llama.cpp's names, separated by
     /// commas (`wick devices` lists them) [default: every GPU].
     #[arg(
@@ -169,7 +174,7 @@ pub(crate) fn load_llm(
     if let Some(template) = chat_template {
         builder = builder.chat_template(template);
     }
-    template
+    let builder = template
         .apply(builder)
         .temperature(sampling.sampler().temperature)
         .generate_kwargs(sampling.sampler())
@@ -181,7 +186,10 @@ pub(crate) fn load_llm(
             n_seq_max: 1,
             ..wick::ModelKwargs::default()
         })
-        .devices(load.devices.iter().cloned())
-        .build()
-        .context("loading the model")
+        .devices(load.devices.iter().cloned());
+    let builder = match &load.mmproj {
+        Some(path) => builder.mmproj(path),
+        None => builder,
+    };
+    builder.build().context("loading the model")
 }

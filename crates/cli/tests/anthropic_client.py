@@ -190,10 +190,10 @@ def errors():
     try:
         client.messages.create(model=MODEL, max_tokens=8,
                                messages=[{"role": "user", "content": [image]}])
-        check(False, "an image is refused")
+        check(False, "an image is refused by a model without a projector")
     except anthropic.BadRequestError as e:
         check(e.body["error"]["type"] == "invalid_request_error"
-              and "images are not supported" in e.body["error"]["message"],
+              and "no projector" in e.body["error"]["message"],
               f"an image is a BadRequestError that says why: {e.body}")
     try:
         client.messages.create(model="no-such-model", max_tokens=8, messages=user("hi"))

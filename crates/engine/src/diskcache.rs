@@ -607,8 +607,9 @@ fn hex(bytes: &[u8]) -> String {
     })
 }
 
+/// The tokens `a` and `b` share, never ending inside an image ([`wick_types::common_prefix`]).
 pub(crate) fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+    wick_types::common_prefix(a, b)
 }
 
 #[cfg(test)]

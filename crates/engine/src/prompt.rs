@@ -1,10 +1,12 @@
 //! Prompts as tokens: a chat template bound to a model's tokenizer, where template text is
 //! tokenized with special-token parsing on and message content with it off.
 
-use wick_backend::{Backend, Tokenizer};
+use std::sync::Arc;
+
+use wick_backend::{Backend, BackendError, EncodedMedia, MediaEncoder, Tokenizer};
 use wick_parse::Format;
 use wick_template::{ChatTemplate, JinjaTemplate, RenderRequest, SegmentKind, Segments};
-use wick_types::TokenId;
+use wick_types::{Media, TokenId, MEDIA_MARKER};
 
 use crate::EngineError;
 
@@ -37,6 +39,9 @@ pub struct RenderedPrompt {
     pub tokens: Vec<TokenId>,
     /// Whether the prompt ends inside an open reasoning block (`<think>\n` …).
     pub thinking_forced_open: bool,
+    /// The images (or sounds) whose positions `tokens` holds, in order, as the model's
+    /// projector encoded them.
+    pub media: Vec<Arc<EncodedMedia>>,
 }
 
 impl ChatFormat {
@@ -123,7 +128,25 @@ impl ChatFormat {
     pub fn render<T: Tokenizer + ?Sized>(
         &self,
         tokenizer: &T,
+        request: RenderRequest,
+    ) -> Result<RenderedPrompt, EngineError> {
+        self.render_with_media(tokenizer, request, &[], None)
+    }
+
+    /// [`ChatFormat::render`] for a conversation holding `media`: each [`MEDIA_MARKER`] of the
+    /// rendered prompt (one per medium, where its message put it) becomes the positions
+    /// `encoder` (the model's projector) gives that medium.
+    ///
+    /// # Errors
+    ///
+    /// As [`ChatFormat::render`]; [`BackendError::Media`] for a medium the projector refuses,
+    /// a model without a projector, or a template that dropped or repeated a medium.
+    pub fn render_with_media<T: Tokenizer + ?Sized>(
+        &self,
+        tokenizer: &T,
         mut request: RenderRequest,
+        media: &[Media],
+        encoder: Option<&dyn MediaEncoder>,
     ) -> Result<RenderedPrompt, EngineError> {
         self.fill_special(&mut request);
         let segments = self.template.render_segments(&request)?;
@@ -133,13 +156,32 @@ impl ChatFormat {
         }
         let tail = text.trim_end();
         let thinking_forced_open = REASONING_OPENERS.iter().any(|o| tail.ends_with(o));
-        let tokens = segment_tokens(tokenizer, &segments)?
-            .into_iter()
-            .map(|(t, _)| t)
-            .collect();
+        if media.is_empty() {
+            let tokens = segment_tokens(tokenizer, &segments)?
+                .into_iter()
+                .map(|(t, _)| t)
+                .collect();
+            return Ok(RenderedPrompt {
+                tokens,
+                thinking_forced_open,
+                media: Vec::new(),
+            });
+        }
+        let Some(encoder) = encoder else {
+            return Err(BackendError::Media {
+                reason: format!(
+                    "the model reads text only: it has no projector for the {} in the \
+                     conversation (give one with --mmproj)",
+                    media[0].kind.as_str()
+                ),
+            }
+            .into());
+        };
+        let (tokens, media) = media_tokens(tokenizer, &segments, media, encoder)?;
         Ok(RenderedPrompt {
             tokens,
             thinking_forced_open,
+            media,
         })
     }
 }
@@ -207,6 +249,52 @@ pub fn special_texts<T: Tokenizer + ?Sized>(
         })
     };
     Ok((text(special.bos)?, text(special.eos)?))
+}
+
+/// Tokenizes `segments` as [`segment_tokens`] does, each [`MEDIA_MARKER`] replaced by the
+/// positions `encoder` gives the next of `media`; also returns the encodings, in order.
+fn media_tokens<T: Tokenizer + ?Sized>(
+    tokenizer: &T,
+    segments: &Segments,
+    media: &[Media],
+    encoder: &dyn MediaEncoder,
+) -> Result<(Vec<TokenId>, Vec<Arc<EncodedMedia>>), EngineError> {
+    let mut tokens = Vec::new();
+    let mut runs = Vec::with_capacity(media.len());
+    let mut next = media.iter();
+    let misplaced = |places: usize| BackendError::Media {
+        reason: format!(
+            "the chat template put {places} media places in the prompt for the {} the \
+             conversation holds: it dropped or repeated a message with an image",
+            media.len()
+        ),
+    };
+    let mut places = 0;
+    for segment in segments.as_slice() {
+        let special = segment.kind == SegmentKind::Control;
+        for (i, piece) in segment.text.split(MEDIA_MARKER).enumerate() {
+            if i > 0 {
+                places += 1;
+                let medium = next.next().ok_or_else(|| misplaced(places))?;
+                let run = encoder.encode(medium)?;
+                tokens.extend_from_slice(&run.tokens);
+                runs.push(run);
+            }
+            if !piece.is_empty() {
+                tokens.extend(tokenizer.tokenize(piece, special)?);
+            }
+        }
+    }
+    if next.next().is_some() {
+        return Err(misplaced(places).into());
+    }
+    let special = tokenizer.special();
+    if let (true, Some(bos)) = (special.add_bos, special.bos) {
+        if tokens.first() != Some(&bos) {
+            tokens.insert(0, bos);
+        }
+    }
+    Ok((tokens, runs))
 }
 
 /// Tokenizes `segments` (control text with special-token parsing on, content with it off) and

@@ -36,6 +36,9 @@ pub struct GenerateRequest {
     /// different sets never share a step, and a prefix computed under one set is never
     /// reused under another.
     pub adapters: AdapterSet,
+    /// The images (or sounds) whose positions the prompt holds, as the model's projector
+    /// encoded them; the request keeps them alive while its prompt is computed.
+    pub media: Vec<std::sync::Arc<wick_backend::EncodedMedia>>,
 }
 
 /// How a generation ended.

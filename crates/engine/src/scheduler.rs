@@ -101,6 +101,9 @@ struct Job {
     adapters: AdapterSet,
     /// The last tick it took part in a step (its admission before the first).
     stepped: u64,
+    /// The media its prompt holds, kept alive while the job lives (the backend finds their
+    /// encodings by the prompt's media ids).
+    _media: Vec<std::sync::Arc<wick_backend::EncodedMedia>>,
 }
 
 impl Job {
@@ -508,6 +511,7 @@ impl State {
             drafter: Drafter::new(spec_max),
             adapters: request.adapters,
             stepped: self.clock,
+            _media: request.media,
         });
         if let Some(job) = slot.job.as_ref().filter(|j| !j.restoring) {
             job.report_progress(0);
@@ -821,8 +825,18 @@ impl State {
             let job = slot.job.as_mut().expect("invariant: filtered on live jobs");
             job.stepped = clock;
             let rest = job.prompt.len() - job.fed;
-            let n = rest.min(budget);
-            budget -= n;
+            let mut n = rest.min(budget);
+            // An image's positions are evaluated together, and a chunk's last token (which
+            // the next step evaluates) is text: a chunk never ends inside or right after one.
+            while n < rest {
+                let next = job.prompt[job.fed + n];
+                let last = job.prompt[job.fed + n - 1];
+                if !last.is_media() && (!next.is_media() || next.starts_media()) {
+                    break;
+                }
+                n += 1;
+            }
+            budget = budget.saturating_sub(n);
             let chunk = job.prompt[job.fed..job.fed + n].to_vec();
             let op = if n == rest {
                 StepOp::PrefillDecode(chunk, Box::new(job.decode_op()))

@@ -55,7 +55,12 @@ pub(crate) fn ngram_draft(history: &[TokenId], max: usize) -> Vec<TokenId> {
         return Vec::new();
     };
     let allowed = (matched * matched).min(max);
-    history[end..len.min(end + allowed)].to_vec()
+    // Media positions are never drafted: they come from an image, not from the model.
+    history[end..len.min(end + allowed)]
+        .iter()
+        .copied()
+        .take_while(|t| !t.is_media())
+        .collect()
 }
 
 /// One sequence's drafting pace.
@@ -199,7 +204,8 @@ impl DraftModel {
         // Which want each op serves.
         let mut serving = Vec::new();
         for (k, &(slot, history, n)) in wants.iter().enumerate() {
-            if n == 0 || history.is_empty() {
+            // A draft model reads text only: a prompt with an image is not drafted for.
+            if n == 0 || history.is_empty() || history.iter().any(|t| t.is_media()) {
                 continue;
             }
             let seq = twin(slot);

@@ -16,7 +16,7 @@ use crate::{CacheStats, EngineConfig, EngineError, GenEvent, GenerateRequest};
 type Job = Box<dyn FnOnce(&mut dyn Backend) + Send>;
 
 enum Command {
-    Generate(Pending),
+    Generate(Box<Pending>),
     Run(Job),
 }
 
@@ -30,6 +30,7 @@ pub struct Engine {
     stats: Arc<CacheStats>,
     info: Arc<ModelInfo>,
     tokenizer: SharedTokenizer,
+    media: Option<wick_backend::SharedMediaEncoder>,
     live: usize,
     queued: usize,
     thread: EngineThread,
@@ -116,6 +117,7 @@ impl Engine {
         let (live, queued) = state.capacity();
         let info = Arc::new(backend.info().clone());
         let tokenizer = backend.tokenizer();
+        let media = backend.media_encoder();
         let (commands, rx) = mpsc::sync_channel(256);
         let handle = thread::Builder::new()
             .name(format!("wick-engine-{}", info.name))
@@ -127,6 +129,7 @@ impl Engine {
             stats: cache_stats,
             info,
             tokenizer,
+            media,
             live,
             queued,
             thread: EngineThread(Arc::new(Mutex::new(Some(handle)))),
@@ -147,6 +150,12 @@ impl Engine {
     /// there, never on the engine's thread.
     pub fn tokenizer(&self) -> &SharedTokenizer {
         &self.tokenizer
+    }
+
+    /// The model's projector (images or sounds into prompt positions), for rendering prompts
+    /// on the callers' threads; `None` for a model without one.
+    pub fn media_encoder(&self) -> Option<&wick_backend::SharedMediaEncoder> {
+        self.media.as_ref()
     }
 
     /// Queues a generation and returns its stream of events.
@@ -178,7 +187,11 @@ impl Engine {
             events,
             ticket: Arc::clone(&ticket),
         };
-        if self.commands.send(Command::Generate(pending)).is_err() {
+        if self
+            .commands
+            .send(Command::Generate(Box::new(pending)))
+            .is_err()
+        {
             self.inflight.fetch_sub(1, Ordering::SeqCst);
             return Err(EngineError::Stopped);
         }
@@ -356,7 +369,7 @@ fn run(mut backend: Box<dyn Backend>, mut state: State, commands: &Receiver<Comm
 
 fn handle(state: &mut State, backend: &mut dyn Backend, cmd: Command) {
     match cmd {
-        Command::Generate(pending) => state.enqueue(pending),
+        Command::Generate(pending) => state.enqueue(*pending),
         Command::Run(job) => job(backend),
     }
 }

@@ -33,6 +33,7 @@ pub(crate) struct Pass {
 pub(crate) fn eval(
     ctx: &mut LlamaContext<'_>,
     n_batch: usize,
+    projector: Option<&crate::media::Projector>,
     passes: &[Pass],
     mut on_output: impl FnMut(&LlamaContext<'_>, usize, usize, i32) -> Result<(), BackendError>,
 ) -> Result<(), BackendError> {
@@ -44,7 +45,32 @@ pub(crate) fn eval(
     let mut pending: Vec<(usize, usize, i32)> = Vec::new();
     let result = (|| {
         for (p, pass) in passes.iter().enumerate() {
+            let mut skip = 0;
             for (i, &token) in pass.tokens.iter().enumerate() {
+                if skip > 0 {
+                    skip -= 1;
+                    continue;
+                }
+                let id = crate::vocab::from_llama(token);
+                if id.is_media() {
+                    // A medium's run, whole (checked when the op was planned): the batch so
+                    // far goes first, then the projector's embeddings at their positions.
+                    let (Some(projector), true) = (projector, id.starts_media()) else {
+                        return Err(decode_err(&"a media position outside a whole run"));
+                    };
+                    flush(ctx, &mut batch, &mut pending, &mut on_output)?;
+                    let n = projector.eval(id, ctx, pass.start + i, pass.seq, n_batch)?;
+                    let last = i + n == pass.tokens.len();
+                    if pass.outputs == Outputs::All || (pass.outputs == Outputs::Last && last) {
+                        return Err(BackendError::Media {
+                            reason: "a prompt ends with text, not with an image: an image's \
+                                     positions give no next-token probabilities"
+                                .into(),
+                        });
+                    }
+                    skip = n - 1;
+                    continue;
+                }
                 let want = match pass.outputs {
                     Outputs::None => false,
                     Outputs::Last => i + 1 == pass.tokens.len(),

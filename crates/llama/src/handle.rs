@@ -37,6 +37,17 @@ pub struct LlamaBackend {
     tokenizer: Arc<LlamaTokenizer>,
     /// `None` only after a failed context rebuild (an adapter load): every call then fails.
     loaded: Option<Loaded>,
+    /// The model's projector (`--mmproj`), shared with the threads that render prompts.
+    projector: Option<Arc<crate::media::Projector>>,
+}
+
+/// The projector's libmtmd context points into the model: it is freed first.
+impl Drop for LlamaBackend {
+    fn drop(&mut self) {
+        if let Some(projector) = &self.projector {
+            projector.close();
+        }
+    }
 }
 
 impl std::fmt::Debug for LlamaBackend {
@@ -74,13 +85,25 @@ impl LlamaBackend {
             active_adapter: None,
             next_adapter: 1,
             info: info.clone(),
+            projector: None,
         };
-        let loaded = Loaded::try_new(model, |model| new_worker(model, state, Vec::new()))?;
+        let mut projector = None;
+        let loaded = Loaded::try_new(model, |model| {
+            let mut state = state;
+            if let Some(path) = &config.mmproj {
+                let threads = crate::load::threads(config);
+                let loaded = Arc::new(crate::media::Projector::load(path, model, threads)?);
+                projector = Some(loaded.clone());
+                state.projector = Some(loaded);
+            }
+            new_worker(model, state, Vec::new())
+        })?;
         let tokenizer = LlamaTokenizer::load(&config.model_path, info.n_vocab)?;
         Ok(LlamaBackend {
             info,
             tokenizer: Arc::new(tokenizer),
             loaded: Some(loaded),
+            projector,
         })
     }
 
@@ -194,6 +217,12 @@ impl Backend for LlamaBackend {
 
     fn tokenizer(&self) -> wick_backend::SharedTokenizer {
         self.tokenizer.clone()
+    }
+
+    fn media_encoder(&self) -> Option<wick_backend::SharedMediaEncoder> {
+        self.projector
+            .clone()
+            .map(|p| p as wick_backend::SharedMediaEncoder)
     }
 
     fn tokenize(&self, text: &str, special: bool) -> Result<Vec<TokenId>> {

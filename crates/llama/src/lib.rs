@@ -24,6 +24,7 @@ mod ffi;
 mod gguf;
 mod handle;
 mod load;
+mod media;
 mod rpc;
 mod sampler;
 mod vocab;

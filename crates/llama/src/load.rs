@@ -274,7 +274,7 @@ pub(crate) fn seq_ctx(config: &BackendConfig, model: &LlamaModel) -> u32 {
     }
 }
 
-fn threads(config: &BackendConfig) -> i32 {
+pub(crate) fn threads(config: &BackendConfig) -> i32 {
     let n = config.n_threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(4, |n| u32::try_from(n.get()).unwrap_or(4))
     });
@@ -513,8 +513,17 @@ const KERNELS_REVISION: u32 = 9;
 /// Names the model and the KV layout, so a snapshot from another model or layout is refused.
 pub(crate) fn fingerprint(config: &BackendConfig, info: &ModelInfo) -> String {
     let file_len = std::fs::metadata(&config.model_path).map_or(0, |m| m.len());
+    // Images' positions were computed by the projector: a snapshot holding them is only
+    // restored with the same one.
+    let projector = config.mmproj.as_ref().map_or(String::new(), |path| {
+        let len = std::fs::metadata(path).map_or(0, |m| m.len());
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        format!(":mmproj={name}:{len}")
+    });
     format!(
-        "llama:v1:{}:{}:file={file_len}:params={}:vocab={}:layers={}:embd={}:ctx={}:build={}",
+        "llama:v1:{}:{}:file={file_len}{projector}:params={}:vocab={}:layers={}:embd={}:ctx={}:build={}",
         info.architecture,
         info.name,
         info.n_params,

@@ -5,15 +5,39 @@ use llama_cpp_2::token::LlamaToken;
 use wick_backend::{BackendError, SpecialTokens, ThinkingTokens, THINKING_MARKERS};
 use wick_types::TokenId;
 
+/// The same 32 bits as llama.cpp's token type: vocabulary ids are below 2³¹, and media ids
+/// ([`TokenId::media`], bit 31 set) become negative, never a vocabulary id.
 pub(crate) fn to_llama(t: TokenId) -> LlamaToken {
-    LlamaToken(i32::try_from(t.0).expect("invariant: token ids are checked against n_vocab"))
+    LlamaToken(i32::from_ne_bytes(t.0.to_ne_bytes()))
 }
 
+/// The inverse of [`to_llama`] (llama.cpp's -1, no token, is `u32::MAX`).
 pub(crate) fn from_llama(t: LlamaToken) -> TokenId {
-    TokenId(u32::try_from(t.0).unwrap_or(u32::MAX))
+    TokenId(u32::from_ne_bytes(t.0.to_ne_bytes()))
 }
 
-/// Checks every id against the vocabulary.
+/// Checks every text id against the vocabulary, and every media id against `projector`: a
+/// whole run of a medium some request holds.
+pub(crate) fn check_tokens(
+    tokens: &[TokenId],
+    n_vocab: u32,
+    projector: Option<&crate::media::Projector>,
+) -> Result<(), BackendError> {
+    if let Some(&token) = tokens.iter().find(|t| !t.is_media() && t.0 >= n_vocab) {
+        return Err(BackendError::TokenOutOfRange { token, n_vocab });
+    }
+    if !tokens.iter().any(|t| t.is_media()) {
+        return Ok(());
+    }
+    match projector {
+        Some(projector) => projector.check(tokens),
+        None => Err(BackendError::Media {
+            reason: "the prompt holds an image and the model has no projector (--mmproj)".into(),
+        }),
+    }
+}
+
+/// Checks every id against the vocabulary (media ids are not in it).
 pub(crate) fn check_range(tokens: &[TokenId], n_vocab: u32) -> Result<(), BackendError> {
     match tokens.iter().find(|t| t.0 >= n_vocab) {
         Some(&token) => Err(BackendError::TokenOutOfRange { token, n_vocab }),

@@ -28,6 +28,8 @@ pub(crate) struct State {
     pub(crate) adapters: HashMap<u64, LlamaLoraAdapter>,
     pub(crate) active_adapter: Option<(u64, f32)>,
     pub(crate) next_adapter: u64,
+    /// The model's projector (`--mmproj`), when it has one.
+    pub(crate) projector: Option<std::sync::Arc<crate::media::Projector>>,
 }
 
 /// The model and its contexts, as the backend holds them.
@@ -96,12 +98,22 @@ impl Worker<'_> {
             adapters: HashMap::new(),
             active_adapter: None,
             next_adapter: 0,
+            projector: self.state.projector.clone(),
         };
         std::mem::replace(&mut self.state, empty)
     }
 
     pub(crate) fn seq_tokens(&self, seq: SeqId) -> Result<Vec<TokenId>> {
         Ok(self.state.seqs[self.index(seq)?].clone())
+    }
+
+    /// Checks a prompt's tokens: text in the vocabulary, media whole runs the projector holds.
+    fn check_prompt(&self, tokens: &[TokenId]) -> Result<()> {
+        crate::vocab::check_tokens(
+            tokens,
+            self.state.info.n_vocab,
+            self.state.projector.as_deref(),
+        )
     }
 
     /// Checks one op and turns it into a pass over the KV cache.
@@ -115,7 +127,7 @@ impl Worker<'_> {
                         what: "prefill needs at least one token",
                     });
                 }
-                check_range(tokens, self.state.info.n_vocab)?;
+                self.check_prompt(tokens)?;
                 self.check_fits(seq, history.len() + tokens.len())?;
                 // The old last token and all new ones but the last go into the cache.
                 Ok(extend(
@@ -127,7 +139,7 @@ impl Worker<'_> {
             }
             StepOp::PrefillDecode(tokens, decode) => {
                 op.check_shape()?;
-                check_range(tokens, self.state.info.n_vocab)?;
+                self.check_prompt(tokens)?;
                 self.state.samplers.check(decode.sampler())?;
                 self.check_fits(seq, history.len() + tokens.len() + 1)?;
                 // The old last token and every new one go in; the last new one's logits give
@@ -187,6 +199,7 @@ impl Worker<'_> {
         eval(
             &mut self.ctx,
             self.state.config.n_batch as usize,
+            self.state.projector.as_deref(),
             &passes,
             |ctx, p, _, idx| {
                 let op = &ops[p].1;
@@ -332,6 +345,7 @@ impl Worker<'_> {
         eval(
             &mut self.ctx,
             self.state.config.n_batch as usize,
+            None,
             std::slice::from_ref(&pass),
             |ctx, _, _, idx| {
                 each(ctx.get_logits_ith(idx));
@@ -432,7 +446,14 @@ impl Worker<'_> {
         self.truncate(seq, 0)?;
         let snap = snapshot::decode(&self.state.fingerprint, bytes)?;
         let invalid = |reason: String| BackendError::InvalidSnapshot { reason };
-        check_range(&snap.tokens, self.state.info.n_vocab).map_err(|e| invalid(e.to_string()))?;
+        // Media positions in a snapshot were computed when it was saved: only text is checked.
+        let text: Vec<TokenId> = snap
+            .tokens
+            .iter()
+            .copied()
+            .filter(|t| !t.is_media())
+            .collect();
+        check_range(&text, self.state.info.n_vocab).map_err(|e| invalid(e.to_string()))?;
         if snap.tokens.len() > self.n_ctx() {
             return Err(invalid(format!(
                 "{} tokens do not fit a window of {}",
@@ -490,6 +511,7 @@ impl Worker<'_> {
         eval(
             ctx,
             tokens.len(),
+            None,
             std::slice::from_ref(&pass),
             |_, _, _, _| Ok(()),
         )?;

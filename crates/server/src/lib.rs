@@ -36,6 +36,7 @@ mod extract;
 mod listen;
 mod logprobs;
 mod lora;
+mod media;
 mod metrics;
 mod models;
 mod native;

@@ -574,25 +574,48 @@ fn message(i: usize, m: WireMessage) -> Result<Message, ApiError> {
             ))
         }
     };
-    let content = match m.content {
-        None => String::new(),
-        Some(Content::Text(t)) => t,
+    // Text as the client wrote it (media markers scrubbed), media where their parts stand.
+    let mut typed = Message::new(role, "");
+    match m.content {
+        None => {}
+        Some(Content::Text(t)) => typed.push_text(&t),
         Some(Content::Parts(parts)) => {
-            let mut text = String::new();
-            for part in parts {
+            for (j, part) in parts.into_iter().enumerate() {
+                let at = format!("messages[{i}].content[{j}]");
                 match (part.kind.as_str(), part.text) {
-                    ("text", Some(t)) => text.push_str(&t),
+                    ("text", Some(t)) => typed.push_text(&t),
+                    ("image_url", _) => {
+                        let url = match &part.image_url {
+                            Some(Value::String(url)) => Some(url.as_str()),
+                            Some(Value::Object(o)) => o.get("url").and_then(Value::as_str),
+                            _ => None,
+                        };
+                        let url = url.ok_or_else(|| {
+                            ApiError::bad(&at, format!("{at}: an image_url part needs `image_url.url`"))
+                        })?;
+                        typed.push_media(crate::media::image_url(url, &at)?);
+                    }
+                    ("input_audio", _) => {
+                        let data = part
+                            .input_audio
+                            .as_ref()
+                            .and_then(|a| a.get("data"))
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| {
+                                ApiError::bad(&at, format!("{at}: an input_audio part needs `input_audio.data` (base64)"))
+                            })?;
+                        typed.push_media(crate::media::from_base64(wick::MediaKind::Audio, data, &at)?);
+                    }
                     (kind, _) => {
                         return Err(ApiError::bad(
                             param,
-                            format!("messages[{i}]: content part type `{kind}` is not supported (allowed: text)"),
+                            format!("messages[{i}]: content part type `{kind}` is not supported (allowed: text, image_url, input_audio)"),
                         ))
                     }
                 }
             }
-            text
         }
-    };
+    }
     let mut extra = m.rest;
     let mut text_field = |key: &str| -> Result<Option<String>, ApiError> {
         match extra.remove(key) {
@@ -622,13 +645,12 @@ fn message(i: usize, m: WireMessage) -> Result<Message, ApiError> {
         })
         .collect();
     Ok(Message {
-        role,
-        content,
         reasoning_content,
         tool_calls,
         tool_call_id,
         name,
         extra,
+        ..typed
     })
 }
 

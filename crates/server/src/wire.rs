@@ -105,13 +105,19 @@ pub(crate) enum Content {
     Parts(Vec<ContentPart>),
 }
 
-/// One content part (`{"type": "text", "text": "…"}`; other types are refused).
+/// One content part: `{"type": "text", "text": "…"}`, `{"type": "image_url", "image_url":
+/// {"url": "data:image/png;base64,…"}}` (or the URL alone), `{"type": "input_audio",
+/// "input_audio": {"data": "<base64>", "format": "wav"}}`.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct ContentPart {
     #[serde(rename = "type")]
     pub(crate) kind: String,
     #[serde(default)]
     pub(crate) text: Option<String>,
+    #[serde(default)]
+    pub(crate) image_url: Option<Value>,
+    #[serde(default)]
+    pub(crate) input_audio: Option<Value>,
 }
 
 /// An assistant message's tool call.

@@ -291,7 +291,7 @@ async fn bad_requests_are_anthropic_400s_that_say_why() {
         (
             json!({"messages": [{"role": "user", "content": [{"type": "image",
                 "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]}]}),
-            "images are not supported",
+            "has no projector",
         ),
         (json!({"messages": "Hi"}), "messages"),
         (

@@ -244,7 +244,11 @@ async fn options_beyond_the_context_and_out_of_range_are_ollama_400s() {
         (json!({"think": "maybe"}), "think"),
         (
             json!({"messages": [{"role": "user", "content": "hi", "images": ["aGk="]}]}),
-            "images",
+            "no projector",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "hi", "images": [7]}]}),
+            "images[0] must be a base64 string",
         ),
         (json!({"options": {"temperature": "hot"}}), "temperature"),
     ];
@@ -266,7 +270,8 @@ async fn generate_refuses_what_wick_cannot_do_with_a_reason() {
         (json!({"suffix": "return x"}), "fill-in-the-middle"),
         (json!({"template": "{{ .Prompt }}"}), "template"),
         (json!({"context": [1, 2, 3]}), "context"),
-        (json!({"images": ["aGk="]}), "images"),
+        (json!({"images": ["aGk="]}), "no projector"),
+        (json!({"images": ["aGk="], "raw": true}), "takes no images"),
     ] {
         let mut body = json!({"model": "stub", "prompt": "def f(x):", "stream": false});
         for (k, v) in extra.as_object().unwrap() {

@@ -179,7 +179,12 @@ async fn bad_input_gets_a_400_naming_the_field() {
         ),
         (
             json!({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}),
-            "messages[0]",
+            "messages[0].content[0]",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": [{"type": "image_url",
+                "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]}),
+            "messages",
         ),
         (json!({"tool_choice": "required"}), "tool_choice"),
         (json!({"tool_choice": "sometimes"}), "tool_choice"),

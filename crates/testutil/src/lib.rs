@@ -14,11 +14,13 @@
 mod gguf;
 mod hub;
 mod lora;
+mod projector;
 mod split;
 
 pub use gguf::{synthetic_gguf, synthetic_gguf_with, SYNTHETIC_TEMPLATE};
 pub use hub::{FakeHub, Logged, FAKE_COMMIT};
 pub use lora::lora_adapter;
+pub use projector::{png, vision_projector};
 pub use split::split_gguf;
 
 use std::fmt::Write;

@@ -84,16 +84,40 @@ pub struct Message {
     /// them).
     #[serde(flatten, default, skip_serializing_if = "Map::is_empty")]
     pub extra: Map<String, Value>,
+    /// The images (or sounds) the message holds, in order: each goes where a
+    /// [`crate::MEDIA_MARKER`] stands in `content` ([`Message::push_media`] puts both).
+    #[serde(skip)]
+    pub media: Vec<crate::Media>,
 }
 
 impl Message {
-    /// A message from `role` with `content`.
+    /// A message from `role` with `content` (any [`crate::MEDIA_MARKER`] in it becomes U+FFFD:
+    /// only [`Message::push_media`] places media).
     pub fn new(role: Role, content: impl Into<String>) -> Self {
+        let content: String = content.into();
         Message {
             role,
-            content: content.into(),
+            content: crate::scrub(&content).into_owned(),
             ..Message::default()
         }
+    }
+
+    /// Appends text to the content (media markers in it scrubbed, see [`crate::scrub`]).
+    pub fn push_text(&mut self, text: &str) {
+        self.content.push_str(&crate::scrub(text));
+    }
+
+    /// Appends an image or sound: its place in the content, and the medium.
+    pub fn push_media(&mut self, media: crate::Media) {
+        self.content.push(crate::MEDIA_MARKER);
+        self.media.push(media);
+    }
+
+    /// This message with `media` appended after its text.
+    #[must_use]
+    pub fn with_media(mut self, media: crate::Media) -> Self {
+        self.push_media(media);
+        self
     }
 
     /// The message as chat templates index it: `role`, `content`, the optional fields that are

@@ -16,9 +16,11 @@
 mod chat;
 mod class;
 mod ids;
+mod media;
 mod sampling;
 
 pub use chat::{ChatRequest, FinishReason, Message, MessageToolCall, Role, Tool, Usage};
 pub use class::ErrorClass;
 pub use ids::{SeqId, TokenId};
+pub use media::{common_prefix, scrub, Media, MediaKind, MEDIA_MARKER};
 pub use sampling::{Grammar, InvalidSampler, SamplerOpts, MAX_TOP_K};

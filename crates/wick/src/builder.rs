@@ -133,6 +133,7 @@ pub struct LlmBuilder {
     pub(crate) chat_template: Option<String>,
     pub(crate) rpc_servers: Vec<String>,
     pub(crate) devices: Vec<String>,
+    pub(crate) mmproj: Option<PathBuf>,
     pub(crate) loras: Vec<(PathBuf, f32)>,
     pub(crate) draft: Option<ModelSource>,
     pub(crate) reasoning: Reasoning,
@@ -157,6 +158,7 @@ impl fmt::Debug for LlmBuilder {
             .field("chat_template", &self.chat_template.is_some())
             .field("rpc_servers", &self.rpc_servers)
             .field("devices", &self.devices)
+            .field("mmproj", &self.mmproj)
             .field("loras", &self.loras)
             .field("draft", &self.draft)
             .field("reasoning", &self.reasoning)
@@ -188,6 +190,7 @@ impl Default for LlmBuilder {
             chat_template: None,
             rpc_servers: Vec::new(),
             devices: Vec::new(),
+            mmproj: None,
             loras: Vec::new(),
             draft: None,
             reasoning: Reasoning::Auto,
@@ -317,6 +320,16 @@ impl LlmBuilder {
     #[must_use]
     pub fn rpc_servers<S: Into<String>>(mut self, servers: impl IntoIterator<Item = S>) -> Self {
         self.rpc_servers = servers.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The model's multimodal projector (an `mmproj` GGUF, as Hugging Face repositories ship
+    /// beside vision models' weights): messages may then hold images
+    /// ([`crate::Message::push_media`]), or sounds for an audio projector. None by
+    /// default: the model reads text only, and a message with an image is refused.
+    #[must_use]
+    pub fn mmproj(mut self, path: impl Into<PathBuf>) -> Self {
+        self.mmproj = Some(path.into());
         self
     }
 

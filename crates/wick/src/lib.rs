@@ -66,8 +66,8 @@ pub use wick_parse::{
     ChoiceChunk, ChoiceDelta, DeltaBuilder, Event, Format, ParsedMessage, ParsedToolCall,
 };
 pub use wick_types::{
-    ChatRequest, ErrorClass, FinishReason, Grammar, Message, MessageToolCall, Role, SamplerOpts,
-    TokenId, Tool, Usage,
+    ChatRequest, ErrorClass, FinishReason, Grammar, Media, MediaKind, Message, MessageToolCall,
+    Role, SamplerOpts, TokenId, Tool, Usage,
 };
 
 /// How many models are loaded in this process right now (the model cache's live entries).

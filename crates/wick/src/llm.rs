@@ -57,6 +57,7 @@ impl Llm {
             chat_template: settings.chat_template.clone(),
             rpc_servers: settings.rpc_servers.clone(),
             devices: settings.devices.clone(),
+            mmproj: settings.mmproj.as_deref().map(registry::canonical),
             loras: settings
                 .loras
                 .iter()
@@ -206,7 +207,7 @@ impl Llm {
         let prompt = self.completion_prompt(input);
         let templated = matches!(prompt, Prompt::Chat(_));
         let rendered = self.render(&prompt)?;
-        self.start(rendered.tokens, templated, options)
+        self.start(rendered, templated, options)
     }
 
     /// [`Llm::complete`] as a future.
@@ -253,11 +254,9 @@ impl Llm {
         let prompt = self.completion_prompt(input);
         let templated = matches!(prompt, Prompt::Chat(_));
         let rendered = self.render(&prompt)?;
-        Ok(AsyncCompletionStream(self.start(
-            rendered.tokens,
-            templated,
-            options,
-        )?))
+        Ok(AsyncCompletionStream(
+            self.start(rendered, templated, options)?,
+        ))
     }
 
     /// Answers a conversation with the model's chat template; the output parser of the
@@ -308,12 +307,9 @@ impl Llm {
         let rendered = self.render(&prompt)?;
         let output = self.output_format(&plan, templated);
         let options = plan.options(options);
-        let inner = self.start(rendered.tokens, templated, &options)?;
-        Ok(ChatStream::new(
-            inner,
-            output,
-            rendered.thinking_forced_open,
-        ))
+        let forced_open = rendered.thinking_forced_open;
+        let inner = self.start(rendered, templated, &options)?;
+        Ok(ChatStream::new(inner, output, forced_open))
     }
 
     /// [`Llm::chat`] as a future.
@@ -353,12 +349,9 @@ impl Llm {
         let rendered = self.render(&prompt)?;
         let output = self.output_format(&plan, templated);
         let options = plan.options(options);
-        let inner = AsyncCompletionStream(self.start(rendered.tokens, templated, &options)?);
-        Ok(AsyncChatStream::new(
-            inner,
-            output,
-            rendered.thinking_forced_open,
-        ))
+        let forced_open = rendered.thinking_forced_open;
+        let inner = AsyncCompletionStream(self.start(rendered, templated, &options)?);
+        Ok(AsyncChatStream::new(inner, output, forced_open))
     }
 
     /// The prompt tokens `request` renders to, exactly as [`Llm::stream_chat_with`] computes
@@ -539,7 +532,13 @@ impl Llm {
 
     /// Renders and tokenizes `prompt` on the caller's thread (never the model's).
     fn render(&self, prompt: &Prompt) -> Result<RenderedPrompt> {
-        tokenize(&**self.loaded.engine.tokenizer(), &self.loaded.chat, prompt)
+        let engine = &self.loaded.engine;
+        tokenize(
+            &**engine.tokenizer(),
+            engine.media_encoder().map(|m| &**m),
+            &self.loaded.chat,
+            prompt,
+        )
     }
 
     fn completion_prompt(&self, input: PromptInput) -> Prompt {
@@ -609,7 +608,7 @@ impl Llm {
     /// model without a template of its own writes the fallback's end-of-turn as text).
     pub(crate) fn start(
         &self,
-        prompt: Vec<TokenId>,
+        prompt: RenderedPrompt,
         templated: bool,
         options: &GenerateOptions,
     ) -> Result<CompletionStream> {
@@ -634,7 +633,8 @@ impl Llm {
             None => self.lora_scales.get(),
         };
         let request = GenerateRequest {
-            prompt,
+            prompt: prompt.tokens,
+            media: prompt.media,
             max_tokens: Some(options.max_tokens.unwrap_or(settings.max_new_tokens)),
             sampler,
             stop,
@@ -652,6 +652,7 @@ impl Llm {
 
 fn tokenize(
     tokenizer: &(dyn Tokenizer + Send + Sync),
+    media: Option<&dyn wick_backend::MediaEncoder>,
     chat: &ChatFormat,
     prompt: &Prompt,
 ) -> Result<RenderedPrompt> {
@@ -663,12 +664,26 @@ fn tokenize(
             RenderedPrompt {
                 tokens: tokenizer.tokenize_prompt(text, true)?,
                 thinking_forced_open: false,
+                media: Vec::new(),
             }
         }
-        Prompt::Chat(request) => chat.render(tokenizer, RenderRequest::from(request.as_ref()))?,
+        Prompt::Chat(request) => {
+            let held: Vec<wick_types::Media> = request
+                .messages
+                .iter()
+                .flat_map(|m| m.media.iter().cloned())
+                .collect();
+            chat.render_with_media(
+                tokenizer,
+                RenderRequest::from(request.as_ref()),
+                &held,
+                media,
+            )?
+        }
         Prompt::Tokens(tokens) => RenderedPrompt {
             tokens: tokens.clone(),
             thinking_forced_open: false,
+            media: Vec::new(),
         },
     })
 }
@@ -683,7 +698,8 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
         .with_n_gpu_layers(key.kwargs.n_gpu_layers)
         .with_kernels(key.kwargs.kernels)
         .with_rpc_servers(key.rpc_servers.clone())
-        .with_devices(key.devices.clone());
+        .with_devices(key.devices.clone())
+        .with_mmproj(key.mmproj.clone());
     let mut backend = wick_llama::LlamaBackend::load(&config)?;
     let adapters = crate::lora::Loaded::load(&mut backend, &key.loras)?;
     let engine_config = wick_engine::EngineConfig {
@@ -706,6 +722,7 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
             draft_config.model_path.clone_from(path);
             draft_config.rpc_servers = Vec::new();
             draft_config.devices = Vec::new();
+            draft_config.mmproj = None;
             Ok(Box::new(wick_llama::LlamaBackend::load(&draft_config)?))
         })
         .transpose()?;

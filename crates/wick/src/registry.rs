@@ -22,6 +22,8 @@ pub(crate) struct ModelKey {
     pub(crate) rpc_servers: Vec<String>,
     /// The devices the offloaded layers go to, by llama.cpp's names (empty: every GPU).
     pub(crate) devices: Vec<String>,
+    /// The multimodal projector (canonical path), when the model has one.
+    pub(crate) mmproj: Option<PathBuf>,
     /// LoRA adapter files loaded with the model (canonical paths; scales are per `Llm`).
     pub(crate) loras: Vec<PathBuf>,
     /// The draft model proposing speculative tokens.

@@ -2,6 +2,7 @@
 
 mod grammar;
 mod model;
+mod projector;
 mod sampler;
 #[cfg(test)]
 mod tests;
@@ -70,6 +71,8 @@ pub struct StubBackend {
     /// The active adapters: id to scale.
     active: BTreeMap<u64, f32>,
     next_adapter: u64,
+    /// The fake projector, when [`StubBackend::with_projector`] gave one.
+    projector: Option<Arc<projector::StubProjector>>,
 }
 
 /// The stub's vocabulary, for any thread.
@@ -166,7 +169,31 @@ impl StubBackend {
             adapters: HashMap::new(),
             active: BTreeMap::new(),
             next_adapter: 0,
+            projector: None,
         })
+    }
+
+    /// The stub with a fake image projector ([`Backend::media_encoder`]): every image (PNG,
+    /// JPEG, … by its first bytes) takes four positions whose ids derive from its bytes.
+    #[must_use]
+    pub fn with_projector(mut self) -> Self {
+        self.projector = Some(Arc::new(projector::StubProjector::default()));
+        self
+    }
+
+    /// Every token of `tokens` is in the vocabulary or a whole run of a held image.
+    fn check_tokens(&self, tokens: &[TokenId]) -> Result<()> {
+        let text: Vec<TokenId> = tokens.iter().copied().filter(|t| !t.is_media()).collect();
+        self.vocab.check(&text)?;
+        if text.len() == tokens.len() {
+            return Ok(());
+        }
+        match &self.projector {
+            Some(projector) => projector.check(tokens),
+            None => Err(BackendError::Media {
+                reason: "the prompt holds an image and the model has no projector".into(),
+            }),
+        }
     }
 
     /// The index of sequence `seq`.
@@ -201,7 +228,7 @@ impl StubBackend {
                 what: "prefill without tokens",
             });
         }
-        self.vocab.check(tokens)?;
+        self.check_tokens(tokens)?;
         self.fits(seq, self.seqs[i].len() + tokens.len())?;
         Ok(i)
     }
@@ -288,7 +315,14 @@ impl StubBackend {
     fn unpack_tokens(&self, snapshot: &[u8]) -> Result<Vec<TokenId>> {
         let snap = crate::snapshot::decode(&self.fingerprint(), snapshot)?;
         let bad = |reason: String| BackendError::InvalidSnapshot { reason };
-        if let Err(e) = self.vocab.check(&snap.tokens) {
+        // Media positions in a snapshot were computed when it was saved: only text is checked.
+        let text: Vec<TokenId> = snap
+            .tokens
+            .iter()
+            .copied()
+            .filter(|t| !t.is_media())
+            .collect();
+        if let Err(e) = self.vocab.check(&text) {
             return Err(bad(e.to_string()));
         }
         if snap.tokens.len() > self.info.n_ctx as usize {
@@ -345,6 +379,12 @@ impl Backend for StubBackend {
 
     fn tokenizer(&self) -> crate::SharedTokenizer {
         self.tokenizer.clone()
+    }
+
+    fn media_encoder(&self) -> Option<crate::SharedMediaEncoder> {
+        self.projector
+            .clone()
+            .map(|p| p as crate::SharedMediaEncoder)
     }
 
     fn tokenize(&self, text: &str, special: bool) -> Result<Vec<TokenId>> {

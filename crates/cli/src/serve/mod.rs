@@ -214,6 +214,12 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 1024, value_name = "MIB")]
     fit_target: u64,
 
+    /// The model's multimodal projector (an `mmproj` GGUF, llama-server's flag): requests may
+    /// then hold images (OpenAI `image_url` data URLs, Anthropic `image` blocks, Ollama
+    /// `images`). Without it a request with an image is a 400 that says so.
+    #[arg(long, value_name = "FILE")]
+    mmproj: Option<PathBuf>,
+
     /// Offload to these devices only (llama-server's flag): llama.cpp's names, separated by
     /// commas (`wick devices` lists them) [default: every GPU, or the --rpc workers].
     #[arg(
@@ -990,6 +996,9 @@ fn builder_with(
     }
     if !args.devices.is_empty() {
         builder = builder.devices(args.devices.iter().cloned());
+    }
+    if let Some(mmproj) = &args.mmproj {
+        builder = builder.mmproj(mmproj);
     }
     if let Some(format) = args.output_format {
         builder = builder.output_format(format);

@@ -60,10 +60,16 @@ fn generate(
             outputs: Outputs::Last,
         };
         let mut next = None;
-        eval(ctx, 512, std::slice::from_ref(&pass), |ctx, _, _, idx| {
-            next = Some(pick(ctx, idx)?);
-            Ok(())
-        })
+        eval(
+            ctx,
+            512,
+            None,
+            std::slice::from_ref(&pass),
+            |ctx, _, _, idx| {
+                next = Some(pick(ctx, idx)?);
+                Ok(())
+            },
+        )
         .expect("the pass evaluates");
         let token = next.expect("one output per pass");
         out.push(from_llama(token));

@@ -9,8 +9,8 @@ use wick::ToolChoice;
 use super::wire::{Block, Content, InputMessage, InputTool, MessagesRequest};
 use crate::validate::{self, ValidChat};
 use crate::wire::{
-    ChatCompletionRequest, Content as ChatContent, Stop, WireFunction, WireFunctionCall,
-    WireMessage, WireSampling, WireTool, WireToolCall,
+    ChatCompletionRequest, Content as ChatContent, ContentPart, Stop, WireFunction,
+    WireFunctionCall, WireMessage, WireSampling, WireTool, WireToolCall,
 };
 use crate::ApiError;
 use crate::SamplingDefaults;
@@ -245,7 +245,7 @@ fn thinking(thinking: Option<&Value>) -> Result<Option<Map<String, Value>>, ApiE
 /// Why a block type is refused in a message.
 fn refused(i: usize, j: usize, role: &str, kind: &str) -> ApiError {
     let why = match kind {
-        "image" | "document" => format!("{kind}s are not supported: wick serves text-only models"),
+        "document" => "documents are not supported: send their text".to_owned(),
         "tool_use" | "tool_result" | "thinking" | "redacted_thinking" | "text" => {
             format!("a `{kind}` block is not allowed in a {role} message")
         }
@@ -284,16 +284,66 @@ fn push_message(out: &mut Vec<WireMessage>, i: usize, m: InputMessage) -> Result
     }
 }
 
+/// A user message of text and image parts, as OpenAI's chat takes it.
+fn user_message(parts: Vec<ContentPart>) -> WireMessage {
+    WireMessage {
+        role: "user".to_owned(),
+        content: Some(ChatContent::Parts(parts)),
+        tool_calls: None,
+        rest: Map::new(),
+    }
+}
+
+/// An `image` block as OpenAI's `image_url` part (a data URL): its source is base64.
+fn image_part(i: usize, j: usize, source: Option<&Value>) -> Result<ContentPart, ApiError> {
+    let at = format!("messages[{i}].content[{j}]");
+    let source =
+        source.ok_or_else(|| ApiError::bad(&at, format!("{at}: an image block needs `source`")))?;
+    match source.get("type").and_then(Value::as_str) {
+        Some("base64") => {}
+        Some("url") => {
+            return Err(ApiError::bad(
+                &at,
+                format!("{at}: wick does not fetch image URLs; send the image as a base64 source"),
+            ))
+        }
+        other => {
+            return Err(ApiError::bad(
+                &at,
+                format!("{at}: image source type {other:?} is not supported (allowed: base64)"),
+            ))
+        }
+    }
+    let media_type = source
+        .get("media_type")
+        .and_then(Value::as_str)
+        .unwrap_or("image/png");
+    let data = source.get("data").and_then(Value::as_str).ok_or_else(|| {
+        ApiError::bad(&at, format!("{at}: an image source needs `data` (base64)"))
+    })?;
+    Ok(ContentPart {
+        kind: "image_url".into(),
+        text: None,
+        image_url: Some(Value::String(format!("data:{media_type};base64,{data}"))),
+        input_audio: None,
+    })
+}
+
 fn user(out: &mut Vec<WireMessage>, i: usize, blocks: Vec<Block>) -> Result<(), ApiError> {
-    let mut text: Option<String> = None;
+    let mut parts: Vec<ContentPart> = Vec::new();
+    let text_part = |t: &str| ContentPart {
+        kind: "text".into(),
+        text: Some(t.to_owned()),
+        image_url: None,
+        input_audio: None,
+    };
     for (j, b) in blocks.into_iter().enumerate() {
         match b.kind.as_str() {
-            "text" => text
-                .get_or_insert_with(String::new)
-                .push_str(b.text.as_deref().unwrap_or("")),
+            "text" => parts.push(text_part(b.text.as_deref().unwrap_or(""))),
+            "image" => parts.push(image_part(i, j, b.source.as_ref())?),
             "tool_result" => {
-                if let Some(text) = text.take() {
-                    out.push(wire_message("user", text, Map::new()));
+                if !parts.is_empty() {
+                    out.push(user_message(std::mem::take(&mut parts)));
                 }
                 let mut content = match b.content.map(|c| *c) {
                     None => String::new(),
@@ -313,8 +363,8 @@ fn user(out: &mut Vec<WireMessage>, i: usize, blocks: Vec<Block>) -> Result<(), 
             kind => return Err(refused(i, j, "user", kind)),
         }
     }
-    if let Some(text) = text {
-        out.push(wire_message("user", text, Map::new()));
+    if !parts.is_empty() {
+        out.push(user_message(parts));
     }
     Ok(())
 }
@@ -332,7 +382,7 @@ fn tool_result_text(i: usize, j: usize, blocks: Vec<Block>) -> Result<String, Ap
                         "messages[{i}].content[{j}]: a tool result's `{kind}` block is not \
                          supported (allowed: text{})",
                         if kind == "image" {
-                            "; wick serves text-only models"
+                            "; an image goes in the user message itself"
                         } else {
                             ""
                         }
@@ -522,13 +572,19 @@ mod tests {
                 user(
                     json!([{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}]),
                 ),
-                "images are not supported",
+                "the image is empty",
+            ),
+            (
+                user(
+                    json!([{"type": "image", "source": {"type": "url", "url": "https://example.org/a.png"}}]),
+                ),
+                "does not fetch image URLs",
             ),
             (
                 user(
                     json!([{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "image"}]}]),
                 ),
-                "text-only",
+                "goes in the user message",
             ),
             (
                 user(json!([{"type": "tool_use", "id": "t", "name": "f", "input": {}}])),

@@ -70,6 +70,8 @@ pub(crate) struct Block {
     pub(crate) tool_use_id: Option<String>,
     pub(crate) content: Option<Box<Content>>,
     pub(crate) is_error: Option<bool>,
+    /// `image`: `{"type": "base64", "media_type": "image/png", "data": "…"}`.
+    pub(crate) source: Option<Value>,
 }
 
 /// One tool of `tools`: a client tool (`type` absent or `custom`) with its `input_schema`.

@@ -11,7 +11,8 @@ use wick::{GenerateOptions, PromptInput};
 use super::wire::{ChatRequest, GenerateRequest, Message, Options};
 use crate::validate::{self, ValidChat};
 use crate::wire::{
-    ChatCompletionRequest, Content, Stop, WireFunctionCall, WireMessage, WireSampling, WireToolCall,
+    ChatCompletionRequest, Content, ContentPart, Stop, WireFunctionCall, WireMessage, WireSampling,
+    WireToolCall,
 };
 use crate::ApiError;
 use crate::{KeepAlive, SamplingDefaults};
@@ -113,7 +114,7 @@ pub(crate) fn generate(req: GenerateRequest, d: &SamplingDefaults) -> Result<Che
              to /api/chat, whose prompt cache makes the continuation cheap",
         ));
     }
-    refuse_images("images", req.images.as_deref())?;
+    let images = req.images.unwrap_or_default();
     let keep_alive = keep_alive(req.keep_alive.as_ref())?;
     let options = req.options.unwrap_or_default();
     let num_ctx = num_ctx(&options)?;
@@ -130,6 +131,13 @@ pub(crate) fn generate(req: GenerateRequest, d: &SamplingDefaults) -> Result<Che
     let response_format = format(req.format.as_ref())?;
     let suffix = req.suffix.filter(|s| !s.is_empty());
     if req.raw == Some(true) || suffix.is_some() {
+        if !images.is_empty() {
+            return Err(ApiError::bad(
+                "images",
+                "images: a raw prompt (or one with a suffix) takes no images: send them without \
+                 `raw`, and the model's chat template places them",
+            ));
+        }
         let sampling = sampling(&options)?;
         let max = sampling.max_tokens;
         let mut generate = validate::options(&sampling, max, "num_predict", d)?;
@@ -159,7 +167,7 @@ pub(crate) fn generate(req: GenerateRequest, d: &SamplingDefaults) -> Result<Che
     if let Some(system) = req.system.filter(|s| !s.is_empty()) {
         messages.push(text_message("system", system));
     }
-    messages.push(text_message("user", prompt));
+    messages.push(with_images("images", "user", prompt, &images)?);
     let chat = ChatCompletionRequest {
         model: req.model,
         messages: Some(messages),
@@ -185,19 +193,46 @@ fn text_message(role: &str, text: String) -> WireMessage {
     }
 }
 
-fn refuse_images(param: &str, images: Option<&[Value]>) -> Result<(), ApiError> {
-    if images.is_some_and(|i| !i.is_empty()) {
-        return Err(ApiError::bad(
-            param,
-            format!("{param}: images are not supported: wick serves text-only models"),
-        ));
+/// A message of `role` with `images` (base64, Ollama's form) before its text, as OpenAI's
+/// content parts (the images as data URLs).
+fn with_images(
+    param: &str,
+    role: &str,
+    text: String,
+    images: &[Value],
+) -> Result<WireMessage, ApiError> {
+    if images.is_empty() {
+        return Ok(text_message(role, text));
     }
-    Ok(())
+    let mut parts = Vec::with_capacity(images.len() + 1);
+    for (k, image) in images.iter().enumerate() {
+        let data = image
+            .as_str()
+            .ok_or_else(|| ApiError::bad(param, format!("{param}[{k}] must be a base64 string")))?;
+        parts.push(ContentPart {
+            kind: "image_url".into(),
+            text: None,
+            image_url: Some(Value::String(format!("data:;base64,{data}"))),
+            input_audio: None,
+        });
+    }
+    parts.push(ContentPart {
+        kind: "text".into(),
+        text: Some(text),
+        image_url: None,
+        input_audio: None,
+    });
+    Ok(WireMessage {
+        role: role.to_owned(),
+        content: Some(Content::Parts(parts)),
+        tool_calls: None,
+        rest: Map::new(),
+    })
 }
 
 /// One Ollama message as the chat pipeline's.
 fn message(i: usize, m: Message) -> Result<WireMessage, ApiError> {
-    refuse_images(&format!("messages[{i}].images"), m.images.as_deref())?;
+    let images = m.images.clone().unwrap_or_default();
     let mut rest = Map::new();
     if let Some(thinking) = m.thinking.filter(|t| !t.is_empty()) {
         rest.insert("reasoning_content".into(), Value::String(thinking));
@@ -219,12 +254,15 @@ fn message(i: usize, m: Message) -> Result<WireMessage, ApiError> {
             })
             .collect()
     });
-    Ok(WireMessage {
-        role: m.role,
-        content: Some(Content::Text(m.content.unwrap_or_default())),
-        tool_calls,
-        rest,
-    })
+    let mut out = with_images(
+        &format!("messages[{i}].images"),
+        &m.role,
+        m.content.unwrap_or_default(),
+        &images,
+    )?;
+    out.tool_calls = tool_calls;
+    out.rest = rest;
+    Ok(out)
 }
 
 /// `options.num_ctx`, when given: a positive integer.
@@ -432,12 +470,21 @@ mod tests {
     }
 
     #[test]
-    fn images_are_refused_and_no_messages_is_a_load() {
-        let e = chat_of(json!({
+    fn images_go_before_the_text_and_no_messages_is_a_load() {
+        let Ask::Chat(valid) = chat_of(json!({
             "messages": [{"role": "user", "content": "hi", "images": ["aGk="]}],
         }))
+        .unwrap()
+        .ask
+        else {
+            panic!("a chat")
+        };
+        assert_eq!(valid.template_messages()[0]["content"], "\u{FFFC}hi");
+        let e = chat_of(json!({
+            "messages": [{"role": "user", "content": "hi", "images": [1]}],
+        }))
         .unwrap_err();
-        assert!(e.to_string().contains("images"), "{e}");
+        assert!(e.to_string().contains("messages[0].images[0]"), "{e}");
         assert!(matches!(
             chat_of(json!({"model": "m"})).unwrap().ask,
             Ask::Load { .. }

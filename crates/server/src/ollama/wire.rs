@@ -34,7 +34,7 @@ pub(crate) struct ChatRequest {
 pub(crate) struct Message {
     pub(crate) role: String,
     pub(crate) content: Option<String>,
-    /// Base64 images: refused (wick serves text-only models).
+    /// Base64 images, for a model with a projector (`--mmproj`).
     pub(crate) images: Option<Vec<Value>>,
     /// An assistant turn's reasoning, in history.
     pub(crate) thinking: Option<String>,
