@@ -63,6 +63,14 @@ fn fresh_seed() -> u32 {
     seed
 }
 
+/// The image file `path` (`--image`, the chat's `/image`), read whole.
+pub(crate) fn read_image(path: &std::path::Path) -> anyhow::Result<wick::Media> {
+    use anyhow::Context as _;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("reading the image {}", path.display()))?;
+    Ok(wick::Media::image(bytes))
+}
+
 /// `layers`, with `--fit-target`'s margin (MiB) when they are `auto`.
 pub(crate) fn with_fit_target(layers: wick::GpuLayers, fit_target_mib: u64) -> wick::GpuLayers {
     match layers {

@@ -41,6 +41,11 @@ pub(crate) struct RunArgs {
     #[arg(short = 'n', long, default_value_t = 256, value_name = "N")]
     max_tokens: u32,
 
+    /// An image (PNG, JPEG, GIF, BMP, …) the prompt asks about, placed after its text;
+    /// repeatable. Needs the model's projector (--mmproj).
+    #[arg(long, value_name = "FILE", conflicts_with = "raw")]
+    image: Vec<std::path::PathBuf>,
+
     #[command(flatten)]
     sampling: SamplingArgs,
 
@@ -130,7 +135,11 @@ pub(crate) fn run(args: &RunArgs) -> Result<()> {
             usage = usage.or(item.usage);
         }
     } else {
-        let mut request = ChatRequest::new(vec![Message::new(Role::User, prompt)]);
+        let mut message = Message::new(Role::User, prompt);
+        for path in &args.image {
+            message.push_media(crate::flags::read_image(path)?);
+        }
+        let mut request = ChatRequest::new(vec![message]);
         request.system.clone_from(&args.system);
         for item in llm.stream_chat_with(&request, &options)? {
             let item = item?;

@@ -278,3 +278,92 @@ fn the_official_sdks_send_images() {
         "all multimodal client checks passed",
     );
 }
+
+#[test]
+fn wick_run_image_and_the_chats_image_command_answer_as_the_server_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (projector, a, _) = fixtures(dir.path());
+    let model = wick_testutil::model_path();
+    let wick = |args: &[&OsStr], stdin: &str| {
+        use std::io::Write as _;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_wick"))
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let common = [
+        OsStr::new("-m"),
+        model.as_os_str(),
+        OsStr::new("--mmproj"),
+        projector.as_os_str(),
+        OsStr::new("--greedy"),
+        OsStr::new("-n"),
+        OsStr::new("12"),
+    ];
+    let mut run = vec![OsStr::new("run")];
+    run.extend(common);
+    run.extend([OsStr::new("--image"), a.as_os_str(), OsStr::new(QUESTION)]);
+    let answered = wick(&run, "");
+    let mut chat = vec![OsStr::new("chat")];
+    chat.extend(common);
+    let script = format!("/image {}\n{QUESTION}\n", a.display());
+    assert_eq!(wick(&chat, &script), answered, "the chat's /image");
+
+    let server = Server::start(&["--mmproj", projector.to_str().unwrap()]);
+    let (content, code) = {
+        let (code, body) = post_json(
+            &server,
+            "/v1/chat/completions",
+            &json!({"messages": [{"role": "user", "content": [
+                {"type": "text", "text": QUESTION},
+                {"type": "image_url", "image_url": {"url": data_url(&a)}}]}],
+                "max_tokens": 12, "temperature": 0}),
+        );
+        (body["choices"][0]["message"]["content"].clone(), code)
+    };
+    assert_eq!(code, 200);
+    assert_eq!(
+        content.as_str().unwrap().trim(),
+        answered,
+        "wick run --image"
+    );
+    // The Responses API's input_image part: the same question, the same answer.
+    let (code, body) = post_json(
+        &server,
+        "/v1/responses",
+        &json!({"input": [{"role": "user", "content": [
+            {"type": "input_text", "text": QUESTION},
+            {"type": "input_image", "image_url": data_url(&a)}]}],
+            "max_output_tokens": 12, "temperature": 0}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let text = body["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["type"] == "message")
+        .map(|item| {
+            item["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .trim()
+                .to_owned()
+        });
+    assert_eq!(text.as_deref(), Some(answered.as_str()), "{body}");
+}

@@ -67,7 +67,7 @@ pub use wick_parse::{
 };
 pub use wick_types::{
     ChatRequest, ErrorClass, FinishReason, Grammar, Media, MediaKind, Message, MessageToolCall,
-    Role, SamplerOpts, TokenId, Tool, Usage,
+    Role, SamplerOpts, TokenId, Tool, Usage, MEDIA_MARKER,
 };
 
 /// How many models are loaded in this process right now (the model cache's live entries).

@@ -24,6 +24,7 @@ const COMMANDS: &str = "\
 Commands (a line that starts with `/`):
   /reset         clear the conversation (the system prompt stays)
   /system TEXT   set the system prompt and clear the conversation (`/system` alone removes it)
+  /image FILE    attach an image to your next message (the model needs --mmproj)
   /help          list the commands
   /exit          leave (so does Ctrl-D)";
 
@@ -120,6 +121,7 @@ enum Line {
     Say(String),
     Reset,
     System(Option<String>),
+    Image(String),
     Help,
     Exit,
     Unknown(String),
@@ -140,6 +142,7 @@ impl Line {
         match name {
             "reset" | "clear" => Line::Reset,
             "system" => Line::System(Some(rest.to_owned()).filter(|s| !s.is_empty())),
+            "image" => Line::Image(rest.to_owned()),
             "help" | "?" => Line::Help,
             "exit" | "quit" | "bye" => Line::Exit,
             _ => Line::Unknown(format!("/{name}")),
@@ -161,6 +164,7 @@ pub(crate) fn run(args: &ChatArgs) -> Result<()> {
         interrupt,
         turns: 0,
         failed: 0,
+        pending: Vec::new(),
     };
     if let Some(url) = &args.url {
         let mut remote = Remote::connect(url, args)?;
@@ -192,6 +196,8 @@ struct Session {
     /// Turns sent, and those that failed (the exit status says so).
     turns: usize,
     failed: usize,
+    /// Images `/image` attached to the next message.
+    pending: Vec<wick::Media>,
 }
 
 impl Session {
@@ -210,6 +216,16 @@ impl Session {
                     self.conversation.messages.clear();
                     eprintln!("(system prompt {what}, conversation reset)");
                 }
+                Line::Image(path) if path.is_empty() => {
+                    eprintln!("(/image needs a file: /image photo.png)");
+                }
+                Line::Image(path) => match crate::flags::read_image(std::path::Path::new(&path)) {
+                    Ok(image) => {
+                        self.pending.push(image);
+                        eprintln!("(image {path} goes with your next message)");
+                    }
+                    Err(e) => eprintln!("error: {e:#}"),
+                },
                 Line::Help => outln!("{COMMANDS}")?,
                 Line::Exit => break,
                 Line::Unknown(name) => {
@@ -226,9 +242,11 @@ impl Session {
     /// Sends `text` and streams the answer. A failed turn is reported and taken back out of
     /// the conversation; the chat goes on.
     fn turn(&mut self, responder: &mut impl Responder, text: String) -> Result<()> {
-        self.conversation
-            .messages
-            .push(Message::new(Role::User, text));
+        let mut message = Message::new(Role::User, text);
+        for image in self.pending.drain(..) {
+            message.push_media(image);
+        }
+        self.conversation.messages.push(message);
         self.interrupt.begin();
         self.turns += 1;
         let result = responder.answer(&self.conversation, &mut self.printer, &self.interrupt);
@@ -269,6 +287,10 @@ mod tests {
         assert_eq!(Line::parse("/system"), Line::System(None));
         assert_eq!(Line::parse("/exit"), Line::Exit);
         assert_eq!(Line::parse("/help"), Line::Help);
+        assert_eq!(
+            Line::parse("/image  a b.png "),
+            Line::Image("a b.png".into())
+        );
         assert_eq!(Line::parse("/nope x"), Line::Unknown("/nope".into()));
     }
 }

@@ -97,6 +97,7 @@ impl Remote {
         if let Some(model) = &self.model {
             body.insert("model".into(), model.clone().into());
         }
+        let messages: Vec<serde_json::Value> = messages.iter().map(message_json).collect();
         body.insert("messages".into(), json!(messages));
         body.insert("stream".into(), true.into());
         Value::Object(body)
@@ -167,6 +168,32 @@ fn error_message(body: &str) -> String {
         None if body.trim().is_empty() => "(no details)".to_owned(),
         None => body.trim().to_owned(),
     }
+}
+
+/// A message as OpenAI's chat takes it: with images, its content as text and `image_url`
+/// parts (data URLs) in the order the message holds them.
+fn message_json(message: &Message) -> serde_json::Value {
+    use base64::Engine as _;
+    let mut value = json!(message);
+    if message.media.is_empty() {
+        return value;
+    }
+    let mut parts = Vec::new();
+    let mut media = message.media.iter();
+    for (i, text) in message.content.split(wick::MEDIA_MARKER).enumerate() {
+        if i > 0 {
+            if let Some(image) = media.next() {
+                let data = base64::engine::general_purpose::STANDARD.encode(&image.bytes);
+                parts.push(json!({"type": "image_url",
+                                  "image_url": {"url": format!("data:image/png;base64,{data}")}}));
+            }
+        }
+        if !text.is_empty() {
+            parts.push(json!({"type": "text", "text": text}));
+        }
+    }
+    value["content"] = json!(parts);
+    value
 }
 
 /// Prints one `choices[0].delta`: reasoning, content, tool-call names and arguments.

@@ -10,8 +10,8 @@ use serde_json::{json, Map, Value};
 use super::wire::{InputItem, ResponseTool, ResponsesRequest, TextPart};
 use crate::validate::{self, ValidChat};
 use crate::wire::{
-    ChatCompletionRequest, Content as ChatContent, WireFunction, WireFunctionCall, WireMessage,
-    WireSampling, WireTool, WireToolCall,
+    ChatCompletionRequest, Content as ChatContent, ContentPart, WireFunction, WireFunctionCall,
+    WireMessage, WireSampling, WireTool, WireToolCall,
 };
 use crate::ApiError;
 use crate::SamplingDefaults;
@@ -262,6 +262,24 @@ impl Messages {
                 format!("role `{role}` is not one of user, assistant, system, developer"),
             ));
         }
+        if role != "assistant" {
+            if let Some(parts) = item.content.as_ref().filter(|c| c.is_array()) {
+                if parts.as_array().is_some_and(|a| {
+                    a.iter()
+                        .any(|p| matches!(p["type"].as_str(), Some("input_image" | "input_audio")))
+                }) {
+                    let parts = media_parts(parts)?;
+                    self.out.push(WireMessage {
+                        role: role.clone(),
+                        content: Some(ChatContent::Parts(parts)),
+                        tool_calls: None,
+                        rest: Map::new(),
+                    });
+                    self.open_assistant = false;
+                    return Ok(());
+                }
+            }
+        }
         let text = match item.content {
             None | Some(Value::Null) => String::new(),
             Some(Value::String(s)) => s,
@@ -312,6 +330,60 @@ impl Messages {
 
 /// The text of content parts (`input_text`, `output_text`, `text`, `reasoning_text`,
 /// `summary_text`, `refusal`), joined.
+/// A user message's parts with images (`input_image`: a data URL in `image_url`) or sounds
+/// (`input_audio`), as chat content parts.
+fn media_parts(parts: &Value) -> Result<Vec<ContentPart>, ApiError> {
+    let mut out = Vec::new();
+    for (j, part) in parts.as_array().into_iter().flatten().enumerate() {
+        let kind = part["type"].as_str().unwrap_or_default();
+        let text = |t: Option<&str>| ContentPart {
+            kind: "text".into(),
+            text: Some(t.unwrap_or_default().to_owned()),
+            image_url: None,
+            input_audio: None,
+        };
+        out.push(match kind {
+            "input_text" | "text" | "output_text" => text(part["text"].as_str()),
+            "input_image" => {
+                let url = part["image_url"].as_str().ok_or_else(|| {
+                    ApiError::bad(
+                        "input",
+                        format!(
+                            "content[{j}]: an input_image needs `image_url` (a data URL; \
+                             `file_id` is not supported)"
+                        ),
+                    )
+                })?;
+                // Checked here too, so an error names the input item.
+                crate::media::image_url(url, &format!("content[{j}]"))
+                    .map_err(|e| ApiError::bad("input", e.to_string()))?;
+                ContentPart {
+                    kind: "image_url".into(),
+                    text: None,
+                    image_url: Some(Value::String(url.to_owned())),
+                    input_audio: None,
+                }
+            }
+            "input_audio" => ContentPart {
+                kind: "input_audio".into(),
+                text: None,
+                image_url: None,
+                input_audio: part.get("input_audio").cloned(),
+            },
+            other => {
+                return Err(ApiError::bad(
+                    "input",
+                    format!(
+                        "content[{j}]: part type `{other}` is not supported (allowed: \
+                         input_text, input_image, input_audio)"
+                    ),
+                ))
+            }
+        });
+    }
+    Ok(out)
+}
+
 fn parts_text(parts: Value) -> Result<String, ApiError> {
     let parts: Vec<TextPart> = serde_json::from_value(parts).map_err(|e| {
         ApiError::bad(
@@ -329,10 +401,7 @@ fn parts_text(parts: Value) -> Result<String, ApiError> {
             "input_image" | "input_file" | "input_audio" => {
                 return Err(ApiError::bad(
                     "input",
-                    format!(
-                        "content[{j}]: `{}` parts are not supported: wick serves text-only models",
-                        part.kind
-                    ),
+                    format!("content[{j}]: `{}` parts go in user messages", part.kind),
                 ))
             }
             kind => {
