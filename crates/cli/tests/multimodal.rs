@@ -367,3 +367,38 @@ fn wick_run_image_and_the_chats_image_command_answer_as_the_server_does() {
         });
     assert_eq!(text.as_deref(), Some(answered.as_str()), "{body}");
 }
+
+#[test]
+fn llama_servers_completion_reads_multimodal_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let (projector, a, b) = fixtures(dir.path());
+    let server = Server::start(&["--mmproj", projector.to_str().unwrap()]);
+    // llama-server's /completion with `multimodal_data`: the image where its marker stands.
+    let b64 = |path: &Path| data_url(path).split_once(',').unwrap().1.to_owned();
+    let complete = |image: &Path| {
+        let (code, body) = post_json(
+            &server,
+            "/completion",
+            &json!({"prompt": {"prompt_string": "<|im_start|>user\n<__media__>Describe it.<|im_end|>\n<|im_start|>assistant\n",
+                               "multimodal_data": [b64(image)]},
+                    "n_predict": 8, "temperature": 0}),
+        );
+        assert_eq!(code, 200, "{body}");
+        body["content"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(complete(&a), complete(&a));
+    assert_ne!(complete(&a), complete(&b));
+    let (code, body) = post_json(
+        &server,
+        "/completion",
+        &json!({"prompt": {"prompt_string": "no marker", "multimodal_data": [b64(&a)]}, "n_predict": 2}),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("one marker each"),
+        "{body}"
+    );
+}

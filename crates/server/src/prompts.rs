@@ -20,6 +20,9 @@ pub(crate) enum Item {
     Tokens(Vec<TokenId>),
     /// Token ids and texts in order (`[1, 2, "text", 3]`): each text is tokenized in place.
     Mixed(Vec<Piece>),
+    /// A text with images (llama-server's `multimodal_data`), each where a `<__media__>`
+    /// marker stands.
+    Media(String, Vec<wick::Media>),
 }
 
 /// A piece of a mixed prompt.
@@ -106,22 +109,30 @@ fn sequence(list: &[Value], field: &'static str) -> Result<Item, ApiError> {
 /// llama-server's JSON prompt objects: `{"prompt_string", "multimodal_data"?}` and the
 /// embeddings' `{"content": [parts]}`; text parts join into one text.
 fn object_item(object: &Map<String, Value>, field: &'static str) -> Result<Item, ApiError> {
-    let no_media = |what: &str| {
-        ApiError::bad(
-            field,
-            format!("{what} needs a multimodal model: the model served reads text only"),
-        )
-    };
+    let no_media =
+        |what: &str| ApiError::bad(field, format!("{what} must be a list of base64 images"));
     if let Some(prompt) = object.get("prompt_string") {
-        if object
-            .get("multimodal_data")
-            .is_some_and(|m| !m.is_null() && m.as_array().is_none_or(|a| !a.is_empty()))
-        {
-            return Err(no_media("multimodal_data"));
-        }
-        return match prompt {
-            Value::String(text) => Ok(Item::Text(text.clone())),
-            _ => Err(ApiError::bad(field, "`prompt_string` must be a text")),
+        let Value::String(text) = prompt else {
+            return Err(ApiError::bad(field, "`prompt_string` must be a text"));
+        };
+        return match object.get("multimodal_data") {
+            None | Some(Value::Null) => Ok(Item::Text(text.clone())),
+            Some(Value::Array(data)) if data.is_empty() => Ok(Item::Text(text.clone())),
+            Some(Value::Array(data)) => {
+                let media = data
+                    .iter()
+                    .enumerate()
+                    .map(|(k, d)| {
+                        let at = format!("{field}.multimodal_data[{k}]");
+                        let d = d.as_str().ok_or_else(|| {
+                            ApiError::bad(&at, format!("{at} must be a base64 string"))
+                        })?;
+                        crate::media::from_base64(wick::MediaKind::Image, d, &at)
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Item::Media(text.clone(), media))
+            }
+            Some(_) => Err(no_media("multimodal_data")),
         };
     }
     let Some(content) = object.get("content") else {
@@ -145,7 +156,12 @@ fn object_item(object: &Map<String, Value>, field: &'static str) -> Result<Item,
             },
             Some(
                 kind @ ("image_url" | "input_image" | "image" | "input_audio" | "input_video"),
-            ) => return Err(no_media(kind)),
+            ) => {
+                return Err(ApiError::bad(
+                    field,
+                    format!("`{kind}` parts are not read here: this prompt takes text"),
+                ))
+            }
             other => {
                 return Err(ApiError::bad(
                     field,
@@ -170,6 +186,7 @@ pub(crate) async fn completion_input(llm: &wick::Llm, item: Item) -> Result<Prom
         },
         Item::Tokens(ids) => PromptInput::Tokens(ids),
         Item::Mixed(pieces) => PromptInput::Tokens(mixed_tokens(llm, pieces).await?),
+        Item::Media(text, media) => PromptInput::Media { text, media },
     })
 }
 
@@ -179,6 +196,12 @@ pub(crate) async fn text(llm: &wick::Llm, item: Item) -> Result<String, ApiError
         Item::Text(text) => text,
         Item::Tokens(ids) => llm.adetokenize(&ids).await?,
         Item::Mixed(pieces) => llm.adetokenize(&mixed_tokens(llm, pieces).await?).await?,
+        Item::Media(..) => {
+            return Err(ApiError::bad(
+                "content",
+                "multimodal_data is read by completions only, not here",
+            ))
+        }
     })
 }
 
@@ -239,6 +262,12 @@ mod tests {
             parse(json!({"prompt_string": "p", "multimodal_data": []})).unwrap(),
             vec![text("p")]
         );
+        let with_image =
+            parse(json!({"prompt_string": "a <__media__> b", "multimodal_data": ["iVBORw0KGgo="]}))
+                .unwrap();
+        assert!(
+            matches!(&with_image[0], Item::Media(t, m) if t == "a <__media__> b" && m.len() == 1)
+        );
     }
 
     #[test]
@@ -256,11 +285,15 @@ mod tests {
             ),
             (
                 json!({"content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}),
-                "multimodal",
+                "takes text",
             ),
             (
-                json!({"prompt_string": "p", "multimodal_data": ["AAAA"]}),
-                "multimodal",
+                json!({"prompt_string": "p", "multimodal_data": [7]}),
+                "multimodal_data[0] must be a base64 string",
+            ),
+            (
+                json!({"prompt_string": "p", "multimodal_data": "AAAA"}),
+                "list of base64 images",
             ),
             (json!({"other": 1}), "prompt_string"),
             (

@@ -34,6 +34,8 @@ enum Prompt {
     Chat(Box<ChatRequest>),
     /// Prompt tokens as they are.
     Tokens(Vec<TokenId>),
+    /// A formatted prompt with media at `<__media__>` markers.
+    FormattedMedia(String, Vec<wick_types::Media>),
 }
 
 impl Llm {
@@ -383,7 +385,7 @@ impl Llm {
                 .loaded
                 .chat
                 .render_text(RenderRequest::from(request.as_ref()))?,
-            Prompt::Formatted(text) => text,
+            Prompt::Formatted(text) | Prompt::FormattedMedia(text, _) => text,
             Prompt::Tokens(tokens) => {
                 let bytes = self.loaded.engine.tokenizer().detokenize(&tokens)?;
                 String::from_utf8_lossy(&bytes).into_owned()
@@ -544,6 +546,7 @@ impl Llm {
     fn completion_prompt(&self, input: PromptInput) -> Prompt {
         match (input, &self.settings.completion_to_prompt) {
             (PromptInput::Tokens(tokens), _) => Prompt::Tokens(tokens),
+            (PromptInput::Media { text, media }, _) => Prompt::FormattedMedia(text, media),
             (
                 PromptInput::Text {
                     text,
@@ -685,6 +688,58 @@ fn tokenize(
             thinking_forced_open: false,
             media: Vec::new(),
         },
+        Prompt::FormattedMedia(text, held) => formatted_media(tokenizer, media, text, held)?,
+    })
+}
+
+/// The marker llama-server's `multimodal_data` prompts place media with.
+const MEDIA_MARKER_TEXT: &str = "<__media__>";
+
+/// A formatted prompt (special-token text becomes control tokens) whose `<__media__>` markers
+/// become the positions `encoder` gives each of `media`, in order.
+fn formatted_media(
+    tokenizer: &(dyn Tokenizer + Send + Sync),
+    encoder: Option<&dyn wick_backend::MediaEncoder>,
+    text: &str,
+    media: &[wick_types::Media],
+) -> Result<RenderedPrompt> {
+    let pieces: Vec<&str> = text.split(MEDIA_MARKER_TEXT).collect();
+    if pieces.len() - 1 != media.len() {
+        return Err(wick_backend::BackendError::Media {
+            reason: format!(
+                "the prompt has {} {MEDIA_MARKER_TEXT} markers for {} media: one marker each",
+                pieces.len() - 1,
+                media.len()
+            ),
+        }
+        .into());
+    }
+    let Some(encoder) = encoder else {
+        return Err(wick_backend::BackendError::Media {
+            reason: "the model reads text only: it has no projector for the prompt's media \
+                     (give one with --mmproj)"
+                .into(),
+        }
+        .into());
+    };
+    let mut tokens = Vec::new();
+    let mut runs = Vec::with_capacity(media.len());
+    for (i, piece) in pieces.iter().enumerate() {
+        if i > 0 {
+            let run = encoder.encode(&media[i - 1])?;
+            tokens.extend_from_slice(&run.tokens);
+            runs.push(run);
+        }
+        if i == 0 {
+            tokens.extend(tokenizer.tokenize_prompt(piece, true)?);
+        } else if !piece.is_empty() {
+            tokens.extend(tokenizer.tokenize(piece, true)?);
+        }
+    }
+    Ok(RenderedPrompt {
+        tokens,
+        thinking_forced_open: false,
+        media: runs,
     })
 }
 

@@ -67,4 +67,12 @@ pub enum PromptInput {
     },
     /// Prompt tokens.
     Tokens(Vec<TokenId>),
+    /// A formatted prompt holding images (or sounds), each where a `<__media__>` marker
+    /// stands (llama-server's `multimodal_data`; the model needs a projector).
+    Media {
+        /// The prompt, sent as it is (special-token text becomes control tokens).
+        text: String,
+        /// One medium per marker, in order.
+        media: Vec<wick_types::Media>,
+    },
 }
