@@ -25,7 +25,12 @@ const state = {
 };
 
 function saveConversations() {
-  localStorage.setItem(KEYS.conversations, JSON.stringify(state.conversations));
+  try {
+    localStorage.setItem(KEYS.conversations, JSON.stringify(state.conversations));
+  } catch (error) {
+    // Images can outgrow the browser's storage: the conversation stays on the page.
+    showStatus(`The conversation is not saved in this browser (${error.name}): its images are too large`);
+  }
 }
 
 function escapeHtml(text) {
@@ -100,11 +105,21 @@ function renderList() {
   }));
 }
 
+// A thumbnail of an image the user attached (a data URL of an image type, made by this page).
+function thumbnail(url) {
+  const image = document.createElement('img');
+  image.className = 'thumb';
+  image.alt = 'attached image';
+  if (/^data:image\/[a-z0-9.+-]+;base64,/i.test(url)) image.src = url;
+  return image;
+}
+
 function messageElement(message) {
   const element = document.createElement('div');
   element.className = `msg ${message.role}`;
   if (message.role === 'user') {
     element.textContent = message.content;
+    for (const url of message.images || []) element.append(thumbnail(url));
     return element;
   }
   if (message.reasoning) {
@@ -195,6 +210,11 @@ function requestBody(conversation) {
         turn.tool_calls = m.tool_calls.map((c, i) => ({ id: c.id || `call_${i}`, type: 'function', function: { name: c.name, arguments: c.arguments } }));
       }
       messages.push(turn);
+    } else if (m.images && m.images.length) {
+      // OpenAI's content parts: the text, then each image as a data URL.
+      const content = [{ type: 'text', text: m.content }];
+      for (const url of m.images) content.push({ type: 'image_url', image_url: { url } });
+      messages.push({ role: m.role, content });
     } else {
       messages.push({ role: m.role, content: m.content });
     }
@@ -235,10 +255,46 @@ function setBusy(busy) {
   $('messages').dataset.busy = busy ? 'true' : 'false';
 }
 
+// Images waiting for the next message, as data URLs.
+const attached = [];
+
+function renderAttached() {
+  const box = $('attached');
+  box.replaceChildren();
+  attached.forEach((url, i) => {
+    const figure = document.createElement('figure');
+    const remove = document.createElement('button');
+    remove.type = 'button';
+    remove.textContent = '×';
+    remove.title = 'Remove this image';
+    remove.addEventListener('click', () => { attached.splice(i, 1); renderAttached(); });
+    figure.append(thumbnail(url), remove);
+    box.append(figure);
+  });
+  box.hidden = attached.length === 0;
+}
+
+// Reads image files (from the picker or a drop) into the next message's attachments.
+function attach(files) {
+  for (const file of files) {
+    if (!file.type.startsWith('image/')) {
+      showStatus(`${file.name} is not an image`);
+      continue;
+    }
+    const reader = new FileReader();
+    reader.onload = () => { attached.push(reader.result); renderAttached(); };
+    reader.onerror = () => showStatus(`Cannot read ${file.name}`);
+    reader.readAsDataURL(file);
+  }
+}
+
 async function send(text) {
   const conversation = state.current || newConversation();
   if (conversation.messages.length === 0) conversation.title = text.slice(0, 60);
-  conversation.messages.push({ role: 'user', content: text });
+  const user = { role: 'user', content: text };
+  if (attached.length) user.images = attached.splice(0);
+  renderAttached();
+  conversation.messages.push(user);
   const answer = { role: 'assistant', content: '', reasoning: '', tool_calls: [] };
   conversation.messages.push(answer);
   saveConversations();
@@ -352,6 +408,15 @@ function init() {
     }
   });
   $('stop').addEventListener('click', () => state.controller && state.controller.abort());
+  $('attach').addEventListener('change', (event) => { attach(event.target.files); event.target.value = ''; });
+  const main = document.querySelector('main');
+  main.addEventListener('dragover', (event) => { event.preventDefault(); main.classList.add('dropping'); });
+  main.addEventListener('dragleave', () => main.classList.remove('dropping'));
+  main.addEventListener('drop', (event) => {
+    event.preventDefault();
+    main.classList.remove('dropping');
+    attach(event.dataTransfer.files);
+  });
   state.current = state.conversations[0] || null;
   renderAll();
   setBusy(false);

@@ -80,3 +80,42 @@ fn ollama_clients_still_get_their_probe_answer_and_no_ui_turns_the_page_off() {
     let asset = client().get(off.url("/ui/app.js")).send().unwrap();
     assert_eq!(asset.status(), 404);
 }
+
+#[test]
+fn the_chat_page_sends_pictures_from_the_file_picker_and_a_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let projector = dir.path().join("mmproj-test.gguf");
+    std::fs::write(&projector, wick_testutil::vision_projector(576, 1)).unwrap();
+    let a = dir.path().join("a.png");
+    std::fs::write(
+        &a,
+        wick_testutil::png(40, 30, |x, y| {
+            [
+                u8::try_from(x * 6).unwrap(),
+                u8::try_from(y * 8).unwrap(),
+                90,
+            ]
+        }),
+    )
+    .unwrap();
+    let b = dir.path().join("b.png");
+    std::fs::write(
+        &b,
+        wick_testutil::png(16, 16, |x, _| {
+            if x % 4 < 2 {
+                [250, 250, 250]
+            } else {
+                [10, 10, 10]
+            }
+        }),
+    )
+    .unwrap();
+    let server = Server::start(&["--mmproj", projector.to_str().unwrap()]);
+    run_python_client(
+        &browser_python(),
+        "web_ui_images.py",
+        &[server.base.as_ref(), a.as_os_str(), b.as_os_str()],
+        &[],
+        "done",
+    );
+}

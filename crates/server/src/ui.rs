@@ -18,9 +18,10 @@ const PURIFY: &str = include_str!("../../../ui/vendor/purify.js");
 const ICON: &str = include_str!("../../../ui/src/favicon.svg");
 
 /// Only the page's own files run, connect and style: a model answer that slipped past the
-/// sanitizer still could not run a script, load an image or send data anywhere.
+/// sanitizer still could not run a script, fetch an image (`data:` images only: the page's own
+/// thumbnails, which reach no server) or send data anywhere.
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-                      connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; \
+                      connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
                       frame-ancestors 'none'";
 
 /// `GET /`: the page for a browser when the page is on, else Ollama's probe answer.
