@@ -402,3 +402,80 @@ fn llama_servers_completion_reads_multimodal_data() {
         "{body}"
     );
 }
+
+#[test]
+fn with_media_urls_the_server_fetches_images_by_url_within_its_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (projector, a, _) = fixtures(dir.path());
+    let hub = wick_testutil::FakeHub::start();
+    let repo = "pictures/test";
+    hub.add_file(repo, "a.png", std::fs::read(&a).unwrap());
+    hub.add_file(repo, "big.png", vec![7; 400_000]);
+    hub.add_file(repo, "slow.png", vec![7; 200_000]);
+    hub.set_delay(repo, "slow.png", std::time::Duration::from_secs(2));
+    let url = |file: &str| hub.file_url(repo, file);
+    let chat = |image: &str| {
+        json!({"messages": [{"role": "user", "content": [
+            {"type": "text", "text": QUESTION},
+            {"type": "image_url", "image_url": {"url": image}}]}],
+            "max_tokens": 12, "temperature": 0})
+    };
+
+    // Off by default: a URL is a 400 that names the flag.
+    let server = Server::start(&["--mmproj", projector.to_str().unwrap()]);
+    let (code, body) = post_json(&server, "/v1/chat/completions", &chat(&url("a.png")));
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--media-urls"),
+        "{body}"
+    );
+    let (by_data, _, _) = ask(&server, Some(&data_url(&a)));
+    drop(server);
+
+    let server = Server::start(&[
+        "--mmproj",
+        projector.to_str().unwrap(),
+        "--media-urls",
+        "--media-url-timeout",
+        "1",
+        "--media-url-max-bytes",
+        "300000",
+    ]);
+    // The fetched image answers as the same image sent as data, on each API.
+    let (code, body) = post_json(&server, "/v1/chat/completions", &chat(&url("a.png")));
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], by_data.as_str());
+    let (code, body) = post_json(
+        &server,
+        "/v1/messages",
+        &json!({"max_tokens": 4, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "url", "url": url("a.png")}},
+            {"type": "text", "text": QUESTION}]}]}),
+    );
+    assert_eq!(code, 200, "{body}");
+    let (code, body) = post_json(
+        &server,
+        "/v1/responses",
+        &json!({"max_output_tokens": 4, "input": [{"role": "user", "content": [
+            {"type": "input_text", "text": QUESTION},
+            {"type": "input_image", "image_url": url("a.png")}]}]}),
+    );
+    assert_eq!(code, 200, "{body}");
+    // Each limit is a 400 naming the URL.
+    for (file, says) in [
+        ("missing.png", "answered 404"),
+        ("big.png", "larger than 300000 bytes"),
+        ("slow.png", "no answer within 1 s"),
+    ] {
+        let (code, body) = post_json(&server, "/v1/chat/completions", &chat(&url(file)));
+        assert_eq!(code, 400, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(says) && message.contains(file),
+            "{file}: {body}"
+        );
+    }
+}

@@ -80,11 +80,14 @@ fn issue_18_serving_through_an_rpc_worker_gives_the_local_answer() {
     let worker = Worker::start();
     let remote = Server::start(&["--rpc", &worker.endpoint]);
     let meta = model_meta(&remote);
-    // Every layer on the worker: its 30 repeating layers and the output layer.
+    // Every layer on the worker: its 30 repeating layers and the output layer, and the KV
+    // cache with them (768 bytes a token a layer × 4,096 tokens × 4 sequences × 30 layers).
     assert_eq!(
         meta["placement"],
         json!([{"device": "RPC0", "description": worker.endpoint, "first_layer": 0,
-                "n_layers": 30, "output": true}]),
+                "n_layers": 30, "output": true,
+                "kv_cache": {"device": "RPC0", "bytes": 768 * 4096 * 4 * 30},
+                "deterministic": false}]),
         "{meta}"
     );
     assert!(meta["build"].as_str().unwrap().contains(" rpc "), "{meta}");

@@ -38,7 +38,21 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
                     }
                 }
             })?;
-        parse(&bytes).map(ApiJson)
+        match &state.config().media_urls {
+            // Images given by URL are fetched and put in the body as data, where the APIs'
+            // own readers take them.
+            Some(urls) if crate::media::mentions_url(&bytes) => {
+                let mut value: Value = parse(&bytes)?;
+                crate::media::fetch_urls(&mut value, urls).await?;
+                serde_json::from_value(value)
+                    .map(ApiJson)
+                    .map_err(|e| ApiError::BadRequest {
+                        message: format!("invalid request body: {e}"),
+                        param: None,
+                    })
+            }
+            _ => parse(&bytes).map(ApiJson),
+        }
     }
 }
 

@@ -60,4 +60,4 @@ pub use listen::{serve, ListenConfig};
 pub use metrics::Metrics;
 pub use pool::{KeepAlive, Listing, Loader, ModelSpec, ModelStatus, PoolConfig, ServedModel};
 pub use routes::router;
-pub use state::{AppState, SamplingDefaults, ServerConfig, StoreModels};
+pub use state::{AppState, MediaUrls, SamplingDefaults, ServerConfig, StoreModels};

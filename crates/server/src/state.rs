@@ -43,6 +43,19 @@ pub struct ServerConfig {
     /// Whether `/props` says `role: router` (llama-server's router mode: the server lists
     /// models that load on demand).
     pub router: bool,
+    /// When set, images given by `http(s)` URL (OpenAI `image_url`, Responses `input_image`,
+    /// Anthropic `url` sources) are fetched by the server; off by default (a request with one
+    /// is a 400 asking for the image itself).
+    pub media_urls: Option<MediaUrls>,
+}
+
+/// How the server fetches images given by URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediaUrls {
+    /// The most bytes one image may have.
+    pub max_bytes: usize,
+    /// How long one fetch may take, from connecting to the last byte.
+    pub timeout: Duration,
 }
 
 /// The sampling a request starts from: every field it leaves out is taken from here
@@ -115,6 +128,7 @@ impl Default for ServerConfig {
             sampling: SamplingDefaults::default(),
             models: PoolConfig::default(),
             router: false,
+            media_urls: None,
         }
     }
 }

@@ -146,6 +146,20 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = 30, value_name = "SECONDS")]
     body_timeout: u64,
 
+    /// Fetch images requests give by `http(s)` URL (OpenAI `image_url`, Responses
+    /// `input_image`, Anthropic `url` sources). Off by default: the server then reaches out to
+    /// any address a client names, so turn it on for trusted clients only.
+    #[arg(long)]
+    media_urls: bool,
+
+    /// With --media-urls: seconds one image may take to fetch.
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    media_url_timeout: u64,
+
+    /// With --media-urls: the most bytes one fetched image may have.
+    #[arg(long, default_value_t = 20 << 20, value_name = "BYTES")]
+    media_url_max_bytes: usize,
+
     /// Allow browsers on these origins to call the API (CORS, answered as llama-server
     /// answers it): origins separated by commas, `localhost` (pages on a loopback host, any
     /// port) or `*` (any origin) [default: off].
@@ -462,6 +476,10 @@ async fn serve_on(args: &ServeArgs, state_out: &mut Option<AppState>) -> Result<
         parallel: args.parallel as usize,
         allowed_hosts: allowed_hosts(&locals, &args.hosts, &args.allow_hosts),
         body_timeout: Duration::from_secs(args.body_timeout),
+        media_urls: args.media_urls.then(|| wick_server::MediaUrls {
+            max_bytes: args.media_url_max_bytes,
+            timeout: Duration::from_secs(args.media_url_timeout),
+        }),
         // Serving models on demand, a name no model has is a 404 (as Ollama and llama-server's
         // router answer it): another model answering would hide the mistake.
         strict_model_names: args.strict_model_names || router_mode,

@@ -304,7 +304,10 @@ fn image_part(i: usize, j: usize, source: Option<&Value>) -> Result<ContentPart,
         Some("url") => {
             return Err(ApiError::bad(
                 &at,
-                format!("{at}: wick does not fetch image URLs; send the image as a base64 source"),
+                format!(
+                    "{at}: this server does not fetch image URLs (wick serve --media-urls \
+                     allows it); send the image as a base64 source"
+                ),
             ))
         }
         other => {
