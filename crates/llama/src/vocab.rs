@@ -23,17 +23,17 @@ pub(crate) fn check_tokens(
     n_vocab: u32,
     projector: Option<&crate::media::Projector>,
 ) -> Result<(), BackendError> {
-    if let Some(&token) = tokens.iter().find(|t| !t.is_media() && t.0 >= n_vocab) {
+    // Without a projector a media id is just an id outside the vocabulary.
+    let media_allowed = projector.is_some();
+    if let Some(&token) = tokens
+        .iter()
+        .find(|t| !(media_allowed && t.is_media()) && t.0 >= n_vocab)
+    {
         return Err(BackendError::TokenOutOfRange { token, n_vocab });
     }
-    if !tokens.iter().any(|t| t.is_media()) {
-        return Ok(());
-    }
     match projector {
-        Some(projector) => projector.check(tokens),
-        None => Err(BackendError::Media {
-            reason: "the prompt holds an image and the model has no projector (--mmproj)".into(),
-        }),
+        Some(projector) if tokens.iter().any(|t| t.is_media()) => projector.check(tokens),
+        _ => Ok(()),
     }
 }
 

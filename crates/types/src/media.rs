@@ -115,9 +115,10 @@ impl TokenId {
 /// prefix is evaluated again with what follows, and an image's positions are evaluated
 /// whole).
 pub fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
-    let n = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    if n > 0 && a[n - 1].is_media() {
-        return a[..n].iter().rposition(|t| t.starts_media()).unwrap_or(0);
+    let mut n = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    // Back over every image the match ends with (images may follow each other).
+    while n > 0 && a[n - 1].is_media() {
+        n = a[..n].iter().rposition(|t| t.starts_media()).unwrap_or(0);
     }
     n
 }
