@@ -447,12 +447,7 @@ impl Worker<'_> {
         let snap = snapshot::decode(&self.state.fingerprint, bytes)?;
         let invalid = |reason: String| BackendError::InvalidSnapshot { reason };
         // Media positions in a snapshot were computed when it was saved: only text is checked.
-        let text: Vec<TokenId> = snap
-            .tokens
-            .iter()
-            .copied()
-            .filter(|t| !t.is_media())
-            .collect();
+        let text = wick_types::text_tokens(&snap.tokens);
         check_range(&text, self.state.info.n_vocab).map_err(|e| invalid(e.to_string()))?;
         if snap.tokens.len() > self.n_ctx() {
             return Err(invalid(format!(

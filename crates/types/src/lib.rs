@@ -22,5 +22,5 @@ mod sampling;
 pub use chat::{ChatRequest, FinishReason, Message, MessageToolCall, Role, Tool, Usage};
 pub use class::ErrorClass;
 pub use ids::{SeqId, TokenId};
-pub use media::{common_prefix, scrub, Media, MediaKind, MEDIA_MARKER};
+pub use media::{common_prefix, scrub, text_tokens, Media, MediaKind, MEDIA_MARKER};
 pub use sampling::{Grammar, InvalidSampler, SamplerOpts, MAX_TOP_K};

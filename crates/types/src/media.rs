@@ -109,6 +109,11 @@ impl TokenId {
     }
 }
 
+/// `tokens` without their media positions: the ids a vocabulary check sees.
+pub fn text_tokens(tokens: &[TokenId]) -> Vec<TokenId> {
+    tokens.iter().copied().filter(|t| !t.is_media()).collect()
+}
+
 /// How many leading tokens `a` and `b` share, ending with text: a match whose last token is a
 /// media position (inside a medium, or its last) is cut back to the medium's start. A cached
 /// prefix then never holds part of an image, and never ends with one (the last token of a

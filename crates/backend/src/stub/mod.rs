@@ -187,7 +187,7 @@ impl StubBackend {
         let Some(projector) = &self.projector else {
             return self.vocab.check(tokens);
         };
-        let text: Vec<TokenId> = tokens.iter().copied().filter(|t| !t.is_media()).collect();
+        let text = wick_types::text_tokens(tokens);
         self.vocab.check(&text)?;
         if text.len() == tokens.len() {
             return Ok(());
@@ -315,12 +315,7 @@ impl StubBackend {
         let snap = crate::snapshot::decode(&self.fingerprint(), snapshot)?;
         let bad = |reason: String| BackendError::InvalidSnapshot { reason };
         // Media positions in a snapshot were computed when it was saved: only text is checked.
-        let text: Vec<TokenId> = snap
-            .tokens
-            .iter()
-            .copied()
-            .filter(|t| !t.is_media())
-            .collect();
+        let text = wick_types::text_tokens(&snap.tokens);
         if let Err(e) = self.vocab.check(&text) {
             return Err(bad(e.to_string()));
         }
