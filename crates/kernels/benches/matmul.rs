@@ -1,19 +1,25 @@
 //! The matrix kernel per weight type at every CPU level this build has (`scalar` is the
-//! definition itself, per pair): one decode row and an 8-row prefill tile against a
-//! 1536 × 1536 matrix of random blocks, on one thread.
+//! definition itself, per pair), on one thread: one decode row and an 8-row prefill tile
+//! against a 1536 × 1536 matrix of random blocks (in cache), and one decode row against a
+//! 576 × 49152 one (`big`: SmolLM2's output layer, larger than the caches, so a decode step's
+//! memory traffic counts as it does in a model).
 #![allow(missing_docs, clippy::cast_precision_loss)]
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use wick_kernels::cpu;
 use wick_kernels::matmul::{Format, Inputs, MatMul, Weights};
 
-const K: usize = 1536;
-const N: usize = 1536;
+/// (k, n, input rows, name) of each product measured.
+const SHAPES: [(usize, usize, usize, &str); 3] = [
+    (1536, 1536, 1, "1"),
+    (1536, 1536, 8, "8"),
+    (576, 49152, 1, "big"),
+];
 
-fn weights(format: Format) -> Vec<u8> {
-    let bytes = K / format.block_values() * format.block_bytes();
+fn weights(format: Format, k: usize, n: usize) -> Vec<u8> {
+    let bytes = k / format.block_values() * format.block_bytes();
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut w: Vec<u8> = (0..N * bytes)
+    let mut w: Vec<u8> = (0..n * bytes)
         .map(|_| {
             state ^= state << 13;
             state ^= state >> 7;
@@ -45,28 +51,31 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("matmul");
     group.sample_size(10);
     for format in Format::ALL {
-        let w = weights(format);
-        for rows in [1usize, 8] {
-            let x: Vec<f32> = (0..rows * K)
+        for (k, n, rows, name) in SHAPES {
+            if k % format.row_multiple() != 0 {
+                continue;
+            }
+            let w = weights(format, k, n);
+            let x: Vec<f32> = (0..rows * k)
                 .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
                 .collect();
             let product = MatMul {
-                k: K,
+                k,
                 w: Weights {
                     format,
                     data: &w,
-                    stride: w.len() / N,
-                    rows: N,
+                    stride: w.len() / n,
+                    rows: n,
                 },
                 x: Inputs {
                     data: &x,
-                    stride: K,
+                    stride: k,
                     rows,
                 },
             };
-            group.throughput(Throughput::Elements((K * N * rows) as u64));
+            group.throughput(Throughput::Elements((k * n * rows) as u64));
             for level in cpu::available() {
-                let id = BenchmarkId::new(format!("{}/{rows}", format.name()), level);
+                let id = BenchmarkId::new(format!("{}/{name}", format.name()), level);
                 group.bench_with_input(id, &level, |b, &level| {
                     b.iter(|| {
                         let mut sum = 0.0f32;

@@ -1108,3 +1108,287 @@ pub(crate) fn rpc_start_server(endpoint: &str, n_threads: usize, use_ref: bool) 
     });
     format!("llama.cpp's RPC server on {endpoint} stopped (its reason is printed above)")
 }
+
+/// How [`GgmlProduct`] runs ggml's CPU matrix product.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GgmlKernels {
+    /// What llama.cpp runs by default on a CPU: the weights repacked where ggml repacks their
+    /// type for a model (`CPU_REPACK`: interleaved rows for its tiled GEMV and GEMM), and
+    /// llamafile's tiled `sgemm` for batches of the other types.
+    Fast,
+    /// ggml's reference kernels (`use_ref`, what wick's deterministic mode leaves ggml with):
+    /// plain weights and the per-pair `vec_dot` product.
+    Reference,
+}
+
+/// ggml's own CPU matrix product of one weight matrix with F32 inputs (a one-node graph on a
+/// CPU backend of its own, untouched by wick's hooks): llama.cpp's side of the kernel
+/// benchmarks (`benches/kernels.rs`) and of the tests that hold wick's kernels near ggml's
+/// results. The weights and inputs are copied into ggml's buffers when it is made.
+pub struct GgmlProduct {
+    weights_ctx: *mut sys::ggml_context,
+    ctx: *mut sys::ggml_context,
+    buffers: Vec<sys::ggml_backend_buffer_t>,
+    backend: sys::ggml_backend_t,
+    graph: *mut sys::ggml_cgraph,
+    out: *mut sys::ggml_tensor,
+    repacked: bool,
+    len: usize,
+}
+
+/// The ggml type of a kernel format.
+fn ggml_type_of(format: wick_kernels::matmul::Format) -> sys::ggml_type {
+    (0..sys::GGML_TYPE_COUNT)
+        .find(|&t| kernel_format(t) == Some(format))
+        .expect("every kernel format is a ggml type")
+}
+
+impl std::fmt::Debug for GgmlProduct {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgmlProduct")
+            .field("repacked", &self.repacked)
+            .field("outputs", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GgmlProduct {
+    /// The product of `n` weight rows of `k` values in `format` (`weights`: the rows one after
+    /// another, in ggml's block layout) with the input rows `inputs` (`k` values each), on
+    /// `threads` threads of ggml's CPU backend.
+    ///
+    /// # Errors
+    ///
+    /// Sizes that do not match, or ggml refusing to allocate or to run the product.
+    pub fn new(
+        format: wick_kernels::matmul::Format,
+        (k, n): (usize, usize),
+        weights: &[u8],
+        inputs: &[f32],
+        kernels: GgmlKernels,
+        threads: usize,
+    ) -> Result<Self, String> {
+        let ty = ggml_type_of(format);
+        let dim = |v: usize| i64::try_from(v).map_err(|_| format!("{v} is too large"));
+        // SAFETY: a pure function of a valid type and a count.
+        let row = unsafe { sys::ggml_row_size(ty, dim(k)?) };
+        if k == 0 || n == 0 || weights.len() != n * row {
+            return Err(format!(
+                "{n} rows of {k} {} values take {} bytes, not {}",
+                format.name(),
+                n * row,
+                weights.len()
+            ));
+        }
+        if inputs.is_empty() || !inputs.len().is_multiple_of(k) {
+            return Err(format!("{} inputs are not rows of {k}", inputs.len()));
+        }
+        let rows = inputs.len() / k;
+        let mut product = Self {
+            weights_ctx: std::ptr::null_mut(),
+            ctx: std::ptr::null_mut(),
+            buffers: Vec::new(),
+            backend: std::ptr::null_mut(),
+            graph: std::ptr::null_mut(),
+            out: std::ptr::null_mut(),
+            repacked: false,
+            len: rows * n,
+        };
+        // SAFETY: each call gets live objects made just before it (each null checked where
+        // ggml may return null); the tensors' metadata lives in the two contexts (sized for
+        // their tensors and the graph, `no_alloc`), their data in the buffers allocated for
+        // exactly those contexts, and the copies in and out span the tensors' byte sizes,
+        // which equal the slices' (checked above: `n · row` weight bytes, `rows · k` inputs).
+        // Everything is owned by `product`, whose `Drop` frees it once (also on the error
+        // returns below).
+        unsafe {
+            let context = |tensors: usize, graph: bool| {
+                sys::ggml_init(sys::ggml_init_params {
+                    mem_size: tensors * sys::ggml_tensor_overhead()
+                        + if graph { sys::ggml_graph_overhead() } else { 0 },
+                    mem_buffer: std::ptr::null_mut(),
+                    no_alloc: true,
+                })
+            };
+            product.weights_ctx = context(1, false);
+            product.ctx = context(2, true);
+            if product.weights_ctx.is_null() || product.ctx.is_null() {
+                return Err("ggml could not make a context".into());
+            }
+            let w = sys::ggml_new_tensor_2d(product.weights_ctx, ty, dim(k)?, dim(n)?);
+            let x = sys::ggml_new_tensor_2d(product.ctx, sys::GGML_TYPE_F32, dim(k)?, dim(rows)?);
+            product.out = sys::ggml_mul_mat(product.ctx, w, x);
+            product.graph = sys::ggml_new_graph(product.ctx);
+            sys::ggml_build_forward_expand(product.graph, product.out);
+            let cpu = sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU);
+            if cpu.is_null() {
+                return Err("ggml has no CPU device".into());
+            }
+            let plain = sys::ggml_backend_cpu_buffer_type();
+            let mut weights_buft = plain;
+            if kernels == GgmlKernels::Fast {
+                if let Some(buft) = repack_buffer_type(cpu, w, product.out) {
+                    weights_buft = buft;
+                    product.repacked = true;
+                }
+            }
+            for (ctx, buft) in [(product.weights_ctx, weights_buft), (product.ctx, plain)] {
+                let buffer = sys::ggml_backend_alloc_ctx_tensors_from_buft(ctx, buft);
+                if buffer.is_null() {
+                    return Err("ggml could not allocate the product's tensors".into());
+                }
+                product.buffers.push(buffer);
+            }
+            sys::ggml_backend_tensor_set(w, weights.as_ptr().cast(), 0, weights.len());
+            sys::ggml_backend_tensor_set(x, inputs.as_ptr().cast(), 0, 4 * inputs.len());
+            product.backend = sys::ggml_backend_cpu_init();
+            if product.backend.is_null() {
+                return Err("ggml could not start a CPU backend".into());
+            }
+            sys::ggml_backend_cpu_set_n_threads(
+                product.backend,
+                std::ffi::c_int::try_from(threads.max(1)).unwrap_or(1),
+            );
+            if kernels == GgmlKernels::Reference {
+                sys::ggml_backend_cpu_set_use_ref(product.backend, true);
+            }
+        }
+        Ok(product)
+    }
+
+    /// Whether ggml repacked the weights (its interleaved layouts and kernels run).
+    pub fn repacked(&self) -> bool {
+        self.repacked
+    }
+
+    /// Computes the product.
+    ///
+    /// # Errors
+    ///
+    /// ggml's failure status.
+    pub fn run(&mut self) -> Result<(), String> {
+        // SAFETY: the backend and the graph were made for each other in `new` and live as long
+        // as `self`; `&mut self` keeps two computations of the same graph apart.
+        let status = unsafe { sys::ggml_backend_graph_compute(self.backend, self.graph) };
+        if status == sys::GGML_STATUS_SUCCESS {
+            Ok(())
+        } else {
+            Err(format!("ggml's product failed (status {status})"))
+        }
+    }
+
+    /// The last [`GgmlProduct::run`]'s result: per input row, one value per weight row.
+    pub fn output(&self) -> Vec<f32> {
+        let mut out = vec![0.0f32; self.len];
+        // SAFETY: the output tensor holds `len` F32 values (input rows × weight rows) in its
+        // allocated buffer; `out` has room for exactly those bytes.
+        unsafe {
+            sys::ggml_backend_tensor_get(self.out, out.as_mut_ptr().cast(), 0, 4 * self.len);
+        }
+        out
+    }
+}
+
+/// `values` (rows of `k`) quantized to `format` by ggml's own quantizer, as llama-quantize
+/// writes a model's weights (no importance matrix): real weight blocks for the benchmarks and
+/// tests of wick's kernels.
+///
+/// # Panics
+///
+/// When `values` is not whole rows of `k`, or `k` is not whole blocks of `format`.
+pub fn ggml_quantize(format: wick_kernels::matmul::Format, values: &[f32], k: usize) -> Vec<u8> {
+    assert!(
+        k > 0 && values.len().is_multiple_of(k) && k.is_multiple_of(format.block_values()),
+        "{} values are not rows of {k} in whole {} blocks",
+        values.len(),
+        format.name()
+    );
+    let ty = ggml_type_of(format);
+    let (rows, k) = (values.len() / k, i64::try_from(k).expect("a row length"));
+    // SAFETY: pure functions of a valid type and a count.
+    let row = unsafe {
+        sys::ggml_quantize_init(ty);
+        sys::ggml_row_size(ty, k)
+    };
+    let mut out = vec![0u8; rows * row];
+    // SAFETY: `values` holds `rows` rows of `k` F32 values and `out` `rows` rows of `row`
+    // bytes, ggml's size for `k` values of the type; no importance matrix (none of the kernel
+    // formats needs one), and the type's tables were set up by `ggml_quantize_init` above.
+    let written = unsafe {
+        sys::ggml_quantize_chunk(
+            ty,
+            values.as_ptr(),
+            out.as_mut_ptr().cast(),
+            0,
+            i64::try_from(rows).expect("a row count"),
+            k,
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(written, out.len(), "ggml wrote the rows it was asked for");
+    out
+}
+
+/// The first of the CPU's extra buffer types (`CPU_REPACK`, …) that takes `w` for the product
+/// `op`, as llama.cpp chooses one for a model's weight.
+///
+/// # Safety
+///
+/// `cpu` is ggml's CPU device; `w` is `op`'s weight tensor, not allocated yet.
+unsafe fn repack_buffer_type(
+    cpu: sys::ggml_backend_dev_t,
+    w: *mut sys::ggml_tensor,
+    op: *mut sys::ggml_tensor,
+) -> Option<sys::ggml_backend_buffer_type_t> {
+    // SAFETY: the caller's contract; the registry's function for this name has the C signature
+    // `ggml_backend_dev_get_extra_bufts_t` and returns a null-terminated array of static
+    // buffer types. As llama.cpp does to ask, the weight is given an empty buffer of each type
+    // while the device is asked whether it runs `op`, and is left without one after.
+    unsafe {
+        let reg = sys::ggml_backend_dev_backend_reg(cpu);
+        let name = c"ggml_backend_dev_get_extra_bufts";
+        let proc = sys::ggml_backend_reg_get_proc_address(reg, name.as_ptr());
+        if proc.is_null() {
+            return None;
+        }
+        let extra_bufts: unsafe extern "C" fn(
+            sys::ggml_backend_dev_t,
+        ) -> *mut sys::ggml_backend_buffer_type_t = std::mem::transmute(proc);
+        let mut at = extra_bufts(cpu);
+        while !at.is_null() && !(*at).is_null() {
+            let buft = *at;
+            let probe = sys::ggml_backend_buft_alloc_buffer(buft, 0);
+            if !probe.is_null() {
+                (*w).buffer = probe;
+                let supported = sys::ggml_backend_dev_supports_op(cpu, op);
+                (*w).buffer = std::ptr::null_mut();
+                sys::ggml_backend_buffer_free(probe);
+                if supported {
+                    return Some(buft);
+                }
+            }
+            at = at.add(1);
+        }
+        None
+    }
+}
+
+impl Drop for GgmlProduct {
+    fn drop(&mut self) {
+        // SAFETY: each object was made in `new` (null where it was not) and is freed once
+        // here, the backend before the buffers, the buffers before their contexts.
+        unsafe {
+            if !self.backend.is_null() {
+                sys::ggml_backend_free(self.backend);
+            }
+            for &buffer in &self.buffers {
+                sys::ggml_backend_buffer_free(buffer);
+            }
+            for ctx in [self.ctx, self.weights_ctx] {
+                if !ctx.is_null() {
+                    sys::ggml_free(ctx);
+                }
+            }
+        }
+    }
+}

@@ -30,6 +30,7 @@ mod sampler;
 mod vocab;
 mod worker;
 
+pub use ffi::{ggml_quantize, GgmlKernels, GgmlProduct};
 pub use gguf::check_gguf;
 pub use handle::LlamaBackend;
 pub use load::{devices, DeviceInfo};
