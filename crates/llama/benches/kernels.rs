@@ -27,7 +27,7 @@ const SHAPES: [(&str, usize, usize, usize); 3] = [
     ("prefill64", 1536, 1536, 64),
 ];
 
-/// Weight rows quantized by ggml; larger matrices repeat them.
+/// Weight rows quantized by ggml (once per type); other row counts repeat or cut them.
 const DISTINCT_ROWS: usize = 1536;
 
 fn values(n: usize, seed: u64) -> Vec<f32> {
@@ -49,14 +49,14 @@ fn bench(c: &mut Criterion) {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
     for format in Format::ALL {
+        // Every shape has k = 1536 (whole blocks of every type).
+        let quantized = ggml_quantize(format, &values(SHAPES[0].1 * DISTINCT_ROWS, 1), SHAPES[0].1);
         for (name, k, n, rows) in SHAPES {
-            let distinct = DISTINCT_ROWS.min(n);
-            let quantized = ggml_quantize(format, &values(k * distinct, 1), k);
             let w: Vec<u8> = quantized
                 .iter()
                 .copied()
                 .cycle()
-                .take(quantized.len() / distinct * n)
+                .take(quantized.len() / DISTINCT_ROWS * n)
                 .collect();
             let x = values(k * rows, 2);
             let product = MatMul {
