@@ -44,7 +44,7 @@ pub(super) struct F32;
 /// The two bytes at `at`, little-endian.
 #[inline]
 fn u16_at(row: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([row[at], row[at + 1]])
+    u16::from_le_bytes(row[at..at + 2].try_into().expect("two bytes"))
 }
 
 /// The 16 bytes at `at`.

@@ -556,7 +556,7 @@ impl IQ4XS {
     /// Sub-block `j`'s 6-bit scale of the super-block at `block`.
     #[inline]
     fn scale(block: &[u8], j: usize) -> i32 {
-        let high = u16::from_le_bytes([block[2], block[3]]);
+        let high = half_at(block, 2);
         let low = block[4 + j / 2] >> (4 * (j % 2)) & 0x0F;
         i32::from(low) | i32::from((high >> (2 * j)) & 3) << 4
     }
@@ -681,9 +681,8 @@ impl Q3K {
     /// `8 + j % 4`, shifted by `2 · (j / 4)`: for four consecutive scales, one word of each.
     #[inline]
     fn four_scales(scales: &[u8; 12], j: usize) -> [i8; 4] {
-        let word = |at: usize| {
-            u32::from_le_bytes([scales[at], scales[at + 1], scales[at + 2], scales[at + 3]])
-        };
+        // One 32-bit load per word (see `half_at`).
+        let word = |at: usize| u32::from_le_bytes(scales[at..at + 4].try_into().expect("4 bytes"));
         let low = if j < 8 {
             word(j) & 0x0F0F_0F0F
         } else {
