@@ -4,7 +4,8 @@
 //! replaces) and ggml's fast path (what llama.cpp runs by default: repacked weights for the
 //! types it repacks, llamafile's `sgemm` for batches of the rest). Shapes: a decode step (one
 //! input row) against a 1536 × 32768 matrix, larger than the caches as a model's weights are
-//! taken together; the same in cache (1536 × 1536); and a 64-row prefill batch.
+//! taken together; the same in cache (1536 × 1536); and prefill batches of 64 and 512 rows
+//! (llama-bench's pp512).
 //!
 //! `cargo bench -p wick-llama --bench kernels -- q4_0/decode` runs one row of it.
 #![allow(
@@ -21,10 +22,11 @@ use wick_kernels::matmul::{Format, Inputs, MatMul, Weights};
 use wick_llama::{ggml_quantize, GgmlKernels, GgmlProduct};
 
 /// (name, k, weight rows, input rows) of each product measured.
-const SHAPES: [(&str, usize, usize, usize); 3] = [
+const SHAPES: [(&str, usize, usize, usize); 4] = [
     ("decode", 1536, 32768, 1),
     ("decode-in-cache", 1536, 1536, 1),
     ("prefill64", 1536, 1536, 64),
+    ("prefill512", 1536, 1536, 512),
 ];
 
 /// Weight rows quantized by ggml (once per type); other row counts repeat or cut them.
