@@ -7,7 +7,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use wick_kernels::cpu;
-use wick_kernels::matmul::{Format, Inputs, MatMul, Weights};
+use wick_kernels::matmul::{Format, MatMul};
 
 /// (k, n, input rows, name) of each product measured.
 const SHAPES: [(usize, usize, usize, &str); 3] = [
@@ -59,20 +59,7 @@ fn bench(c: &mut Criterion) {
             let x: Vec<f32> = (0..rows * k)
                 .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
                 .collect();
-            let product = MatMul {
-                k,
-                w: Weights {
-                    format,
-                    data: &w,
-                    stride: w.len() / n,
-                    rows: n,
-                },
-                x: Inputs {
-                    data: &x,
-                    stride: k,
-                    rows,
-                },
-            };
+            let product = MatMul::packed(format, k, &w, &x);
             group.throughput(Throughput::Elements((k * n * rows) as u64));
             for level in cpu::available() {
                 let id = BenchmarkId::new(format!("{}/{name}", format.name()), level);

@@ -556,7 +556,41 @@ impl Path {
     }
 }
 
-impl MatMul<'_> {
+impl<'a> MatMul<'a> {
+    /// The product of packed rows: `weights` holds whole rows of `k` values in `format`, one
+    /// after another, and `inputs` whole rows of `k` values.
+    ///
+    /// # Panics
+    ///
+    /// When `k` is not whole blocks of `format`, or either slice is not whole rows.
+    pub fn packed(format: Format, k: usize, weights: &'a [u8], inputs: &'a [f32]) -> Self {
+        assert!(
+            k > 0 && k.is_multiple_of(format.block_values()),
+            "{k} values are not whole {} blocks",
+            format.name()
+        );
+        let row_bytes = k / format.block_values() * format.block_bytes();
+        assert!(
+            weights.len().is_multiple_of(row_bytes) && inputs.len().is_multiple_of(k),
+            "{} weight bytes and {} inputs are not whole rows of {k} values",
+            weights.len(),
+            inputs.len()
+        );
+        MatMul {
+            k,
+            w: Weights {
+                format,
+                data: weights,
+                stride: row_bytes,
+                rows: weights.len() / row_bytes,
+            },
+            x: Inputs {
+                data: inputs,
+                stride: k,
+                rows: inputs.len() / k,
+            },
+        }
+    }
     /// Computes thread `ith`'s share (of `nth`) of the weight rows for every input row at the
     /// active CPU level ([`crate::cpu::level`]) and hands the results to `out`: input row,
     /// first weight row, values (consecutive weight rows).

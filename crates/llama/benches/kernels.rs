@@ -18,8 +18,9 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use wick_kernels::cpu;
-use wick_kernels::matmul::{Format, Inputs, MatMul, Weights};
+use wick_kernels::matmul::{Format, MatMul};
 use wick_llama::{ggml_quantize, GgmlKernels, GgmlProduct};
+use wick_testutil::Draw;
 
 /// (name, k, weight rows, input rows) of each product measured.
 const SHAPES: [(&str, usize, usize, usize); 4] = [
@@ -32,16 +33,10 @@ const SHAPES: [(&str, usize, usize, usize); 4] = [
 /// Weight rows quantized by ggml (once per type); other row counts repeat or cut them.
 const DISTINCT_ROWS: usize = 1536;
 
+/// Uniform values in [-0.5, 0.5).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-        })
-        .collect()
+    let mut draw = Draw::new(seed);
+    (0..n).map(|_| draw.next() / 2.0).collect()
 }
 
 fn bench(c: &mut Criterion) {
@@ -61,20 +56,7 @@ fn bench(c: &mut Criterion) {
                 .take(quantized.len() / DISTINCT_ROWS * n)
                 .collect();
             let x = values(k * rows, 2);
-            let product = MatMul {
-                k,
-                w: Weights {
-                    format,
-                    data: &w,
-                    stride: w.len() / n,
-                    rows: n,
-                },
-                x: Inputs {
-                    data: &x,
-                    stride: k,
-                    rows,
-                },
-            };
+            let product = MatMul::packed(format, k, &w, &x);
             group.throughput(Throughput::Elements((k * n * rows) as u64));
             let id = |side: &str| BenchmarkId::new(format!("{}/{name}", format.name()), side);
             for level in cpu::available() {

@@ -10,23 +10,15 @@
 #![allow(clippy::many_single_char_names)]
 
 use wick_kernels::cpu;
-use wick_kernels::matmul::{Format, Inputs, MatMul, Weights};
+use wick_kernels::matmul::{Format, MatMul};
 use wick_llama::{ggml_quantize, GgmlKernels, GgmlProduct};
+use wick_testutil::Draw;
 
-/// Values like a model's: roughly normal, some larger.
+/// Values like a model's: roughly normal (a sum of four uniform draws), some larger.
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut draw = Draw::new(seed);
     (0..n)
-        .map(|_| {
-            let mut sum = 0.0f32;
-            for _ in 0..4 {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                sum += f32::from(u16::try_from(state >> 48).expect("16 bits")) / 65536.0 - 0.5;
-            }
-            sum
-        })
+        .map(|_| (0..4).map(|_| draw.next()).sum::<f32>() / 2.0)
         .collect()
 }
 
@@ -46,20 +38,7 @@ fn every_type_and_level_stays_near_ggml_s_own_products() {
         for rows in [1usize, 2, 5, 16] {
             let w = ggml_quantize(format, &values(k * n, 1), k);
             let x = values(k * rows, 2 + rows as u64);
-            let product = MatMul {
-                k,
-                w: Weights {
-                    format,
-                    data: &w,
-                    stride: w.len() / n,
-                    rows: n,
-                },
-                x: Inputs {
-                    data: &x,
-                    stride: k,
-                    rows,
-                },
-            };
+            let product = MatMul::packed(format, k, &w, &x);
             let ggml = |kernels| {
                 let mut p =
                     GgmlProduct::new(format, (k, n), &w, &x, kernels, 1).expect("ggml's product");

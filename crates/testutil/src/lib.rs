@@ -11,12 +11,14 @@
 //! ```
 #![deny(missing_docs)]
 
+mod draw;
 mod gguf;
 mod hub;
 mod lora;
 mod projector;
 mod split;
 
+pub use draw::Draw;
 pub use gguf::{synthetic_gguf, synthetic_gguf_with, SYNTHETIC_TEMPLATE};
 pub use hub::{FakeHub, Logged, FAKE_COMMIT};
 pub use lora::lora_adapter;

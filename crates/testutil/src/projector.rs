@@ -1,6 +1,8 @@
 //! A synthetic multimodal projector for the real test model: no small vision model is on the
 //! package registries, so the tests build one.
 
+use crate::Draw;
+
 /// A GGUF vision projector for libmtmd (llama.cpp's multimodal library) of type `mlp`
 /// (`LLaVA` 1.5's: a CLIP-style vision tower, then linear → GELU → linear) whose output width
 /// is `n_embd` (SmolLM2-135M: 576), with seeded random weights.
@@ -86,23 +88,6 @@ pub fn vision_projector(n_embd: u64, seed: u64) -> Vec<u8> {
         gguf.tensor(name, &shape, &values);
     }
     gguf.finish()
-}
-
-/// Uniform draws in [-1, 1) from a seeded xorshift, 16 bits each.
-struct Draw(u64);
-
-impl Draw {
-    fn new(seed: u64) -> Self {
-        Draw(0x9e37_79b9_7f4a_7c15_u64 ^ seed.wrapping_mul(0x2545_f491_4f6c_dd1d))
-    }
-
-    fn next(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        let bits = u16::try_from(self.0 >> 48).expect("16 bits");
-        f32::from(bits) / 32768.0 - 1.0
-    }
 }
 
 /// A GGUF v3 file being written: metadata, tensor infos and F32 data, each tensor's data

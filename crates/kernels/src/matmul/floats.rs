@@ -16,6 +16,7 @@
 #[cfg(vector)]
 use safe_arch::m256;
 
+use super::layouts::half_at;
 use super::TILE_W;
 
 /// Values per lane group: a row's length is a multiple of it.
@@ -41,12 +42,6 @@ pub(super) struct BF16;
 /// IEEE single precision.
 pub(super) struct F32;
 
-/// The two bytes at `at`, little-endian.
-#[inline]
-fn u16_at(row: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes(row[at..at + 2].try_into().expect("two bytes"))
-}
-
 /// The 16 bytes at `at`.
 #[cfg(vector)]
 #[inline]
@@ -59,7 +54,7 @@ impl Element for F16 {
 
     #[inline]
     fn get(row: &[u8], j: usize) -> f32 {
-        crate::attention::f16_to_f32(u16_at(row, 2 * j))
+        crate::attention::f16_to_f32(half_at(row, 2 * j))
     }
 
     #[cfg(vector)]
@@ -78,7 +73,7 @@ impl Element for BF16 {
 
     #[inline]
     fn get(row: &[u8], j: usize) -> f32 {
-        f32::from_bits(u32::from(u16_at(row, 2 * j)) << 16)
+        f32::from_bits(u32::from(half_at(row, 2 * j)) << 16)
     }
 
     #[cfg(vector)]

@@ -60,7 +60,7 @@ pub(super) trait Layout {
     fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i);
 }
 
-/// The F16 at byte `at` of `w`.
+/// The 16 bits (an F16, or the floats' BF16) at byte `at` of `w`, little-endian.
 #[inline]
 pub(super) fn half_at(w: &[u8], at: usize) -> u16 {
     // One 16-bit load: two byte loads joined here become a vector of bytes where eight of
