@@ -14,6 +14,8 @@ pub(crate) struct Server {
     pub(crate) base: String,
     /// The server's own `$WICK_HOME` (its prompt cache), unless the test gave one.
     home: Option<tempfile::TempDir>,
+    /// Where the server's stderr goes: printed (its end) when a test fails with it running.
+    log: tempfile::NamedTempFile,
 }
 
 impl Server {
@@ -81,6 +83,7 @@ impl Server {
         } else {
             &["--threads", "2"]
         };
+        let log = tempfile::NamedTempFile::new().expect("a file for the server's stderr");
         let mut child = Command::new(binary)
             .env("WICK_HOME", home)
             .envs(envs.iter().map(|&(k, v)| (k, v)))
@@ -88,7 +91,7 @@ impl Server {
             .args(threads)
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log.reopen().expect("the stderr file reopens"))
             .spawn()
             .expect("wick serve starts");
         let stdout = child.stdout.take().unwrap();
@@ -114,6 +117,7 @@ impl Server {
             child,
             base: base.expect("the server printed its address"),
             home: None,
+            log,
         }
     }
 
@@ -152,6 +156,23 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        // A test failing with the server up: whether the server had died, and how, and the
+        // end of what it printed (a crash in CI is otherwise silent).
+        if std::thread::panicking() {
+            let status = self.child.try_wait().ok().flatten();
+            let log = std::fs::read(self.log.path()).unwrap_or_default();
+            let log = String::from_utf8_lossy(&log);
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            eprintln!(
+                "the server at {} {}; the end of its stderr:\n{tail}",
+                self.base,
+                status.map_or_else(
+                    || "was still running".to_owned(),
+                    |s| format!("had exited: {s}")
+                ),
+            );
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
