@@ -255,6 +255,7 @@ pub const VECTORISED: bool = cfg!(all(
 /// Weight rows per strip of the block formats' kernel: one per 32-bit lane of a register.
 const STRIP: usize = 8;
 /// Input rows per pass over a strip, at most.
+#[cfg(vector)]
 const STRIP_X: usize = 4;
 /// Input rows up to which the vector paths multiply each pair of weight blocks in registers
 /// rather than unpack a strip first (decode steps): measured by instruction counts on one
@@ -322,6 +323,7 @@ pub struct MatMul<'a> {
 /// values' sum per half (for the biased types' exact sums). One record, so the kernel's loops
 /// index (and check) once per block.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(vector), allow(dead_code))] // `n` serves the vector paths only
 pub(crate) struct Block {
     q: [i8; QK],
     d: f32,
@@ -370,6 +372,7 @@ impl Quantized {
     }
 
     /// Row `i`'s blocks.
+    #[cfg(vector)]
     #[inline]
     fn row(&self, i: usize) -> &[Block] {
         &self.data[i * self.blocks..][..self.blocks]
@@ -493,6 +496,7 @@ fn share(n: usize, ith: usize, nth: usize) -> Range<usize> {
 /// split scales the second half's scale) and, with split scales and minimums, both halves'
 /// minimums.
 #[derive(Default)]
+#[cfg_attr(not(vector), allow(dead_code))] // the scalar path unpacks no strip
 struct Strip {
     values: Vec<[i8; QK]>,
     scales: Vec<[f32; STRIP]>,

@@ -35,6 +35,7 @@ pub(super) trait Layout {
     /// [`Layout::pair`] then gives `u_j`, which the vector paths multiply as unsigned bytes
     /// and correct by `BIAS` times the inputs' sum (see the kernel's `vector` module); 0: it
     /// gives `w_j`.
+    #[cfg_attr(not(vector), allow(dead_code))] // read by the vector paths only
     const BIAS: u8 = 0;
 
     /// 32-value block `b`'s values `w_j` (or `u_j`), in value order (scalar code).
