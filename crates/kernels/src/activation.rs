@@ -135,6 +135,16 @@ mod tests {
         assert_eq!(silu(-200.0), -0.0);
     }
 
+    /// The same bits on every machine, recorded: `swiglu` over inputs across its range.
+    #[test]
+    fn swiglu_gives_the_recorded_bits() {
+        let x: Vec<f32> = (0..4096).map(|i| (i as f32 - 2048.0) / 64.0).collect();
+        let g: Vec<f32> = (0..4096).map(|i| 1.0 - i as f32 / 1024.0).collect();
+        let mut out = vec![0.0; x.len()];
+        swiglu(&x, &g, &mut out);
+        insta::assert_snapshot!(crate::test_rng::fingerprint(&out));
+    }
+
     #[test]
     fn swiglu_multiplies_and_rows_split_evenly() {
         let x = [1.0f32, -2.0, 0.5];

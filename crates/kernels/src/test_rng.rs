@@ -22,3 +22,14 @@ impl Rng {
         sign | exponent << 10 | mantissa
     }
 }
+
+/// FNV-1a (64 bits) of the floats' bits: a fingerprint of a kernel's exact output, the same
+/// on every machine that computes the same bits.
+pub(crate) fn fingerprint(values: &[f32]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in values.iter().flat_map(|v| v.to_bits().to_le_bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}

@@ -9,7 +9,7 @@ use super::*;
 use proptest::prelude::*;
 
 use crate::cpu::available;
-use crate::test_rng::Rng;
+use crate::test_rng::{fingerprint, Rng};
 use layouts::half_at;
 
 /// A random F16 of magnitude between 2^-8 and 2^-1 (a block's scale or minimum), its bytes.
@@ -605,4 +605,30 @@ proptest! {
             prop_assert_eq!(&bits(&alone.run(1))[0], row);
         }
     }
+}
+
+/// The same bits on every machine, recorded: each type's product of fixed weights and inputs
+/// (19 weight rows, 5 input rows, 2 threads) at every level this machine has, its bits'
+/// fingerprint against the snapshot made on the machine that wrote the kernels (AVX2, no
+/// VNNI). On a VNNI or AVX-512 machine this holds those paths to the AVX2 machine's bits; on
+/// an ARM machine, the portable definition to x86's. A deliberate change of a definition
+/// (a new kernel revision) updates the snapshot (`INSTA_UPDATE=always`).
+#[test]
+fn every_type_gives_the_recorded_bits_at_every_level() {
+    use std::fmt::Write;
+    let mut table = String::new();
+    for format in formats() {
+        let case = Case::new(0x5eed, format, k_for(format, 512), 19, 5, 0, 0);
+        let want = case.run_at(Level::Scalar, 2);
+        for level in available() {
+            assert_eq!(
+                bits(&case.run_at(level, 2)),
+                bits(&want),
+                "{format:?} at {level}"
+            );
+        }
+        let values: Vec<f32> = want.concat();
+        writeln!(table, "{:<7}{}", format.name(), fingerprint(&values)).expect("a String");
+    }
+    insta::assert_snapshot!(table);
 }
