@@ -54,7 +54,7 @@ pub(crate) fn dpbusd_avx512_vnni(
 
 /// Asks the CPU to bring the cache line at `at` into its caches (a hint: it never faults,
 /// whatever the address, and changes nothing a program can observe but timing).
-#[cfg(all(target_arch = "x86_64", target_feature = "sse"))]
+#[cfg(all(vector, target_arch = "x86_64", target_feature = "sse"))]
 #[inline]
 pub(crate) fn prefetch(at: *const u8) {
     use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
