@@ -281,19 +281,26 @@ pub(crate) fn threads(config: &BackendConfig) -> i32 {
     i32::try_from(n).unwrap_or(4)
 }
 
-/// The generation context: `n_seq_max` sequences decoding in one batch, each with its own KV
-/// stream (not one unified cache): a sequence's attention then never spans cells of other
-/// sequences. Flash attention is on: with the reference kernels its per-row sums are the same
+/// The generation context: `n_seq_max` sequences decoding in one batch. On the CPU each has
+/// its own KV stream (not one unified cache): a sequence's attention then never spans cells of
+/// other sequences, and its keys stay in position order, which the batch-invariant attention
+/// needs. Flash attention is on: with the reference kernels its per-row sums are the same
 /// whatever the batch (the tiled and split-KV paths are what vary).
+///
+/// With layers offloaded (never bit-deterministic) the cache is one unified stream, as
+/// llama-server's default: ggml-vulkan on several streams crashed lavapipe (Mesa 22.3) on
+/// every batch of several sequences run first in a process, and one unified stream did not
+/// (`crates/cli/tests/gpu.rs`, the conformance suite's batched checks).
 pub(crate) fn context_params(config: &BackendConfig, n_ctx: u32) -> LlamaContextParams {
     let total = n_ctx.saturating_mul(config.n_seq_max);
+    let unified = !config.n_gpu_layers.is_none();
     LlamaContextParams::default()
         .with_flash_attention_policy(llama_cpp_sys_2::LLAMA_FLASH_ATTN_TYPE_ENABLED)
         .with_n_ctx(NonZeroU32::new(total))
         .with_n_batch(config.n_batch)
         .with_n_ubatch(config.n_batch)
         .with_n_seq_max(config.n_seq_max)
-        .with_kv_unified(false)
+        .with_kv_unified(unified)
         .with_n_threads(threads(config))
         .with_n_threads_batch(threads(config))
 }
