@@ -256,26 +256,24 @@ fn a_snapshot_saved_from_device_memory_is_restored_after_a_restart_and_streams_r
         assert_eq!(code, 200, "{first}");
         assert!(first["usage"]["prompt_tokens"].as_u64().unwrap() > 64);
         // Two streams at once on the offloaded model.
-        let bodies: Vec<String> = std::thread::scope(|scope| {
-            let streams: Vec<_> = ["Name a lake.", "Name a sea."]
-                .into_iter()
-                .map(|question| {
-                    let url = server.url("/v1/chat/completions");
-                    scope.spawn(move || {
-                        client()
-                            .post(url)
-                            .json(&json!({"messages": [{"role": "user", "content": question}],
-                                          "max_tokens": 3, "stream": true}))
-                            .send()
-                            .unwrap()
-                            .text()
-                            .unwrap()
-                    })
+        let streams: Vec<_> = ["Name a lake.", "Name a sea."]
+            .into_iter()
+            .map(|question| {
+                let url = server.url("/v1/chat/completions");
+                std::thread::spawn(move || {
+                    client()
+                        .post(url)
+                        .json(&json!({"messages": [{"role": "user", "content": question}],
+                                      "max_tokens": 3, "stream": true}))
+                        .send()
+                        .unwrap()
+                        .text()
+                        .unwrap()
                 })
-                .collect();
-            streams.into_iter().map(|s| s.join().unwrap()).collect()
-        });
-        for body in bodies {
+            })
+            .collect();
+        for stream in streams {
+            let body = stream.join().unwrap();
             let events = serve_util::sse_events(&body);
             assert!(events.len() > 2, "{body}");
         }
