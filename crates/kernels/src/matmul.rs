@@ -318,17 +318,15 @@ pub struct MatMul<'a> {
     pub x: Inputs<'a>,
 }
 
-/// One quantized 32-value input block: the values, the scale, the scale times the values'
-/// sum (for the weights' minimums), whole and per half (for minimums per 16 values), and the
-/// values' sum per half (for the biased types' exact sums). One record, so the kernel's loops
-/// index (and check) once per block.
+/// One quantized 32-value input block: the values, the scale (its group's: 32 or 256 values),
+/// the scale times the values' sum (for a 32-value type's minimums), and the values' sum per
+/// half (for the biased types' exact sums and the super-block types' minimums). One record,
+/// so the kernel's loops index (and check) once per block.
 #[derive(Clone, Copy, Debug)]
-#[cfg_attr(not(vector), allow(dead_code))] // `n` serves the vector paths only
 pub(crate) struct Block {
     q: [i8; QK],
     d: f32,
     s: f32,
-    h: [f32; 2],
     n: [i32; 2],
 }
 
@@ -342,26 +340,29 @@ pub(crate) struct Quantized {
 }
 
 impl Quantized {
-    /// Quantizes `x`'s rows of `k` values.
-    pub(crate) fn of(&mut self, x: Inputs<'_>, k: usize) {
+    /// Quantizes `x`'s rows of `k` values with one scale per `group` values (32, or 256 for
+    /// the super-block types): each block of a group records the group's scale.
+    pub(crate) fn of(&mut self, x: Inputs<'_>, k: usize, group: usize) {
         let blocks = k / QK;
         (self.blocks, self.rows) = (blocks, x.rows);
         self.data.clear();
         for i in 0..x.rows {
             let row = &x.data[i * x.stride..][..k];
-            self.data.extend(row.chunks_exact(QK).map(|values| {
-                let mut q = [0; QK];
-                let (d, n) = quantize_block(values, &mut q);
-                #[allow(clippy::cast_precision_loss)] // |sum| ≤ 32 · 127
-                let scaled = |sum: i32| d * sum as f32;
-                Block {
-                    q,
-                    d,
-                    s: scaled(n[0] + n[1]),
-                    h: n.map(scaled),
-                    n,
-                }
-            }));
+            for values in row.chunks_exact(group) {
+                let d = scale_of(values);
+                self.data.extend(values.chunks_exact(QK).map(|values| {
+                    let mut q = [0; QK];
+                    let n = quantize_block(values, d, &mut q);
+                    #[allow(clippy::cast_precision_loss)] // |sum| ≤ 32 · 127
+                    let scaled = |sum: i32| d * sum as f32;
+                    Block {
+                        q,
+                        d,
+                        s: scaled(n[0] + n[1]),
+                        n,
+                    }
+                }));
+            }
         }
     }
 
@@ -379,16 +380,27 @@ impl Quantized {
     }
 }
 
-/// 32 values to 8 bits with one scale (round to nearest, ties to even); returns the scale and
-/// the sums of the quantized values 0–15 and 16–31.
-fn quantize_block(values: &[f32], q: &mut [i8; QK]) -> (f32, [i32; 2]) {
+/// The quantization scale of `values` (whole lanes of eight): their largest magnitude over
+/// 127.
+fn scale_of(values: &[f32]) -> f32 {
+    use wide::f32x8;
+    // The largest magnitude (`max` is exact and passes NaN over, like `f32::max`), in any
+    // order: the same number.
+    let lanes = values
+        .chunks_exact(8)
+        .map(|v| f32x8::new(v.try_into().expect("eight values")).abs())
+        .fold(f32x8::ZERO, f32x8::max);
+    let amax = lanes.to_array().into_iter().fold(0.0f32, f32::max);
+    amax / 127.0
+}
+
+/// 32 values to 8 bits with scale `d` (round to nearest, ties to even; `d` at least the
+/// values' largest magnitude over 127); returns the sums of the quantized values 0–15 and
+/// 16–31.
+fn quantize_block(values: &[f32], d: f32, q: &mut [i8; QK]) -> [i32; 2] {
     use wide::f32x8;
     let v: [f32x8; 4] =
         std::array::from_fn(|i| f32x8::new(values[8 * i..8 * i + 8].try_into().expect("a block")));
-    // The largest magnitude (`max` is exact and passes NaN over, like `f32::max`).
-    let lanes = (v[0].abs().max(v[1].abs())).max(v[2].abs().max(v[3].abs()));
-    let amax = lanes.to_array().into_iter().fold(0.0f32, f32::max);
-    let d = amax / 127.0;
     let inverse = f32x8::splat(if d == 0.0 { 0.0 } else { 1.0 / d });
     // `round_int` rounds to nearest, ties to even, saturates and takes NaN to 0, as
     // `round_ties_even() as i32` does; the values are in range by construction
@@ -403,7 +415,7 @@ fn quantize_block(values: &[f32], q: &mut [i8; QK]) -> (f32, [i32; 2]) {
             sums[i / 2] += r;
         }
     }
-    (d, sums)
+    sums
 }
 
 mod floats;
@@ -414,13 +426,12 @@ use layouts::Layout;
 /// The definition of one pair's product, in scalar code: weight row `w` (its blocks of
 /// `format`) with input row `i` of `x`. The kernel matches it bit for bit at every level.
 ///
-/// Per 32-value block, in block order: the exact integer sum of the block's 32 products of
-/// weight values and quantized inputs (below 2^24 in magnitude, so exact in F32), times the
-/// product of the two scales, added to one F32 accumulator with one fused multiply-add. A
-/// format with a scale per 16 values (`Q6_K`, [`Layout::SPLIT`]) adds its two halves' sums one
-/// after the other, each with its scale. For a format with minimums, a second chain takes
-/// `m · s` per block (the weights' minimum times the inputs' scaled sum) and is added last;
-/// with minimums per 16 values (`Q2_K`), each half's in turn, times that half's scaled sum.
+/// A 32-value format, per block, in block order: the exact integer sum of the block's 32
+/// products of weight values and quantized inputs (below 2^24 in magnitude, so exact in F32),
+/// times the product of the two scales, added to one F32 accumulator with one fused
+/// multiply-add. For a format with minimums, a second chain takes `m · s` per block (the
+/// weights' minimum times the inputs' scaled sum) and is added last. A super-block format
+/// (the K-quants, `IQ4_XS`) sums each super-block in integers first: see [`super_product`].
 ///
 /// A float format's definition is [`floats`]': it reads input row `i` as it is, `raw`.
 #[cfg(test)]
@@ -431,6 +442,9 @@ pub(crate) fn dot(format: Format, w: &[u8], x: &Quantized, raw: &[f32], i: usize
 /// [`dot`] for a block format: the scalar level's path, and what the tests hold the vector
 /// paths to.
 fn pair_product<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> f32 {
+    if L::SUPER {
+        return super_product::<L>(w, x, i);
+    }
     let (mut acc, mut minimums) = (0.0f32, 0.0f32);
     for b in 0..x.blocks {
         // The headers come in pairs of blocks, for a tile of four rows: this one four times.
@@ -442,32 +456,73 @@ fn pair_product<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> f32 {
         };
         let values = L::values(w, b);
         let block = &x.data[x.at(i, b)];
-        let [lo0, hi0, lo1, hi1] = L::minimums(&[w; TILE_W], b & !1, x.blocks);
-        let (lo, hi) = if b % 2 == 0 {
-            (lo0[0], hi0[0])
-        } else {
-            (lo1[0], hi1[0])
-        };
-        let (q, dx) = (&block.q, block.d);
         #[allow(clippy::cast_precision_loss)] // |sum| ≤ 32 · 128 · 127 < 2^24: exact
-        let sum = |range: Range<usize>| {
-            range
-                .map(|j| i32::from(values[j]) * i32::from(q[j]))
-                .sum::<i32>() as f32
-        };
-        if L::SPLIT {
-            // `m` is the second half's scale.
-            acc = (d * dx).mul_add(sum(0..QK / 2), acc);
-            acc = (m * dx).mul_add(sum(QK / 2..QK), acc);
-        } else {
-            acc = (d * dx).mul_add(sum(0..QK), acc);
-        }
-        if !L::SIGNED && L::SPLIT {
-            minimums = lo.mul_add(block.h[0], minimums);
-            minimums = hi.mul_add(block.h[1], minimums);
-        } else if !L::SIGNED {
+        let sum = (0..QK)
+            .map(|j| i32::from(values[j]) * i32::from(block.q[j]))
+            .sum::<i32>() as f32;
+        acc = (d * block.d).mul_add(sum, acc);
+        if !L::SIGNED {
             minimums = m.mul_add(block.s, minimums);
         }
+    }
+    if L::SIGNED {
+        acc
+    } else {
+        acc + minimums
+    }
+}
+
+/// [`dot`] for a super-block format (256 values; the inputs quantized with one scale per
+/// 256 values). Per super-block, in super-block order: the exact integer sum over its
+/// sub-blocks of each sub-block's integer scale times its exact integer sum of products
+/// (weight values `w`, or unsigned `u`, times quantized inputs), converted to F32 (rounded to
+/// nearest, ties to even, where it passes 2^24), times the product of the super-block's `d`
+/// and the inputs' scale, added to one F32 accumulator with one fused multiply-add. With
+/// minimums, a second chain takes the exact sum of each sub-block's integer minimum times
+/// the inputs' integer sum over it, times `−dmin` and the inputs' scale, and is added last.
+///
+/// Every sum is bounded below 2^31 (the largest, `Q6_K`'s: 16 sub-blocks of 16 products of
+/// at most 32 · 127, times scales of at most 128: 133 · 2^20), so the integer parts are exact
+/// on every path; the float steps are one per super-block.
+fn super_product<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> f32 {
+    let (mut acc, mut minimums) = (0.0f32, 0.0f32);
+    for first in (0..x.blocks).step_by(8) {
+        let (mut sum, mut minimum) = (0i32, 0i32);
+        for b in first..first + 8 {
+            let pick = |numbers: [[i32; TILE_W]; 4]| {
+                let [a0, b0, a1, b1] = numbers;
+                if b % 2 == 0 {
+                    (a0[0], b0[0])
+                } else {
+                    (a1[0], b1[0])
+                }
+            };
+            let (scale, second) = pick(L::integers(&[w; TILE_W], b & !1));
+            let (lo, hi) = pick(L::minimums(&[w; TILE_W], b & !1));
+            let values = L::values(w, b);
+            let block = &x.data[x.at(i, b)];
+            let products = |range: Range<usize>| {
+                range
+                    .map(|j| i32::from(values[j]) * i32::from(block.q[j]))
+                    .sum::<i32>()
+            };
+            if L::SPLIT {
+                sum += scale * products(0..QK / 2) + second * products(QK / 2..QK);
+            } else {
+                sum += scale * products(0..QK);
+            }
+            if !L::SIGNED && L::SPLIT {
+                minimum += lo * block.n[0] + hi * block.n[1];
+            } else if !L::SIGNED {
+                minimum += second * (block.n[0] + block.n[1]);
+            }
+        }
+        let [d, dmin] = L::super_scales(&[w; TILE_W], first);
+        let dx = x.data[x.at(i, first)].d;
+        #[allow(clippy::cast_precision_loss)] // rounded to nearest, by definition
+        let (sum, minimum) = (sum as f32, minimum as f32);
+        acc = (d[0] * dx).mul_add(sum, acc);
+        minimums = (dmin[0] * dx).mul_add(minimum, minimums);
     }
     if L::SIGNED {
         acc
@@ -492,17 +547,19 @@ fn share(n: usize, ith: usize, nth: usize) -> Range<usize> {
 
 /// [`STRIP`] weight rows of a block format, unpacked for the vector paths: per 32-value block
 /// `b`, eight registers `values[8b + g]` holding values `4g..4g + 4` of each row (row `r` at
-/// bytes `4r..4r + 4`), then per block each row's scale, second number (its minimum, or with
-/// split scales the second half's scale) and, with split scales and minimums, both halves'
-/// minimums.
+/// bytes `4r..4r + 4`), then each row's numbers: for a 32-value type per block its scale and
+/// second number (its minimum); for a super-block type per block its integer scale and second
+/// number, with split scales and minimums both halves' integer minimums, and per super-block
+/// its `(d, −dmin)`.
 #[derive(Default)]
 #[cfg_attr(not(vector), allow(dead_code))] // the scalar path unpacks no strip
 struct Strip {
     values: Vec<[i8; QK]>,
     scales: Vec<[f32; STRIP]>,
     seconds: Vec<[f32; STRIP]>,
-    /// With split scales and minimums, each half's minimum per row.
-    minimums: Vec<[[f32; STRIP]; 2]>,
+    integers: Vec<[[i32; STRIP]; 2]>,
+    minimums: Vec<[[i32; STRIP]; 2]>,
+    supers: Vec<[[f32; STRIP]; 2]>,
 }
 
 #[derive(Default)]
@@ -623,7 +680,7 @@ impl<'a> MatMul<'a> {
                 out: results,
             } = &mut *scratch;
             if !self.w.format.is_float() {
-                x.of(self.x, self.k);
+                x.of(self.x, self.k, self.w.format.block_values());
             }
             results.resize(self.x.rows * PANEL, 0.0);
             let mut panel = mine.start;
@@ -796,15 +853,16 @@ pub(crate) fn f16x8(bits: [u16; 8]) -> [f32; 8] {
 #[cfg(vector)]
 mod vector {
     use safe_arch::{
-        abs_i8_m256i, add_horizontal_i32_m256i, add_i16_m256i, add_i32_m256i, add_m128, add_m256,
+        abs_i8_m256i, add_horizontal_i32_m256i, add_i16_m256i, add_i32_m128i, add_i32_m256i, add_m128,
+        add_m256,
         cast_to_m128i_from_m256i, convert_to_m128_from_i32_m128i, convert_to_m256_from_i32_m256i,
         extract_m128i_from_m256i, fused_mul_add_m128, fused_mul_add_m256,
         load_unaligned_hi_lo_m256i, load_unaligned_m256i, m128, m128i, m256, m256i,
-        mul_i16_horizontal_add_m256i, mul_m128, mul_m256, mul_u8i8_add_horizontal_saturating_m256i,
+        mul_32_m128i, mul_i16_horizontal_add_m256i, mul_i32_keep_low_m256i, mul_m128, mul_m256, mul_u8i8_add_horizontal_saturating_m256i,
         set_splat_i16_m256i, set_splat_i32_m128i, set_splat_i32_m256i, set_splat_m128,
         set_splat_m256, shuffle_abi_i128z_all_m256i, sign_apply_i8_m256i, sub_i32_m128i,
         sub_i32_m256i, unpack_high_i32_m256i, unpack_high_i64_m256i, unpack_low_i32_m256i,
-        unpack_low_i64_m256i, zeroed_m128, zeroed_m256, zeroed_m256i,
+        unpack_low_i64_m256i, zeroed_m128, zeroed_m128i, zeroed_m256, zeroed_m256i,
     };
 
     use super::{
@@ -951,21 +1009,13 @@ mod vector {
         ]
     }
 
-    /// The headers of blocks `b` and `b + 1` of eight rows, as the strip keeps them: each
-    /// `(d_b, m_b, d_b+1, m_b+1)` per row.
+    /// `N` numbers per row of rows 0–3 (`top`) and 4–7 (`bottom`), as eight rows'.
     #[allow(clippy::inline_always)] // in the strip's fill
     #[inline(always)]
-    fn headers<L: Layout>(w: &[&[u8]; STRIP], b: usize, blocks: usize) -> [[f32; STRIP]; 4] {
-        eight_rows(
-            L::headers(&[w[0], w[1], w[2], w[3]], b, blocks),
-            L::headers(&[w[4], w[5], w[6], w[7]], b, blocks),
-        )
-    }
-
-    /// Four numbers per row of rows 0–3 (`top`) and 4–7 (`bottom`), as eight rows'.
-    #[allow(clippy::inline_always)] // in the strip's fill
-    #[inline(always)]
-    fn eight_rows(top: [[f32; TILE_W]; 4], bottom: [[f32; TILE_W]; 4]) -> [[f32; STRIP]; 4] {
+    fn eight_rows<T: Copy, const N: usize>(
+        top: [[T; TILE_W]; N],
+        bottom: [[T; TILE_W]; N],
+    ) -> [[T; STRIP]; N] {
         std::array::from_fn(|h| {
             std::array::from_fn(|r| {
                 if r < TILE_W {
@@ -994,9 +1044,14 @@ mod vector {
     fn fill<L: Layout>(w: &[&[u8]; STRIP], blocks: usize, strip: &mut Strip) {
         let padded = blocks.next_multiple_of(2);
         strip.values.resize(padded * 8, [0; QK]);
-        strip.scales.resize(padded, [0.0; STRIP]);
-        strip.seconds.resize(padded, [0.0; STRIP]);
-        strip.minimums.resize(padded, [[0.0; STRIP]; 2]);
+        if L::SUPER {
+            strip.integers.resize(padded, [[0; STRIP]; 2]);
+            strip.minimums.resize(padded, [[0; STRIP]; 2]);
+            strip.supers.resize(blocks / 8, [[0.0; STRIP]; 2]);
+        } else {
+            strip.scales.resize(padded, [0.0; STRIP]);
+            strip.seconds.resize(padded, [0.0; STRIP]);
+        }
         // Whole units, then a last odd block, as in [`direct`].
         let (unit_blocks, bytes) = unit::<L>();
         let whole = blocks / unit_blocks;
@@ -1034,16 +1089,25 @@ mod vector {
         b: usize,
         strip: &mut Strip,
     ) {
-        let [d0, m0, d1, m1] = headers::<L>(w, j, count);
-        (strip.scales[b], strip.seconds[b]) = (d0, m0);
-        (strip.scales[b + 1], strip.seconds[b + 1]) = (d1, m1);
-        if !L::SIGNED && L::SPLIT {
-            let [lo0, hi0, lo1, hi1] = eight_rows(
-                L::minimums(&[w[0], w[1], w[2], w[3]], j, count),
-                L::minimums(&[w[4], w[5], w[6], w[7]], j, count),
+        let (top, bottom) = (&[w[0], w[1], w[2], w[3]], &[w[4], w[5], w[6], w[7]]);
+        if L::SUPER {
+            let [s0, t0, s1, t1] = eight_rows(L::integers(top, j), L::integers(bottom, j));
+            (strip.integers[b], strip.integers[b + 1]) = ([s0, t0], [s1, t1]);
+            if !L::SIGNED && L::SPLIT {
+                let [lo0, hi0, lo1, hi1] =
+                    eight_rows(L::minimums(top, j), L::minimums(bottom, j));
+                (strip.minimums[b], strip.minimums[b + 1]) = ([lo0, hi0], [lo1, hi1]);
+            }
+            if b % 8 == 0 {
+                strip.supers[b / 8] = eight_rows(L::super_scales(top, j), L::super_scales(bottom, j));
+            }
+        } else {
+            let [d0, m0, d1, m1] = eight_rows(
+                L::headers(top, j, count),
+                L::headers(bottom, j, count),
             );
-            strip.minimums[b] = [lo0, hi0];
-            strip.minimums[b + 1] = [lo1, hi1];
+            (strip.scales[b], strip.seconds[b]) = (d0, m0);
+            (strip.scales[b + 1], strip.seconds[b + 1]) = (d1, m1);
         }
         let pairs = [
             L::pair(w[0], j, count),
@@ -1099,26 +1163,63 @@ mod vector {
     #[inline(always)]
     fn add_block<L: Layout>(
         (acc, minimums): (&mut m256, &mut m256),
-        (d, second, halves): (m256, m256, (m256, m256)),
+        (d, second): (m256, m256),
         x: &Block,
-        (sum, half): (m256i, m256i),
+        (sum, _): (m256i, m256i),
     ) {
         let dx = set_splat_m256(x.d);
         *acc = fused_mul_add_m256(mul_m256(d, dx), convert_to_m256_from_i32_m256i(sum), *acc);
-        if L::SPLIT {
-            *acc = fused_mul_add_m256(
-                mul_m256(second, dx),
-                convert_to_m256_from_i32_m256i(half),
-                *acc,
-            );
-        }
-        if !L::SIGNED && L::SPLIT {
-            let [lo, hi] = x.h;
-            *minimums = fused_mul_add_m256(halves.0, set_splat_m256(lo), *minimums);
-            *minimums = fused_mul_add_m256(halves.1, set_splat_m256(hi), *minimums);
-        } else if !L::SIGNED {
+        if !L::SIGNED {
             *minimums = fused_mul_add_m256(second, set_splat_m256(x.s), *minimums);
         }
+    }
+
+    /// A super-block type's block, for eight weight rows (their integer `(scale, second)` per
+    /// lane, and with split minimums each half's integer minimum) and input block `x`, given
+    /// the block's exact integer sums `(sum, second half's sum)`: added, scaled, to the
+    /// super-block's exact sums `(scaled sums, minimums)`.
+    #[allow(clippy::inline_always)] // in the inner loops
+    #[inline(always)]
+    fn add_integers<L: Layout>(
+        (sums, mins): &mut (m256i, m256i),
+        ([scale, second], [lo, hi]): ([m256i; 2], [m256i; 2]),
+        x: &Block,
+        (sum, half): (m256i, m256i),
+    ) {
+        *sums = add_i32_m256i(*sums, mul_i32_keep_low_m256i(sum, scale));
+        if L::SPLIT {
+            *sums = add_i32_m256i(*sums, mul_i32_keep_low_m256i(half, second));
+        }
+        let [n0, n1] = x.n;
+        if !L::SIGNED && L::SPLIT {
+            *mins = add_i32_m256i(*mins, mul_i32_keep_low_m256i(lo, set_splat_i32_m256i(n0)));
+            *mins = add_i32_m256i(*mins, mul_i32_keep_low_m256i(hi, set_splat_i32_m256i(n1)));
+        } else if !L::SIGNED {
+            *mins = add_i32_m256i(
+                *mins,
+                mul_i32_keep_low_m256i(second, set_splat_i32_m256i(n0 + n1)),
+            );
+        }
+    }
+
+    /// A super-block's float steps, for eight weight rows (their `(d, −dmin)` per lane) and
+    /// inputs of scale `dx`, given its exact sums `(scaled sums, minimums)`: the definition's
+    /// fused multiply-adds.
+    #[allow(clippy::inline_always)] // in the inner loops
+    #[inline(always)]
+    fn add_super(
+        (acc, minimums): (&mut m256, &mut m256),
+        (d, dmin): (m256, m256),
+        dx: f32,
+        (sums, mins): (m256i, m256i),
+    ) {
+        let dx = set_splat_m256(dx);
+        *acc = fused_mul_add_m256(mul_m256(d, dx), convert_to_m256_from_i32_m256i(sums), *acc);
+        *minimums = fused_mul_add_m256(
+            mul_m256(dmin, dx),
+            convert_to_m256_from_i32_m256i(mins),
+            *minimums,
+        );
     }
 
     /// A row's results from its accumulators.
@@ -1155,6 +1256,8 @@ mod vector {
     ) -> [[f32; STRIP]; C] {
         let mut acc = [zeroed_m256(); C];
         let mut minimums = [zeroed_m256(); C];
+        // A super-block type's exact sums of the super-block so far: `(scaled sums, minimums)`.
+        let mut integers = [(zeroed_m256i(), zeroed_m256i()); C];
         for b in 0..x.blocks {
             let blocks: [&Block; C] = std::array::from_fn(|c| &x.data[x.at(first + c, b)]);
             let mut whole = [zeroed_m256i(); C];
@@ -1181,20 +1284,39 @@ mod vector {
                     *sums = S::both(Form::<L>::NARROW, *sums, a, s);
                 }
             }
-            let [lo, hi] = strip.minimums[b];
-            let numbers = (
-                m256::from(strip.scales[b]),
-                m256::from(strip.seconds[b]),
-                (m256::from(lo), m256::from(hi)),
-            );
-            for c in 0..C {
+            let unbiased = |c: usize| {
                 let mut sums = (whole[c], half[c]);
                 if Form::<L>::BIASED {
                     let (first, second) = Form::<L>::corrections(blocks[c]);
                     sums.0 = sub_i32_m256i(sums.0, set_splat_i32_m256i(first));
                     sums.1 = sub_i32_m256i(sums.1, set_splat_i32_m256i(second));
                 }
-                add_block::<L>((&mut acc[c], &mut minimums[c]), numbers, blocks[c], sums);
+                sums
+            };
+            if L::SUPER {
+                let numbers = (
+                    strip.integers[b].map(m256i::from),
+                    strip.minimums[b].map(m256i::from),
+                );
+                for c in 0..C {
+                    add_integers::<L>(&mut integers[c], numbers, blocks[c], unbiased(c));
+                }
+                if b % 8 == 7 {
+                    let [d, dmin] = strip.supers[b / 8].map(m256::from);
+                    for c in 0..C {
+                        add_super(
+                            (&mut acc[c], &mut minimums[c]),
+                            (d, dmin),
+                            blocks[c].d,
+                            std::mem::replace(&mut integers[c], (zeroed_m256i(), zeroed_m256i())),
+                        );
+                    }
+                }
+            } else {
+                let numbers = (m256::from(strip.scales[b]), m256::from(strip.seconds[b]));
+                for c in 0..C {
+                    add_block::<L>((&mut acc[c], &mut minimums[c]), numbers, blocks[c], unbiased(c));
+                }
             }
         }
         std::array::from_fn(|c| finish::<L>(acc[c], minimums[c]))
@@ -1217,26 +1339,55 @@ mod vector {
     #[inline(always)]
     fn add_block4<L: Layout>(
         (acc, minimums): (&mut m128, &mut m128),
-        (d, second, halves): (m128, m128, (m128, m128)),
+        (d, second): (m128, m128),
         x: &Block,
-        (sum, half): (m128i, m128i),
+        sum: m128i,
     ) {
         let dx = set_splat_m128(x.d);
         *acc = fused_mul_add_m128(mul_m128(d, dx), convert_to_m128_from_i32_m128i(sum), *acc);
-        if L::SPLIT {
-            *acc = fused_mul_add_m128(
-                mul_m128(second, dx),
-                convert_to_m128_from_i32_m128i(half),
-                *acc,
-            );
-        }
-        if !L::SIGNED && L::SPLIT {
-            let [lo, hi] = x.h;
-            *minimums = fused_mul_add_m128(halves.0, set_splat_m128(lo), *minimums);
-            *minimums = fused_mul_add_m128(halves.1, set_splat_m128(hi), *minimums);
-        } else if !L::SIGNED {
+        if !L::SIGNED {
             *minimums = fused_mul_add_m128(second, set_splat_m128(x.s), *minimums);
         }
+    }
+
+    /// [`add_integers`] for four weight rows, in 128-bit registers.
+    #[allow(clippy::inline_always)] // in the inner loops
+    #[inline(always)]
+    fn add_integers4<L: Layout>(
+        (sums, mins): &mut (m128i, m128i),
+        (scale, second, [lo, hi]): (m128i, m128i, [m128i; 2]),
+        x: &Block,
+        (sum, half): (m128i, m128i),
+    ) {
+        *sums = add_i32_m128i(*sums, mul_32_m128i(sum, scale));
+        if L::SPLIT {
+            *sums = add_i32_m128i(*sums, mul_32_m128i(half, second));
+        }
+        let [n0, n1] = x.n;
+        if !L::SIGNED && L::SPLIT {
+            *mins = add_i32_m128i(*mins, mul_32_m128i(lo, set_splat_i32_m128i(n0)));
+            *mins = add_i32_m128i(*mins, mul_32_m128i(hi, set_splat_i32_m128i(n1)));
+        } else if !L::SIGNED {
+            *mins = add_i32_m128i(*mins, mul_32_m128i(second, set_splat_i32_m128i(n0 + n1)));
+        }
+    }
+
+    /// [`add_super`] for four weight rows, in 128-bit registers.
+    #[allow(clippy::inline_always)] // in the inner loops
+    #[inline(always)]
+    fn add_super4(
+        (acc, minimums): (&mut m128, &mut m128),
+        (d, dmin): (m128, m128),
+        dx: f32,
+        (sums, mins): (m128i, m128i),
+    ) {
+        let dx = set_splat_m128(dx);
+        *acc = fused_mul_add_m128(mul_m128(d, dx), convert_to_m128_from_i32_m128i(sums), *acc);
+        *minimums = fused_mul_add_m128(
+            mul_m128(dmin, dx),
+            convert_to_m128_from_i32_m128i(mins),
+            *minimums,
+        );
     }
 
     /// [`product`]'s results for a batch of at most [`DIRECT_ROWS`] input rows and four of the
@@ -1258,6 +1409,8 @@ mod vector {
     ) -> [[f32; TILE_W]; C] {
         let mut acc = [zeroed_m128(); C];
         let mut minimums = [zeroed_m128(); C];
+        // A super-block type's exact sums of the super-block: `(scaled sums, minimums)`.
+        let mut integers = [(zeroed_m128i(), zeroed_m128i()); C];
         let n = x.blocks;
         let (blocks, bytes) = unit::<L>();
         let whole = n / blocks;
@@ -1285,7 +1438,7 @@ mod vector {
                         (j, blocks),
                         $headers,
                         x,
-                        (&mut acc, &mut minimums),
+                        (&mut acc, &mut minimums, &mut integers),
                     );
                 }};
             }
@@ -1306,13 +1459,30 @@ mod vector {
                     step!(j, pair_headers::<L>(&units, (j, blocks)));
                 }
             }
+            if L::SUPER {
+                let [d, dmin] = L::super_scales(&units, 0).map(m128::from);
+                for c in 0..C {
+                    add_super4(
+                        (&mut acc[c], &mut minimums[c]),
+                        (d, dmin),
+                        inputs[c][0].d,
+                        std::mem::replace(&mut integers[c], (zeroed_m128i(), zeroed_m128i())),
+                    );
+                }
+            }
         }
         if whole * blocks < n {
             // A last odd block (a 32-value type): the readers give zeros for the one past it.
             let b = whole * blocks;
             let x = |c: usize| (&rows[c][b], None);
             let headers = pair_headers::<L>(w, (b, n));
-            direct_pair::<L, S, C>(w, (b, n), headers, x, (&mut acc, &mut minimums));
+            direct_pair::<L, S, C>(
+                w,
+                (b, n),
+                headers,
+                x,
+                (&mut acc, &mut minimums, &mut integers),
+            );
         }
         std::array::from_fn(|c| {
             if L::SIGNED {
@@ -1331,12 +1501,14 @@ mod vector {
         (blocks, blocks / per_block * L::BYTES)
     }
 
-    /// A pair's [`Layout::headers`] and, for the unsigned split types, its
-    /// [`Layout::minimums`] (zeros otherwise), per row.
+    /// A pair's numbers, per row: a 32-value type's [`Layout::headers`]; a super-block type's
+    /// [`Layout::integers`] and, for the unsigned split types, its [`Layout::minimums`]
+    /// (zeros where a type has none).
     #[derive(Clone, Copy)]
     struct Headers {
         scales: [[f32; TILE_W]; 4],
-        minimums: [[f32; TILE_W]; 4],
+        integers: [[i32; TILE_W]; 4],
+        minimums: [[i32; TILE_W]; 4],
     }
 
     /// [`Headers`] of blocks `b` (even) and `b + 1` of rows `w` (`(b, blocks)` as the layout's
@@ -1344,12 +1516,20 @@ mod vector {
     #[allow(clippy::inline_always)] // the decode path's loop body
     #[inline(always)]
     fn pair_headers<L: Layout>(w: &[&[u8]; TILE_W], (b, blocks): (usize, usize)) -> Headers {
+        if !L::SUPER {
+            return Headers {
+                scales: L::headers(w, b, blocks),
+                integers: [[0; TILE_W]; 4],
+                minimums: [[0; TILE_W]; 4],
+            };
+        }
         Headers {
-            scales: L::headers(w, b, blocks),
+            scales: [[0.0; TILE_W]; 4],
+            integers: L::integers(w, b),
             minimums: if !L::SIGNED && L::SPLIT {
-                L::minimums(w, b, blocks)
+                L::minimums(w, b)
             } else {
-                [[0.0; TILE_W]; 4]
+                [[0; TILE_W]; 4]
             },
         }
     }
@@ -1364,12 +1544,14 @@ mod vector {
         (b, blocks): (usize, usize),
         headers: Headers,
         x: impl Fn(usize) -> (&'a Block, Option<&'a Block>),
-        (acc, minimums): (&mut [m128; C], &mut [m128; C]),
+        (acc, minimums, integers): (
+            &mut [m128; C],
+            &mut [m128; C],
+            &mut [(m128i, m128i); C],
+        ),
     ) {
         let narrow = Form::<L>::NARROW && !L::SPLIT;
         let none = [0i8; QK];
-        let [d0, m0, d1, m1] = headers.scales;
-        let [lo0, hi0, lo1, hi1] = headers.minimums;
         let values = [
             L::pair(w[0], b, blocks),
             L::pair(w[1], b, blocks),
@@ -1415,11 +1597,6 @@ mod vector {
                 )
             };
             let (sums, seconds) = (halves(sums), halves(seconds));
-            let four = m128::from;
-            let (d, m) = (
-                (four(d0), four(m0), (four(lo0), four(hi0))),
-                (four(d1), four(m1), (four(lo1), four(hi1))),
-            );
             let unbiased = |x: &Block, sums: (m128i, m128i)| {
                 if !Form::<L>::BIASED {
                     return sums;
@@ -1430,19 +1607,24 @@ mod vector {
                     sub_i32_m128i(sums.1, set_splat_i32_m128i(second)),
                 )
             };
-            add_block4::<L>(
-                (&mut acc[c], &mut minimums[c]),
-                d,
-                this_block,
-                unbiased(this_block, (sums.0, seconds.0)),
-            );
+            let this = unbiased(this_block, (sums.0, seconds.0));
+            if L::SUPER {
+                // The next block is in the same super-block: super-block types have no odd
+                // last block.
+                let next = next_block.expect("a super-block's pair");
+                let four = m128i::from;
+                let [s0, t0, s1, t1] = headers.integers.map(four);
+                let [lo0, hi0, lo1, hi1] = headers.minimums.map(four);
+                add_integers4::<L>(&mut integers[c], (s0, t0, [lo0, hi0]), this_block, this);
+                let next_sums = unbiased(next, (sums.1, seconds.1));
+                add_integers4::<L>(&mut integers[c], (s1, t1, [lo1, hi1]), next, next_sums);
+                continue;
+            }
+            let [d0, m0, d1, m1] = headers.scales.map(m128::from);
+            add_block4::<L>((&mut acc[c], &mut minimums[c]), (d0, m0), this_block, this.0);
             if let Some(next) = next_block {
-                add_block4::<L>(
-                    (&mut acc[c], &mut minimums[c]),
-                    m,
-                    next,
-                    unbiased(next, (sums.1, seconds.1)),
-                );
+                let next_sums = unbiased(next, (sums.1, seconds.1));
+                add_block4::<L>((&mut acc[c], &mut minimums[c]), (d1, m1), next, next_sums.0);
             }
         }
     }

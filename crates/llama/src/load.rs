@@ -515,7 +515,7 @@ fn ggml_cpu_features() -> String {
 
 /// The revision of wick's deterministic CPU kernels ([`wick_kernels::attention`],
 /// [`wick_kernels::matmul`]): raised whenever a change to them changes a single float.
-const KERNELS_REVISION: u32 = 9;
+const KERNELS_REVISION: u32 = 10;
 
 /// Names the model and the KV layout, so a snapshot from another model or layout is refused.
 pub(crate) fn fingerprint(config: &BackendConfig, info: &ModelInfo) -> String {

@@ -23,6 +23,9 @@ use super::{f16x8, QK, TILE_W};
 pub(super) trait Layout {
     /// Values per ggml block (32, or 256 for super-blocks).
     const VALUES: usize;
+    /// A super-block type (256 values): the kernel sums each super-block in integers, with
+    /// its sub-blocks' integer scales, and takes one float step per super-block.
+    const SUPER: bool = Self::VALUES > QK;
     /// Bytes per ggml block.
     const BYTES: usize;
     /// Signed values without minimums, or unsigned ones with them.
@@ -41,18 +44,41 @@ pub(super) trait Layout {
     /// 32-value block `b`'s values `w_j` (or `u_j`), in value order (scalar code).
     fn values(row: &[u8], b: usize) -> [i8; QK];
 
-    /// The scales and minimums of 32-value blocks `b` (even) and `b + 1` of the rows `w`
+    /// A 32-value type's scales and minimums of blocks `b` (even) and `b + 1` of the rows `w`
     /// (zeros past the row): `(d_b, m_b, d_b+1, m_b+1)`, each per row; minimums are zeros for
-    /// the signed types.
-    fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4];
+    /// the signed types. (A super-block type's numbers are [`Layout::super_scales`] and
+    /// [`Layout::integers`].)
+    #[allow(clippy::inline_always)] // in the tile loop
+    #[inline(always)]
+    fn headers(_w: &[&[u8]; TILE_W], _b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
+        [[0.0; TILE_W]; 4]
+    }
 
-    /// With split scales and minimums (an unsigned [`Layout::SPLIT`] type), the minimums of
-    /// blocks `b` (even) and `b + 1` of the rows `w`, per 16 values: block `b`'s values 0–15,
-    /// its 16–31, then block `b + 1`'s, each per row.
+    /// A super-block type's float numbers for the super-block holding 32-value block `b` of
+    /// the rows `w`: `(d, −dmin)`, each per row (`−dmin` zero for the signed types).
     #[allow(clippy::inline_always)] // as `headers`
     #[inline(always)]
-    fn minimums(_w: &[&[u8]; TILE_W], _b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
-        [[0.0; TILE_W]; 4]
+    fn super_scales(_w: &[&[u8]; TILE_W], _b: usize) -> [[f32; TILE_W]; 2] {
+        [[0.0; TILE_W]; 2]
+    }
+
+    /// A super-block type's integer scales of 32-value blocks `b` (even) and `b + 1` of the
+    /// rows `w`: `(sc_b, second_b, sc_b+1, second_b+1)`, each per row, where `second` is the
+    /// minimum (an unsigned type), the scale of values 16–31 ([`Layout::SPLIT`]) or zero.
+    /// Values of sub-block `j` are `d · sc_j · w` (signed types) or `d · sc_j · u − dmin · m_j`.
+    #[allow(clippy::inline_always)] // as `headers`
+    #[inline(always)]
+    fn integers(_w: &[&[u8]; TILE_W], _b: usize) -> [[i32; TILE_W]; 4] {
+        [[0; TILE_W]; 4]
+    }
+
+    /// With split scales and minimums (an unsigned [`Layout::SPLIT`] type), the integer
+    /// minimums of blocks `b` (even) and `b + 1` of the rows `w`, per 16 values: block `b`'s
+    /// values 0–15, its 16–31, then block `b + 1`'s, each per row.
+    #[allow(clippy::inline_always)] // as `headers`
+    #[inline(always)]
+    fn minimums(_w: &[&[u8]; TILE_W], _b: usize) -> [[i32; TILE_W]; 4] {
+        [[0; TILE_W]; 4]
     }
 
     /// Blocks `b` and `b + 1` of `row` (zeros past the row) in the inputs' paired layout:
@@ -404,12 +430,17 @@ fn scales_mins_k4(words: [u32; 3], high: bool) -> (u32, u32) {
     }
 }
 
-/// The super-block F16s at bytes 0 and 2 (`d` and `dmin`, or `d` and whatever follows) of the
-/// super-block holding 32-value block `b`, per row, as F32.
+/// The super-block F16s at bytes `at` and `at + 2` (`d` and `dmin`) of the super-block
+/// holding 32-value block `b`, per row, as F32.
 #[allow(clippy::inline_always)] // as `block_halves`
 #[inline(always)]
-fn super_halves(w: &[&[u8]; TILE_W], b: usize, bytes: usize) -> ([f32; TILE_W], [f32; TILE_W]) {
-    let at = b / 8 * bytes;
+fn super_halves(
+    w: &[&[u8]; TILE_W],
+    b: usize,
+    bytes: usize,
+    at: usize,
+) -> ([f32; TILE_W], [f32; TILE_W]) {
+    let at = b / 8 * bytes + at;
     let bits: [u16; 8] = std::array::from_fn(|i| half_at(w[i % TILE_W], at + 2 * (i / TILE_W)));
     let d = f16x8(bits);
     (
@@ -418,12 +449,20 @@ fn super_halves(w: &[&[u8]; TILE_W], b: usize, bytes: usize) -> ([f32; TILE_W], 
     )
 }
 
-/// A K-quant's headers for sub-blocks `b` and `b + 1` (`b` even, so both in one super-block):
-/// `d · sc` and `−dmin · m`, exact (an F16 times a 6-bit integer).
+/// A K-quant's `(d, −dmin)` (the F16s at bytes `at` and `at + 2` of its super-blocks) for
+/// the super-block holding 32-value block `b`, per row.
 #[allow(clippy::inline_always)] // as `block_halves`
 #[inline(always)]
-fn k_headers(w: &[&[u8]; TILE_W], b: usize, bytes: usize) -> [[f32; TILE_W]; 4] {
-    let (d, dmin) = super_halves(w, b, bytes);
+fn k_super_scales(w: &[&[u8]; TILE_W], b: usize, bytes: usize, at: usize) -> [[f32; TILE_W]; 2] {
+    let (d, dmin) = super_halves(w, b, bytes, at);
+    [d, dmin.map(|m| -m)]
+}
+
+/// A K-quant's integer scales and minimums of sub-blocks `b` and `b + 1` (`b` even, so both
+/// in one super-block): `(sc_b, m_b, sc_b+1, m_b+1)`, 6-bit integers, per row.
+#[allow(clippy::inline_always)] // as `block_halves`
+#[inline(always)]
+fn k_integers(w: &[&[u8]; TILE_W], b: usize, bytes: usize) -> [[i32; TILE_W]; 4] {
     let at = b / 8 * bytes + 4;
     // Sub-blocks `b` and `b + 1` are bytes `b % 4` and the next of the words for their half of
     // the super-block.
@@ -432,59 +471,49 @@ fn k_headers(w: &[&[u8]; TILE_W], b: usize, bytes: usize) -> [[f32; TILE_W]; 4] 
     let words = [words(0), words(1), words(2)];
     let (high, shift) = (b % 8 >= 4, 8 * (b % 4));
     #[cfg(vector)]
-    return vector::k_numbers(words, high, shift, (d, dmin));
+    return vector::k_integers(words, high, shift);
     #[cfg(not(vector))]
     {
-        let mut out = [[0.0f32; TILE_W]; 4];
+        let mut out = [[0i32; TILE_W]; 4];
         for r in 0..TILE_W {
             let (scales, mins) = scales_mins_k4([words[0][r], words[1][r], words[2][r]], high);
-            #[allow(clippy::cast_precision_loss)] // 6-bit integers
-            let byte = |v: u32, at: usize| (v >> at & 0x3F) as f32;
-            out[0][r] = d[r] * byte(scales, shift);
-            out[1][r] = -(dmin[r] * byte(mins, shift));
-            out[2][r] = d[r] * byte(scales, shift + 8);
-            out[3][r] = -(dmin[r] * byte(mins, shift + 8));
+            #[allow(clippy::cast_possible_wrap)] // 6-bit integers
+            let byte = |v: u32, at: usize| (v >> at & 0x3F) as i32;
+            out[0][r] = byte(scales, shift);
+            out[1][r] = byte(mins, shift);
+            out[2][r] = byte(scales, shift + 8);
+            out[3][r] = byte(mins, shift + 8);
         }
         out
     }
 }
 
-/// The headers of a super-block type with a scale per 16 values (`Q3_K`, `Q6_K`) for blocks `b`
-/// (even) and `b + 1`: the super-block's F16 at byte `d_at` times the integer scales
-/// `scales(super-block, j)` of its 16-value sub-blocks `j = 2 · (b mod 8)` to `j + 3` (exact:
-/// an F16 times an integer of at most 8 bits).
+/// The F16 at byte `d_at` of the super-block holding 32-value block `b`, per row, as F32:
+/// `(d, 0)` for a super-block type without minimums.
 #[allow(clippy::inline_always)] // as `block_halves`
 #[inline(always)]
-fn split_headers(
+fn scale_only(w: &[&[u8]; TILE_W], b: usize, bytes: usize, d_at: usize) -> [[f32; TILE_W]; 2] {
+    let at = b / 8 * bytes + d_at;
+    let bits: [u16; 8] = std::array::from_fn(|i| if i < TILE_W { half_at(w[i], at) } else { 0 });
+    let d = f16x8(bits);
+    [[d[0], d[1], d[2], d[3]], [0.0; TILE_W]]
+}
+
+/// The integer scales of a super-block type with a scale per 16 values (`Q3_K`, `Q6_K`) for
+/// blocks `b` (even) and `b + 1`: `scales(super-block, j)` of its 16-value sub-blocks
+/// `j = 2 · (b mod 8)` to `j + 3`, per row.
+#[allow(clippy::inline_always)] // as `block_halves`
+#[inline(always)]
+fn split_integers(
     w: &[&[u8]; TILE_W],
     b: usize,
     bytes: usize,
-    d_at: usize,
     scales: impl Fn(&[u8], usize) -> [i8; 4],
-) -> [[f32; TILE_W]; 4] {
+) -> [[i32; TILE_W]; 4] {
     let at = b / 8 * bytes;
-    let bits: [u16; 8] = std::array::from_fn(|i| {
-        if i < TILE_W {
-            half_at(w[i], at + d_at)
-        } else {
-            0
-        }
-    });
-    let d = f16x8(bits);
     let quad = |r: usize| scales(&w[r][at..at + bytes], 2 * (b % 8));
     let quads = [quad(0), quad(1), quad(2), quad(3)];
-    #[cfg(vector)]
-    return vector::split_numbers(quads, [d[0], d[1], d[2], d[3]]);
-    #[cfg(not(vector))]
-    {
-        let mut out = [[0.0f32; TILE_W]; 4];
-        for r in 0..TILE_W {
-            for (s, out) in out.iter_mut().enumerate() {
-                out[r] = d[r] * f32::from(quads[r][s]);
-            }
-        }
-        out
-    }
+    std::array::from_fn(|s| std::array::from_fn(|r| i32::from(quads[r][s])))
 }
 
 #[allow(clippy::cast_possible_wrap)] // nibbles fit an i8
@@ -502,8 +531,14 @@ impl Layout for Q4K {
 
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
-    fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
-        k_headers(w, b, Self::BYTES)
+    fn super_scales(w: &[&[u8]; TILE_W], b: usize) -> [[f32; TILE_W]; 2] {
+        k_super_scales(w, b, Self::BYTES, 0)
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn integers(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
+        k_integers(w, b, Self::BYTES)
     }
 
     #[cfg(vector)]
@@ -533,8 +568,14 @@ impl Layout for Q5K {
 
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
-    fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
-        k_headers(w, b, Self::BYTES)
+    fn super_scales(w: &[&[u8]; TILE_W], b: usize) -> [[f32; TILE_W]; 2] {
+        k_super_scales(w, b, Self::BYTES, 0)
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn integers(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
+        k_integers(w, b, Self::BYTES)
     }
 
     #[cfg(vector)]
@@ -575,20 +616,20 @@ impl Layout for IQ4XS {
 
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
-    fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
-        let (d, _) = super_halves(w, b, Self::BYTES);
+    fn super_scales(w: &[&[u8]; TILE_W], b: usize) -> [[f32; TILE_W]; 2] {
+        scale_only(w, b, Self::BYTES, 0)
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn integers(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
         let at = b / 8 * Self::BYTES;
-        let mut out = [[0.0f32; TILE_W]; 4];
+        let mut out = [[0i32; TILE_W]; 4];
         for r in 0..TILE_W {
             let block = &w[r][at..at + 8];
-            // ls − 32 is from −32 to 31: exact in F32, and its product with an F16 too.
-            #[allow(clippy::cast_precision_loss)]
-            let (s0, s1) = (
-                (Self::scale(block, b % 8) - 32) as f32,
-                (Self::scale(block, b % 8 + 1) - 32) as f32,
-            );
-            out[0][r] = d[r] * s0;
-            out[2][r] = d[r] * s1;
+            // ls − 32, from −32 to 31.
+            out[0][r] = Self::scale(block, b % 8) - 32;
+            out[2][r] = Self::scale(block, b % 8 + 1) - 32;
         }
         out
     }
@@ -643,8 +684,14 @@ impl Layout for Q6K {
 
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
-    fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
-        split_headers(w, b, Self::BYTES, 208, |block, j| {
+    fn super_scales(w: &[&[u8]; TILE_W], b: usize) -> [[f32; TILE_W]; 2] {
+        scale_only(w, b, Self::BYTES, 208)
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn integers(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
+        split_integers(w, b, Self::BYTES, |block, j| {
             let four: [u8; 4] = block[192 + j..196 + j].try_into().expect("4 bytes");
             four.map(u8::cast_signed)
         })
@@ -725,8 +772,14 @@ impl Layout for Q3K {
 
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
-    fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
-        split_headers(w, b, Self::BYTES, 108, |block, j| {
+    fn super_scales(w: &[&[u8]; TILE_W], b: usize) -> [[f32; TILE_W]; 2] {
+        scale_only(w, b, Self::BYTES, 108)
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn integers(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
+        split_integers(w, b, Self::BYTES, |block, j| {
             Self::four_scales(block[96..108].try_into().expect("12 bytes"), j)
         })
     }
@@ -765,35 +818,13 @@ impl Q2K {
         ((b % 8) / 4, 2 * (b % 4) as u32)
     }
 
-    /// The headers of blocks `b` (even) and `b + 1`: the super-block's F16 at byte `d_at`
-    /// times the 4-bit field of each 16 values' scale byte that `field` picks (exact: an F16
-    /// times an integer below 16), negated for the minimums.
+    /// The 4-bit field that `field` picks of each 16 values' scale byte of blocks `b` (even)
+    /// and `b + 1`, per row.
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
-    fn numbers(
-        w: &[&[u8]; TILE_W],
-        b: usize,
-        d_at: usize,
-        field: impl Fn(u8) -> u8,
-        sign: f32,
-    ) -> [[f32; TILE_W]; 4] {
-        let at = b / 8 * Self::BYTES;
-        let bits: [u16; 8] = std::array::from_fn(|i| {
-            if i < TILE_W {
-                half_at(w[i], at + d_at)
-            } else {
-                0
-            }
-        });
-        let d = f16x8(bits);
-        let mut out = [[0.0f32; TILE_W]; 4];
-        for r in 0..TILE_W {
-            let scales = &w[r][at..at + 16];
-            for (s, out) in out.iter_mut().enumerate() {
-                out[r] = sign * (d[r] * f32::from(field(scales[2 * (b % 8) + s])));
-            }
-        }
-        out
+    fn fields(w: &[&[u8]; TILE_W], b: usize, field: impl Fn(u8) -> u8) -> [[i32; TILE_W]; 4] {
+        let at = b / 8 * Self::BYTES + 2 * (b % 8);
+        std::array::from_fn(|s| std::array::from_fn(|r| i32::from(field(w[r][at + s]))))
     }
 }
 
@@ -812,14 +843,20 @@ impl Layout for Q2K {
 
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
-    fn headers(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
-        Self::numbers(w, b, 80, |sc| sc & 0x0F, 1.0)
+    fn super_scales(w: &[&[u8]; TILE_W], b: usize) -> [[f32; TILE_W]; 2] {
+        k_super_scales(w, b, Self::BYTES, 80)
     }
 
     #[allow(clippy::inline_always)] // as `block_halves`
     #[inline(always)]
-    fn minimums(w: &[&[u8]; TILE_W], b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
-        Self::numbers(w, b, 82, |sc| sc >> 4, -1.0)
+    fn integers(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
+        Self::fields(w, b, |sc| sc & 0x0F)
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn minimums(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
+        Self::fields(w, b, |sc| sc >> 4)
     }
 
     #[cfg(vector)]
@@ -1006,21 +1043,15 @@ mod vector {
         bitor_m256i(low, shl_imm_u16_m256i::<4>(high))
     }
 
-    /// A K-quant's headers for sub-blocks `b` and `b + 1` of four rows (`[d · sc_b, −dmin ·
-    /// m_b, d · sc_b+1, −dmin · m_b+1]`), from each row's three words of 6-bit scales and
-    /// minimums (`words[k][r]`), the half of the super-block (`high`: sub-blocks 4–7) and the
-    /// bit position of sub-block `b`'s byte (`shift`): `scales_mins_k4` in four lanes, then
-    /// the same exact products.
+    /// A K-quant's integer scales and minimums of sub-blocks `b` and `b + 1` of four rows
+    /// (`[sc_b, m_b, sc_b+1, m_b+1]`), from each row's three words of 6-bit scales and minimums
+    /// (`words[k][r]`), the half of the super-block (`high`: sub-blocks 4–7) and the bit
+    /// position of sub-block `b`'s byte (`shift`): `scales_mins_k4` in four lanes.
     #[inline]
-    pub(super) fn k_numbers(
-        words: [[u32; 4]; 3],
-        high: bool,
-        shift: usize,
-        (d, dmin): ([f32; 4], [f32; 4]),
-    ) -> [[f32; 4]; 4] {
+    pub(super) fn k_integers(words: [[u32; 4]; 3], high: bool, shift: usize) -> [[i32; 4]; 4] {
         use safe_arch::{
-            bitand_m128i, bitor_m128i, bitxor_m128, convert_to_m128_from_i32_m128i, m128, m128i,
-            mul_m128, set_splat_i32_m128i, set_splat_m128, shr_all_u32_m128i, shr_imm_u32_m128i,
+            bitand_m128i, bitor_m128i, m128i, set_splat_i32_m128i, shr_all_u32_m128i,
+            shr_imm_u32_m128i,
         };
         let lanes = |k: usize| {
             let [a, b, c, d] = words[k];
@@ -1053,43 +1084,13 @@ mod vector {
         #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)] // below 32
         let byte = |v: m128i, at: usize| {
             let count = m128i::from([at as i32, 0, 0, 0]);
-            convert_to_m128_from_i32_m128i(bitand_m128i(shr_all_u32_m128i(v, count), mask(0x3F)))
-        };
-        let (d, dmin) = (m128::from(d), m128::from(dmin));
-        let negative = |v: m128| bitxor_m128(v, set_splat_m128(-0.0));
-        [
-            mul_m128(d, byte(scales, shift)).into(),
-            negative(mul_m128(dmin, byte(mins, shift))).into(),
-            mul_m128(d, byte(scales, shift + 8)).into(),
-            negative(mul_m128(dmin, byte(mins, shift + 8))).into(),
-        ]
-    }
-
-    /// A split-scale type's headers for four rows: `d[r]` times each of row `r`'s four integer
-    /// scales (`quads[r][s]`, the scales of values 0–15 and 16–31 of two blocks), per scale
-    /// `s` — the scalar loop's exact products in four lanes.
-    #[inline]
-    pub(super) fn split_numbers(quads: [[i8; 4]; 4], d: [f32; 4]) -> [[f32; 4]; 4] {
-        use safe_arch::{
-            convert_to_m128_from_i32_m128i, m128, m128i, mul_m128, shl_imm_u32_m128i,
-            shr_imm_i32_m128i,
-        };
-        let word = |r: usize| i32::from_le_bytes(quads[r].map(i8::cast_unsigned));
-        let words = m128i::from([word(0), word(1), word(2), word(3)]);
-        let d = m128::from(d);
-        // Scale `s` is byte `s` of each lane: moved to the top, then shifted down with its sign.
-        let scale = |top: m128i| {
-            mul_m128(
-                d,
-                convert_to_m128_from_i32_m128i(shr_imm_i32_m128i::<24>(top)),
-            )
-            .into()
+            bitand_m128i(shr_all_u32_m128i(v, count), mask(0x3F)).into()
         };
         [
-            scale(shl_imm_u32_m128i::<24>(words)),
-            scale(shl_imm_u32_m128i::<16>(words)),
-            scale(shl_imm_u32_m128i::<8>(words)),
-            scale(words),
+            byte(scales, shift),
+            byte(mins, shift),
+            byte(scales, shift + 8),
+            byte(mins, shift + 8),
         ]
     }
 

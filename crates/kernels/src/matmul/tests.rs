@@ -133,7 +133,7 @@ impl Case {
     /// Every output by the scalar definition, each pair on its own.
     fn definition(&self) -> Vec<Vec<f32>> {
         let mut x = Quantized::default();
-        x.of(self.matmul().x, self.k);
+        x.of(self.matmul().x, self.k, self.format.block_values());
         (0..self.m)
             .map(|i| {
                 (0..self.n)
@@ -574,9 +574,30 @@ fn quantizing_rounds_to_the_nearest_step() {
     values[2] = 0.4;
     values[16] = 5.0;
     let mut q = [0i8; QK];
-    let (d, sums) = quantize_block(&values, &mut q);
+    let d = scale_of(&values);
+    let sums = quantize_block(&values, d, &mut q);
     assert_eq!((d, q[0], q[1], q[2], q[16]), (1.0, 127, -64, 0, 5));
     assert_eq!(sums, [63, 5]);
+}
+
+#[test]
+fn a_super_block_type_quantizes_its_inputs_per_256_values() {
+    let mut values = vec![0.0f32; 512];
+    values[3] = 254.0; // the first group's largest: its scale is 2
+    values[40] = 3.0; // another block of the first group: 1.5 steps, a tie, to even
+    values[300] = -127.0; // the second group's: its scale is 1
+    let x = Inputs {
+        data: &values,
+        stride: 512,
+        rows: 1,
+    };
+    let mut q = Quantized::default();
+    q.of(x, 512, 256);
+    let scales: Vec<f32> = q.data.iter().map(|block| block.d).collect();
+    assert_eq!(scales, [[2.0; 8], [1.0; 8]].concat());
+    assert_eq!((q.data[0].q[3], q.data[1].q[8], q.data[9].q[12]), (127, 2, -127));
+    q.of(x, 512, QK);
+    assert_eq!((q.data[1].d, q.data[1].q[8]), (3.0 / 127.0, 127));
 }
 
 proptest! {
