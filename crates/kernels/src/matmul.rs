@@ -335,6 +335,9 @@ pub(crate) struct Block {
 #[derive(Default, Debug)]
 pub(crate) struct Quantized {
     data: Vec<Block>,
+    /// Quantized per 256 values: per row and super-block, the values' sums per 16 values and
+    /// (the first eight) per 32, as the super-block types' decode path reads them.
+    counts: Vec<[[i16; 16]; 2]>,
     blocks: usize,
     rows: usize,
 }
@@ -346,6 +349,7 @@ impl Quantized {
         let blocks = k / QK;
         (self.blocks, self.rows) = (blocks, x.rows);
         self.data.clear();
+        self.counts.clear();
         for i in 0..x.rows {
             let row = &x.data[i * x.stride..][..k];
             for values in row.chunks_exact(group) {
@@ -362,8 +366,25 @@ impl Quantized {
                         n,
                     }
                 }));
+                if group > QK {
+                    let blocks = &self.data[self.data.len() - group / QK..];
+                    let sixteen = |n: i32| i16::try_from(n).expect("at most 32 · 127");
+                    self.counts.push([
+                        std::array::from_fn(|h| sixteen(blocks[h / 2].n[h % 2])),
+                        std::array::from_fn(|h| {
+                            blocks.get(h).map_or(0, |b| sixteen(b.n[0] + b.n[1]))
+                        }),
+                    ]);
+                }
             }
         }
+    }
+
+    /// Row `i`'s sums of super-block `s` (see [`Quantized::counts`]).
+    #[cfg(vector)]
+    #[inline]
+    fn counts(&self, i: usize, s: usize) -> &[[i16; 16]; 2] {
+        &self.counts[i * (self.blocks / 8) + s]
     }
 
     /// Where row `i`'s block `b` is.
@@ -853,16 +874,17 @@ pub(crate) fn f16x8(bits: [u16; 8]) -> [f32; 8] {
 #[cfg(vector)]
 mod vector {
     use safe_arch::{
-        abs_i8_m256i, add_horizontal_i32_m256i, add_i16_m256i, add_i32_m128i, add_i32_m256i, add_m128,
-        add_m256,
-        cast_to_m128i_from_m256i, convert_to_m128_from_i32_m128i, convert_to_m256_from_i32_m256i,
-        extract_m128i_from_m256i, fused_mul_add_m128, fused_mul_add_m256,
-        load_unaligned_hi_lo_m256i, load_unaligned_m256i, m128, m128i, m256, m256i,
-        mul_32_m128i, mul_i16_horizontal_add_m256i, mul_i32_keep_low_m256i, mul_m128, mul_m256, mul_u8i8_add_horizontal_saturating_m256i,
+        abs_i8_m256i, add_horizontal_i32_m256i, add_i16_m256i, add_i32_m128i, add_i32_m256i,
+        add_m128, add_m256, cast_to_m128i_from_m256i, convert_to_i16_m256i_from_i8_m128i,
+        convert_to_m128_from_i32_m128i, convert_to_m256_from_i32_m256i, extract_m128i_from_m256i,
+        fused_mul_add_m128, fused_mul_add_m256, load_unaligned_hi_lo_m256i, load_unaligned_m256i,
+        m128, m128i, m256, m256i, mul_i16_horizontal_add_m256i, mul_i16_keep_low_m256i,
+        mul_i32_keep_low_m256i, mul_m128, mul_m256, mul_u8i8_add_horizontal_saturating_m256i,
         set_splat_i16_m256i, set_splat_i32_m128i, set_splat_i32_m256i, set_splat_m128,
-        set_splat_m256, shuffle_abi_i128z_all_m256i, sign_apply_i8_m256i, sub_i32_m128i,
-        sub_i32_m256i, unpack_high_i32_m256i, unpack_high_i64_m256i, unpack_low_i32_m256i,
-        unpack_low_i64_m256i, zeroed_m128, zeroed_m128i, zeroed_m256, zeroed_m256i,
+        set_splat_m256, shr_imm_i32_m256i, shuffle_abi_i128z_all_m256i, shuffle_av_i8z_half_m256i,
+        sign_apply_i8_m256i, sub_i32_m128i, sub_i32_m256i, unpack_high_i32_m256i,
+        unpack_high_i64_m256i, unpack_low_i32_m256i, unpack_low_i64_m256i, zeroed_m128,
+        zeroed_m128i, zeroed_m256, zeroed_m256i,
     };
 
     use super::{
@@ -881,6 +903,25 @@ mod vector {
         #[inline]
         fn both(_narrow: bool, acc: m256i, a: (m256i, m256i), b: (m256i, m256i)) -> m256i {
             Self::dot(Self::dot(acc, a.0, b.0), a.1, b.1)
+        }
+
+        /// `acc` plus, per 32-bit lane, its four products of `a.0` with `b.0` times
+        /// `scales.0` and its four of `a.1` with `b.1` times `scales.1`, exactly: each scale
+        /// a 16-bit integer repeated in both halves of its 32-bit lane. `narrow`: the pairs'
+        /// sums of both products fit 16 bits together, and `scales.0` is `scales.1`.
+        #[inline]
+        fn scaled(
+            _narrow: bool,
+            acc: m256i,
+            a: (m256i, m256i),
+            b: (m256i, m256i),
+            scales: (m256i, m256i),
+        ) -> m256i {
+            let wide = |s: m256i| shr_imm_i32_m256i::<16>(s);
+            let first = mul_i32_keep_low_m256i(Self::dot(zeroed_m256i(), a.0, b.0), wide(scales.0));
+            let second =
+                mul_i32_keep_low_m256i(Self::dot(zeroed_m256i(), a.1, b.1), wide(scales.1));
+            add_i32_m256i(acc, add_i32_m256i(first, second))
         }
     }
 
@@ -912,6 +953,31 @@ mod vector {
                 )
             } else {
                 Self::dot(Self::dot(acc, a.0, b.0), a.1, b.1)
+            }
+        }
+
+        /// The scales multiply `vpmaddubsw`'s 16-bit pair sums in `vpmaddwd` (ggml's K-quant
+        /// dot products do the same): no more instructions than the unscaled sums.
+        #[inline]
+        fn scaled(
+            narrow: bool,
+            acc: m256i,
+            a: (m256i, m256i),
+            b: (m256i, m256i),
+            scales: (m256i, m256i),
+        ) -> m256i {
+            let pairs = |a: m256i, b: m256i| mul_u8i8_add_horizontal_saturating_m256i(a, b);
+            if narrow {
+                let both = add_i16_m256i(pairs(a.0, b.0), pairs(a.1, b.1));
+                add_i32_m256i(acc, mul_i16_horizontal_add_m256i(both, scales.0))
+            } else {
+                add_i32_m256i(
+                    acc,
+                    add_i32_m256i(
+                        mul_i16_horizontal_add_m256i(pairs(a.0, b.0), scales.0),
+                        mul_i16_horizontal_add_m256i(pairs(a.1, b.1), scales.1),
+                    ),
+                )
             }
         }
     }
@@ -1094,18 +1160,16 @@ mod vector {
             let [s0, t0, s1, t1] = eight_rows(L::integers(top, j), L::integers(bottom, j));
             (strip.integers[b], strip.integers[b + 1]) = ([s0, t0], [s1, t1]);
             if !L::SIGNED && L::SPLIT {
-                let [lo0, hi0, lo1, hi1] =
-                    eight_rows(L::minimums(top, j), L::minimums(bottom, j));
+                let [lo0, hi0, lo1, hi1] = eight_rows(L::minimums(top, j), L::minimums(bottom, j));
                 (strip.minimums[b], strip.minimums[b + 1]) = ([lo0, hi0], [lo1, hi1]);
             }
             if b % 8 == 0 {
-                strip.supers[b / 8] = eight_rows(L::super_scales(top, j), L::super_scales(bottom, j));
+                strip.supers[b / 8] =
+                    eight_rows(L::super_scales(top, j), L::super_scales(bottom, j));
             }
         } else {
-            let [d0, m0, d1, m1] = eight_rows(
-                L::headers(top, j, count),
-                L::headers(bottom, j, count),
-            );
+            let [d0, m0, d1, m1] =
+                eight_rows(L::headers(top, j, count), L::headers(bottom, j, count));
             (strip.scales[b], strip.seconds[b]) = (d0, m0);
             (strip.scales[b + 1], strip.seconds[b + 1]) = (d1, m1);
         }
@@ -1315,7 +1379,12 @@ mod vector {
             } else {
                 let numbers = (m256::from(strip.scales[b]), m256::from(strip.seconds[b]));
                 for c in 0..C {
-                    add_block::<L>((&mut acc[c], &mut minimums[c]), numbers, blocks[c], unbiased(c));
+                    add_block::<L>(
+                        (&mut acc[c], &mut minimums[c]),
+                        numbers,
+                        blocks[c],
+                        unbiased(c),
+                    );
                 }
             }
         }
@@ -1347,28 +1416,6 @@ mod vector {
         *acc = fused_mul_add_m128(mul_m128(d, dx), convert_to_m128_from_i32_m128i(sum), *acc);
         if !L::SIGNED {
             *minimums = fused_mul_add_m128(second, set_splat_m128(x.s), *minimums);
-        }
-    }
-
-    /// [`add_integers`] for four weight rows, in 128-bit registers.
-    #[allow(clippy::inline_always)] // in the inner loops
-    #[inline(always)]
-    fn add_integers4<L: Layout>(
-        (sums, mins): &mut (m128i, m128i),
-        (scale, second, [lo, hi]): (m128i, m128i, [m128i; 2]),
-        x: &Block,
-        (sum, half): (m128i, m128i),
-    ) {
-        *sums = add_i32_m128i(*sums, mul_32_m128i(sum, scale));
-        if L::SPLIT {
-            *sums = add_i32_m128i(*sums, mul_32_m128i(half, second));
-        }
-        let [n0, n1] = x.n;
-        if !L::SIGNED && L::SPLIT {
-            *mins = add_i32_m128i(*mins, mul_32_m128i(lo, set_splat_i32_m128i(n0)));
-            *mins = add_i32_m128i(*mins, mul_32_m128i(hi, set_splat_i32_m128i(n1)));
-        } else if !L::SIGNED {
-            *mins = add_i32_m128i(*mins, mul_32_m128i(second, set_splat_i32_m128i(n0 + n1)));
         }
     }
 
@@ -1409,8 +1456,6 @@ mod vector {
     ) -> [[f32; TILE_W]; C] {
         let mut acc = [zeroed_m128(); C];
         let mut minimums = [zeroed_m128(); C];
-        // A super-block type's exact sums of the super-block: `(scaled sums, minimums)`.
-        let mut integers = [(zeroed_m128i(), zeroed_m128i()); C];
         let n = x.blocks;
         let (blocks, bytes) = unit::<L>();
         let whole = n / blocks;
@@ -1438,51 +1483,179 @@ mod vector {
                         (j, blocks),
                         $headers,
                         x,
-                        (&mut acc, &mut minimums, &mut integers),
+                        (&mut acc, &mut minimums),
                     );
                 }};
             }
-            if blocks == 8 && L::SPLIT && L::SIGNED {
-                // A super-block of a type with a scale per 16 values (Q3_K, Q6_K): its four
-                // pairs' headers first, in straight-line code, so that what they share (the
-                // F16, the packed scales) is read and converted once. (Measured per
-                // multiply-add: Q6_K 0.95 -> 0.72 instructions, Q3_K 1.20 -> 1.03; the other
-                // super-block types, whose headers hold minimums too, spill and lose.)
-                let h = |j: usize| pair_headers::<L>(&units, (j, blocks));
-                let (h0, h2, h4, h6) = (h(0), h(2), h(4), h(6));
-                step!(0, h0);
-                step!(2, h2);
-                step!(4, h4);
-                step!(6, h6);
-            } else {
-                for j in (0..blocks).step_by(2) {
-                    step!(j, pair_headers::<L>(&units, (j, blocks)));
-                }
-            }
-            if L::SUPER {
-                let [d, dmin] = L::super_scales(&units, 0).map(m128::from);
-                for c in 0..C {
-                    add_super4(
-                        (&mut acc[c], &mut minimums[c]),
-                        (d, dmin),
-                        inputs[c][0].d,
-                        std::mem::replace(&mut integers[c], (zeroed_m128i(), zeroed_m128i())),
-                    );
-                }
+            for j in (0..blocks).step_by(2) {
+                step!(j, L::headers(&units, j, blocks));
             }
         }
         if whole * blocks < n {
             // A last odd block (a 32-value type): the readers give zeros for the one past it.
             let b = whole * blocks;
             let x = |c: usize| (&rows[c][b], None);
-            let headers = pair_headers::<L>(w, (b, n));
-            direct_pair::<L, S, C>(
-                w,
-                (b, n),
-                headers,
-                x,
-                (&mut acc, &mut minimums, &mut integers),
-            );
+            let headers = L::headers(w, b, n);
+            direct_pair::<L, S, C>(w, (b, n), headers, x, (&mut acc, &mut minimums));
+        }
+        std::array::from_fn(|c| {
+            if L::SIGNED {
+                acc[c].into()
+            } else {
+                add_m128(acc[c], minimums[c]).into()
+            }
+        })
+    }
+
+    /// `[f(0), f(1), f(2), f(3)]`, in line (`array::map` and `from_fn` may be left out of
+    /// line, and their results then pass through memory).
+    #[allow(clippy::inline_always)] // the point
+    #[inline(always)]
+    fn four<T>(f: impl Fn(usize) -> T) -> [T; TILE_W] {
+        [f(0), f(1), f(2), f(3)]
+    }
+
+    /// The byte shuffles that spread a super-block's 16-bit scales (a register holding the
+    /// eight of interest in both halves) to a pair of blocks' paired layout, per pair `j / 2`:
+    /// `[per 32-value block or per 16 values][pair]`, each `[for values 0–15, for 16–31]`. Per
+    /// block, pair `p` takes scales `2p` (low half) and `2p + 1` (high half) for both; with
+    /// split scales, scales `4p mod 8` (low half) and `4p + 2 mod 8` (high half) for values
+    /// 0–15, and the next ones for 16–31.
+    const SPREAD: [[[[u8; 32]; 2]; 4]; 2] = {
+        let mut table = [[[[0u8; 32]; 2]; 4]; 2];
+        let mut p = 0;
+        while p < 4 {
+            let mut i = 0;
+            while i < 32 {
+                let (high, byte) = (i / 16, (i % 2) as u8);
+                #[allow(clippy::cast_possible_truncation)] // below 8
+                let (block, split) = ((2 * p + high) as u8, ((4 * p + 2 * high) % 8) as u8);
+                table[0][p][0][i] = 2 * block + byte;
+                table[0][p][1][i] = 2 * block + byte;
+                table[1][p][0][i] = 2 * split + byte;
+                table[1][p][1][i] = 2 * (split + 1) + byte;
+                i += 1;
+            }
+            p += 1;
+        }
+        table
+    };
+
+    /// [`direct`] for a super-block type: per super-block and (weight row, input row) pair,
+    /// eight 32-bit lanes of exact partial sums, each product already times its sub-block's
+    /// integer scale (`vpmaddwd` with the scales, where the 32-value types use ones), less the
+    /// biased types' corrections; then the lanes of four rows [`reduce`]d to a lane per row, and
+    /// the super-block's float steps. The super-block's integer sum is exact however its parts
+    /// are grouped, so this gives the definition's bits with one reduction per super-block
+    /// instead of one per pair of blocks.
+    #[allow(clippy::inline_always)] // the decode path's loop, specialised per format and path
+    #[inline(always)]
+    fn direct_super<L: Layout, S: Sums, const C: usize>(
+        w: &[&[u8]; TILE_W],
+        x: &Quantized,
+        first: usize,
+    ) -> [[f32; TILE_W]; C] {
+        let narrow = Form::<L>::NARROW && !L::SPLIT;
+        let mut acc = [zeroed_m128(); C];
+        let mut minimums = [zeroed_m128(); C];
+        let rows: [&[Block]; C] = std::array::from_fn(|c| x.row(first + c));
+        let sixteen = |bytes: u128| convert_to_i16_m256i_from_i8_m128i(m128i::from(bytes));
+        for u in 0..x.blocks / 8 {
+            let unit = |r: usize| &w[r][u * L::BYTES..][..L::BYTES];
+            let units = [unit(0), unit(1), unit(2), unit(3)];
+            let numbers = four(|r| L::numbers(units[r], 0));
+            // Each row's 16-bit scales, those of the first eight in both halves of a register,
+            // then (split scales) those of the second eight.
+            let halves = four(|r| {
+                let scales = sixteen(numbers[r].scales);
+                (
+                    shuffle_abi_i128z_all_m256i::<0x00>(scales, scales),
+                    shuffle_abi_i128z_all_m256i::<0x11>(scales, scales),
+                )
+            });
+            let mut inputs: [&[Block]; C] = [&[]; C];
+            for (inputs, row) in inputs.iter_mut().zip(&rows) {
+                *inputs = &row[8 * u..][..8];
+            }
+            let mut sums = [[zeroed_m256i(); TILE_W]; C];
+            for j in (0..8).step_by(2) {
+                prefetch::<L>(w, 8 * u + j);
+                let values = [
+                    L::pair(units[0], j, 8),
+                    L::pair(units[1], j, 8),
+                    L::pair(units[2], j, 8),
+                    L::pair(units[3], j, 8),
+                ];
+                let magnitudes = if L::SIGNED && !Form::<L>::BIASED {
+                    four(|r| (abs_i8_m256i(values[r].0), abs_i8_m256i(values[r].1)))
+                } else {
+                    values
+                };
+                // Per row, the pair's scales in the paired layout: block `j`'s in the low
+                // half, `j + 1`'s in the high; for values 0–15, then 16–31.
+                let [lo, hi] = &SPREAD[usize::from(L::SPLIT)][j / 2];
+                let (lo, hi) = (m256i::from(*lo), m256i::from(*hi));
+                let scales = four(|r| {
+                    let (first, second) = halves[r];
+                    let half = if L::SPLIT && j >= 4 { second } else { first };
+                    (
+                        shuffle_av_i8z_half_m256i(half, lo),
+                        shuffle_av_i8z_half_m256i(half, hi),
+                    )
+                });
+                for c in 0..C {
+                    let (this, next) = (&inputs[c][j].q, &inputs[c][j + 1].q);
+                    let half = |input: &[i8; QK], h: usize| -> [i8; 16] {
+                        input[16 * h..16 * h + 16].try_into().expect("16 values")
+                    };
+                    let v = (
+                        load_unaligned_hi_lo_m256i(&half(next, 0), &half(this, 0)),
+                        load_unaligned_hi_lo_m256i(&half(next, 1), &half(this, 1)),
+                    );
+                    for r in 0..TILE_W {
+                        let (a, s) = operands::<L>(v, values[r], magnitudes[r]);
+                        sums[c][r] = S::scaled(narrow, sums[c][r], a, s, scales[r]);
+                    }
+                }
+            }
+            let [d, dmin] = L::super_scales(&units, 0);
+            let (d, dmin) = (m128::from(d), m128::from(dmin));
+            // Per row, what the inputs' sums are multiplied by: the biased types' scales
+            // times their bias (at most 128 · 32: 16 bits), the minimums.
+            let bias = set_splat_i16_m256i(i16::from(L::BIAS));
+            let biased = four(|r| mul_i16_keep_low_m256i(sixteen(numbers[r].scales), bias));
+            let mins = four(|r| sixteen(numbers[r].minimums));
+            for c in 0..C {
+                // The inputs' sums per 16 values (split types) or per block.
+                let counts = m256i::from(x.counts(first + c, u)[usize::from(!L::SPLIT)]);
+                let mut total = sums[c];
+                if Form::<L>::BIASED {
+                    for r in 0..TILE_W {
+                        let correction = mul_i16_horizontal_add_m256i(biased[r], counts);
+                        total[r] = sub_i32_m256i(total[r], correction);
+                    }
+                }
+                let lanes = |r: m256i| {
+                    add_i32_m128i(
+                        cast_to_m128i_from_m256i(r),
+                        extract_m128i_from_m256i::<1>(r),
+                    )
+                };
+                let total = lanes(reduce(total));
+                let minimum = if L::SIGNED {
+                    zeroed_m128i()
+                } else {
+                    lanes(reduce(four(|r| {
+                        mul_i16_horizontal_add_m256i(mins[r], counts)
+                    })))
+                };
+                add_super4(
+                    (&mut acc[c], &mut minimums[c]),
+                    (d, dmin),
+                    inputs[c][0].d,
+                    (total, minimum),
+                );
+            }
         }
         std::array::from_fn(|c| {
             if L::SIGNED {
@@ -1501,39 +1674,6 @@ mod vector {
         (blocks, blocks / per_block * L::BYTES)
     }
 
-    /// A pair's numbers, per row: a 32-value type's [`Layout::headers`]; a super-block type's
-    /// [`Layout::integers`] and, for the unsigned split types, its [`Layout::minimums`]
-    /// (zeros where a type has none).
-    #[derive(Clone, Copy)]
-    struct Headers {
-        scales: [[f32; TILE_W]; 4],
-        integers: [[i32; TILE_W]; 4],
-        minimums: [[i32; TILE_W]; 4],
-    }
-
-    /// [`Headers`] of blocks `b` (even) and `b + 1` of rows `w` (`(b, blocks)` as the layout's
-    /// readers take them).
-    #[allow(clippy::inline_always)] // the decode path's loop body
-    #[inline(always)]
-    fn pair_headers<L: Layout>(w: &[&[u8]; TILE_W], (b, blocks): (usize, usize)) -> Headers {
-        if !L::SUPER {
-            return Headers {
-                scales: L::headers(w, b, blocks),
-                integers: [[0; TILE_W]; 4],
-                minimums: [[0; TILE_W]; 4],
-            };
-        }
-        Headers {
-            scales: [[0.0; TILE_W]; 4],
-            integers: L::integers(w, b),
-            minimums: if !L::SIGNED && L::SPLIT {
-                L::minimums(w, b)
-            } else {
-                [[0; TILE_W]; 4]
-            },
-        }
-    }
-
     /// [`direct`]'s step for blocks `b` (even) and `b + 1` of rows `w` (`(b, blocks)`: the
     /// index and count the layout's readers take) with their `headers`, and the input blocks
     /// `x(c)` of each input row `c` (the second `None` past the row).
@@ -1542,13 +1682,9 @@ mod vector {
     fn direct_pair<'a, L: Layout, S: Sums, const C: usize>(
         w: &[&[u8]; TILE_W],
         (b, blocks): (usize, usize),
-        headers: Headers,
+        headers: [[f32; TILE_W]; 4],
         x: impl Fn(usize) -> (&'a Block, Option<&'a Block>),
-        (acc, minimums, integers): (
-            &mut [m128; C],
-            &mut [m128; C],
-            &mut [(m128i, m128i); C],
-        ),
+        (acc, minimums): (&mut [m128; C], &mut [m128; C]),
     ) {
         let narrow = Form::<L>::NARROW && !L::SPLIT;
         let none = [0i8; QK];
@@ -1608,20 +1744,13 @@ mod vector {
                 )
             };
             let this = unbiased(this_block, (sums.0, seconds.0));
-            if L::SUPER {
-                // The next block is in the same super-block: super-block types have no odd
-                // last block.
-                let next = next_block.expect("a super-block's pair");
-                let four = m128i::from;
-                let [s0, t0, s1, t1] = headers.integers.map(four);
-                let [lo0, hi0, lo1, hi1] = headers.minimums.map(four);
-                add_integers4::<L>(&mut integers[c], (s0, t0, [lo0, hi0]), this_block, this);
-                let next_sums = unbiased(next, (sums.1, seconds.1));
-                add_integers4::<L>(&mut integers[c], (s1, t1, [lo1, hi1]), next, next_sums);
-                continue;
-            }
-            let [d0, m0, d1, m1] = headers.scales.map(m128::from);
-            add_block4::<L>((&mut acc[c], &mut minimums[c]), (d0, m0), this_block, this.0);
+            let [d0, m0, d1, m1] = headers.map(m128::from);
+            add_block4::<L>(
+                (&mut acc[c], &mut minimums[c]),
+                (d0, m0),
+                this_block,
+                this.0,
+            );
             if let Some(next) = next_block {
                 let next_sums = unbiased(next, (sums.1, seconds.1));
                 add_block4::<L>((&mut acc[c], &mut minimums[c]), (d1, m1), next, next_sums.0);
@@ -1643,10 +1772,13 @@ mod vector {
             let [a0, a1, a2, a3, b0, b1, b2, b3] = w;
             let halves = |w: [&[u8]; TILE_W]| {
                 let mut out = [[0.0f32; TILE_W]; DIRECT_ROWS];
-                match x.rows {
-                    1 => out[..1].copy_from_slice(&direct::<L, S, 1>(&w, x, 0)),
-                    2 => out[..2].copy_from_slice(&direct::<L, S, 2>(&w, x, 0)),
-                    _ => out = direct::<L, S, DIRECT_ROWS>(&w, x, 0),
+                match (L::SUPER, x.rows) {
+                    (false, 1) => out[..1].copy_from_slice(&direct::<L, S, 1>(&w, x, 0)),
+                    (false, 2) => out[..2].copy_from_slice(&direct::<L, S, 2>(&w, x, 0)),
+                    (false, _) => out = direct::<L, S, DIRECT_ROWS>(&w, x, 0),
+                    (true, 1) => out[..1].copy_from_slice(&direct_super::<L, S, 1>(&w, x, 0)),
+                    (true, 2) => out[..2].copy_from_slice(&direct_super::<L, S, 2>(&w, x, 0)),
+                    (true, _) => out = direct_super::<L, S, DIRECT_ROWS>(&w, x, 0),
                 }
                 out
             };

@@ -62,14 +62,31 @@ pub(super) trait Layout {
         [[0.0; TILE_W]; 2]
     }
 
-    /// A super-block type's integer scales of 32-value blocks `b` (even) and `b + 1` of the
+    /// A super-block type's integer scales and minimums of super-block `s` of `row` (see
+    /// [`Numbers`]). Values of a sub-block `j` are `d · sc_j · w` (signed types) or
+    /// `d · sc_j · u − dmin · m_j` (unsigned ones).
+    fn numbers(_row: &[u8], _s: usize) -> Numbers {
+        Numbers::default()
+    }
+
+    /// A super-block type's integer numbers of 32-value blocks `b` (even) and `b + 1` of the
     /// rows `w`: `(sc_b, second_b, sc_b+1, second_b+1)`, each per row, where `second` is the
     /// minimum (an unsigned type), the scale of values 16–31 ([`Layout::SPLIT`]) or zero.
-    /// Values of sub-block `j` are `d · sc_j · w` (signed types) or `d · sc_j · u − dmin · m_j`.
     #[allow(clippy::inline_always)] // as `headers`
     #[inline(always)]
-    fn integers(_w: &[&[u8]; TILE_W], _b: usize) -> [[i32; TILE_W]; 4] {
-        [[0; TILE_W]; 4]
+    fn integers(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
+        let numbers = w.map(|row| Self::numbers(row, b / 8));
+        std::array::from_fn(|k| {
+            let block = b % 8 + k / 2;
+            std::array::from_fn(|r| {
+                let n = &numbers[r];
+                match (Self::SPLIT, k % 2) {
+                    (true, half) => n.scale(2 * block + half),
+                    (false, 0) => n.scale(block),
+                    (false, _) => n.minimum(block),
+                }
+            })
+        })
     }
 
     /// With split scales and minimums (an unsigned [`Layout::SPLIT`] type), the integer
@@ -77,14 +94,47 @@ pub(super) trait Layout {
     /// values 0–15, its 16–31, then block `b + 1`'s, each per row.
     #[allow(clippy::inline_always)] // as `headers`
     #[inline(always)]
-    fn minimums(_w: &[&[u8]; TILE_W], _b: usize) -> [[i32; TILE_W]; 4] {
-        [[0; TILE_W]; 4]
+    fn minimums(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
+        let numbers = w.map(|row| Self::numbers(row, b / 8));
+        std::array::from_fn(|k| std::array::from_fn(|r| numbers[r].minimum(2 * (b % 8) + k)))
     }
 
     /// Blocks `b` and `b + 1` of `row` (zeros past the row) in the inputs' paired layout:
     /// values 0–15 of `b` then of `b + 1`, and values 16–31 of `b` then of `b + 1`.
     #[cfg(vector)]
     fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i);
+}
+
+/// A super-block's integer numbers, sixteen signed bytes each (little-endian): `scales` per
+/// 32-value block (bytes 0–7), or per 16 values with split scales (all sixteen), and
+/// `minimums` the same way (zeros for the signed types). Integers, not arrays, so the vector
+/// paths take them from registers (an array written byte by byte and read as a vector stalls
+/// on the store).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Numbers {
+    pub(super) scales: u128,
+    pub(super) minimums: u128,
+}
+
+impl Numbers {
+    /// Scale `k`.
+    #[inline]
+    pub(super) fn scale(&self, k: usize) -> i32 {
+        byte(self.scales, k)
+    }
+
+    /// Minimum `k`.
+    #[inline]
+    pub(super) fn minimum(&self, k: usize) -> i32 {
+        byte(self.minimums, k)
+    }
+}
+
+/// Signed byte `k` of `bytes`.
+#[inline]
+fn byte(bytes: u128, k: usize) -> i32 {
+    #[allow(clippy::cast_possible_truncation)] // the byte
+    i32::from((bytes >> (8 * k)) as u8 as i8)
 }
 
 /// The 16 bits (an F16, or the floats' BF16) at byte `at` of `w`, little-endian.
@@ -414,7 +464,6 @@ impl Layout for IQ4NL {
 /// sub-block `j`'s (ggml's `get_scale_min_k4` for four sub-blocks at once): `(scales,
 /// minimums)` of sub-blocks 0–3 (`high` false) or 4–7. `words` are the three little-endian
 /// words of the twelve bytes. (The vector paths' `k_numbers` does the same per lane.)
-#[cfg(not(vector))]
 #[inline]
 fn scales_mins_k4(words: [u32; 3], high: bool) -> (u32, u32) {
     let [a, b, c] = words;
@@ -458,33 +507,20 @@ fn k_super_scales(w: &[&[u8]; TILE_W], b: usize, bytes: usize, at: usize) -> [[f
     [d, dmin.map(|m| -m)]
 }
 
-/// A K-quant's integer scales and minimums of sub-blocks `b` and `b + 1` (`b` even, so both
-/// in one super-block): `(sc_b, m_b, sc_b+1, m_b+1)`, 6-bit integers, per row.
-#[allow(clippy::inline_always)] // as `block_halves`
+/// A K-quant's numbers (`Q4_K`, `Q5_K`): the eight 6-bit scales and minimums in the twelve
+/// bytes at byte 4 of super-block `s`.
+#[allow(clippy::inline_always)] // once per super-block in the decode path's loop
 #[inline(always)]
-fn k_integers(w: &[&[u8]; TILE_W], b: usize, bytes: usize) -> [[i32; TILE_W]; 4] {
-    let at = b / 8 * bytes + 4;
-    // Sub-blocks `b` and `b + 1` are bytes `b % 4` and the next of the words for their half of
-    // the super-block.
-    let word = |r: usize, k: usize| word(w[r], 0, 1, 0, at + 4 * k);
-    let words = |k: usize| [word(0, k), word(1, k), word(2, k), word(3, k)];
-    let words = [words(0), words(1), words(2)];
-    let (high, shift) = (b % 8 >= 4, 8 * (b % 4));
-    #[cfg(vector)]
-    return vector::k_integers(words, high, shift);
-    #[cfg(not(vector))]
-    {
-        let mut out = [[0i32; TILE_W]; 4];
-        for r in 0..TILE_W {
-            let (scales, mins) = scales_mins_k4([words[0][r], words[1][r], words[2][r]], high);
-            #[allow(clippy::cast_possible_wrap)] // 6-bit integers
-            let byte = |v: u32, at: usize| (v >> at & 0x3F) as i32;
-            out[0][r] = byte(scales, shift);
-            out[1][r] = byte(mins, shift);
-            out[2][r] = byte(scales, shift + 8);
-            out[3][r] = byte(mins, shift + 8);
-        }
-        out
+fn k_numbers(row: &[u8], s: usize, bytes: usize) -> Numbers {
+    let at = s * bytes + 4;
+    let word = |k: usize| word(row, 0, 1, 0, at + 4 * k);
+    let words = [word(0), word(1), word(2)];
+    let (scales, mins) = scales_mins_k4(words, false);
+    let (high_scales, high_mins) = scales_mins_k4(words, true);
+    let join = |low: u32, high: u32| u128::from(low) | u128::from(high) << 32;
+    Numbers {
+        scales: join(scales, high_scales),
+        minimums: join(mins, high_mins),
     }
 }
 
@@ -497,23 +533,6 @@ fn scale_only(w: &[&[u8]; TILE_W], b: usize, bytes: usize, d_at: usize) -> [[f32
     let bits: [u16; 8] = std::array::from_fn(|i| if i < TILE_W { half_at(w[i], at) } else { 0 });
     let d = f16x8(bits);
     [[d[0], d[1], d[2], d[3]], [0.0; TILE_W]]
-}
-
-/// The integer scales of a super-block type with a scale per 16 values (`Q3_K`, `Q6_K`) for
-/// blocks `b` (even) and `b + 1`: `scales(super-block, j)` of its 16-value sub-blocks
-/// `j = 2 · (b mod 8)` to `j + 3`, per row.
-#[allow(clippy::inline_always)] // as `block_halves`
-#[inline(always)]
-fn split_integers(
-    w: &[&[u8]; TILE_W],
-    b: usize,
-    bytes: usize,
-    scales: impl Fn(&[u8], usize) -> [i8; 4],
-) -> [[i32; TILE_W]; 4] {
-    let at = b / 8 * bytes;
-    let quad = |r: usize| scales(&w[r][at..at + bytes], 2 * (b % 8));
-    let quads = [quad(0), quad(1), quad(2), quad(3)];
-    std::array::from_fn(|s| std::array::from_fn(|r| i32::from(quads[r][s])))
 }
 
 #[allow(clippy::cast_possible_wrap)] // nibbles fit an i8
@@ -535,10 +554,10 @@ impl Layout for Q4K {
         k_super_scales(w, b, Self::BYTES, 0)
     }
 
-    #[allow(clippy::inline_always)] // as `block_halves`
+    #[allow(clippy::inline_always)] // as `k_numbers`
     #[inline(always)]
-    fn integers(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
-        k_integers(w, b, Self::BYTES)
+    fn numbers(row: &[u8], s: usize) -> Numbers {
+        k_numbers(row, s, Self::BYTES)
     }
 
     #[cfg(vector)]
@@ -572,10 +591,10 @@ impl Layout for Q5K {
         k_super_scales(w, b, Self::BYTES, 0)
     }
 
-    #[allow(clippy::inline_always)] // as `block_halves`
+    #[allow(clippy::inline_always)] // as `k_numbers`
     #[inline(always)]
-    fn integers(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
-        k_integers(w, b, Self::BYTES)
+    fn numbers(row: &[u8], s: usize) -> Numbers {
+        k_numbers(row, s, Self::BYTES)
     }
 
     #[cfg(vector)]
@@ -620,18 +639,20 @@ impl Layout for IQ4XS {
         scale_only(w, b, Self::BYTES, 0)
     }
 
-    #[allow(clippy::inline_always)] // as `block_halves`
+    #[allow(clippy::inline_always)] // as `k_numbers`
     #[inline(always)]
-    fn integers(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
-        let at = b / 8 * Self::BYTES;
-        let mut out = [[0i32; TILE_W]; 4];
-        for r in 0..TILE_W {
-            let block = &w[r][at..at + 8];
-            // ls − 32, from −32 to 31.
-            out[0][r] = Self::scale(block, b % 8) - 32;
-            out[2][r] = Self::scale(block, b % 8 + 1) - 32;
+    fn numbers(row: &[u8], s: usize) -> Numbers {
+        let block = &row[s * Self::BYTES..][..8];
+        let mut scales = 0u128;
+        for j in 0..8 {
+            // ls − 32, from −32 to 31, as a signed byte.
+            let scale = Self::scale(block, j) - 32;
+            scales |= u128::from(scale.to_le_bytes()[0]) << (8 * j);
         }
-        out
+        Numbers {
+            scales,
+            minimums: 0,
+        }
     }
 
     #[cfg(vector)]
@@ -688,13 +709,14 @@ impl Layout for Q6K {
         scale_only(w, b, Self::BYTES, 208)
     }
 
-    #[allow(clippy::inline_always)] // as `block_halves`
+    #[allow(clippy::inline_always)] // as `k_numbers`
     #[inline(always)]
-    fn integers(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
-        split_integers(w, b, Self::BYTES, |block, j| {
-            let four: [u8; 4] = block[192 + j..196 + j].try_into().expect("4 bytes");
-            four.map(u8::cast_signed)
-        })
+    fn numbers(row: &[u8], s: usize) -> Numbers {
+        let scales = &row[s * Self::BYTES + 192..][..16];
+        Numbers {
+            scales: u128::from_le_bytes(scales.try_into().expect("16 bytes")),
+            minimums: 0,
+        }
     }
 
     #[cfg(vector)]
@@ -724,11 +746,12 @@ pub(super) struct Q3K;
 
 impl Q3K {
     /// Scales `j` to `j + 3` (of 16, per 16 values; `j` a multiple of 4) of a super-block's
-    /// twelve bytes of them, less 32. ggml's `dequantize_row_q3_K` takes scale `j`'s low four
-    /// bits from byte `j` (low nibble) or `j − 8` (high nibble) and its high two from byte
-    /// `8 + j % 4`, shifted by `2 · (j / 4)`: for four consecutive scales, one word of each.
+    /// twelve bytes of them, less 32, as a word of signed bytes. ggml's `dequantize_row_q3_K`
+    /// takes scale `j`'s low four bits from byte `j` (low nibble) or `j − 8` (high nibble) and
+    /// its high two from byte `8 + j % 4`, shifted by `2 · (j / 4)`: for four consecutive
+    /// scales, one word of each.
     #[inline]
-    fn four_scales(scales: &[u8; 12], j: usize) -> [i8; 4] {
+    fn four_scales(scales: &[u8; 12], j: usize) -> u32 {
         // One 32-bit load per word (see `half_at`).
         let word = |at: usize| u32::from_le_bytes(scales[at..at + 4].try_into().expect("4 bytes"));
         let low = if j < 8 {
@@ -737,9 +760,10 @@ impl Q3K {
             (word(j - 8) >> 4) & 0x0F0F_0F0F
         };
         let high = (word(8) >> (2 * (j / 4))) & 0x0303_0303;
-        (low | high << 4)
-            .to_le_bytes()
-            .map(|six| six.cast_signed() - 32)
+        let six = low | high << 4;
+        // Each byte less 32, as a signed byte: from 32 up, its low five bits; below, those
+        // bits with the top three set (0x20 · 7 = 0xE0, no carry between bytes).
+        (six & 0x1F1F_1F1F) | (!six & 0x2020_2020) * 7
     }
 
     /// Where 32-value block `b`'s bits are within its super-block: the shift of its low bits
@@ -776,12 +800,17 @@ impl Layout for Q3K {
         scale_only(w, b, Self::BYTES, 108)
     }
 
-    #[allow(clippy::inline_always)] // as `block_halves`
+    #[allow(clippy::inline_always)] // as `k_numbers`
     #[inline(always)]
-    fn integers(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
-        split_integers(w, b, Self::BYTES, |block, j| {
-            Self::four_scales(block[96..108].try_into().expect("12 bytes"), j)
-        })
+    fn numbers(row: &[u8], s: usize) -> Numbers {
+        let bytes: &[u8; 12] = row[s * Self::BYTES + 96..][..12]
+            .try_into()
+            .expect("12 bytes");
+        let four = |j: usize| u128::from(Self::four_scales(bytes, j)) << (8 * j);
+        Numbers {
+            scales: four(0) | four(4) | four(8) | four(12),
+            minimums: 0,
+        }
     }
 
     #[cfg(vector)]
@@ -817,15 +846,6 @@ impl Q2K {
         #[allow(clippy::cast_possible_truncation)] // below 8
         ((b % 8) / 4, 2 * (b % 4) as u32)
     }
-
-    /// The 4-bit field that `field` picks of each 16 values' scale byte of blocks `b` (even)
-    /// and `b + 1`, per row.
-    #[allow(clippy::inline_always)] // as `block_halves`
-    #[inline(always)]
-    fn fields(w: &[&[u8]; TILE_W], b: usize, field: impl Fn(u8) -> u8) -> [[i32; TILE_W]; 4] {
-        let at = b / 8 * Self::BYTES + 2 * (b % 8);
-        std::array::from_fn(|s| std::array::from_fn(|r| i32::from(field(w[r][at + s]))))
-    }
 }
 
 impl Layout for Q2K {
@@ -847,16 +867,16 @@ impl Layout for Q2K {
         k_super_scales(w, b, Self::BYTES, 80)
     }
 
-    #[allow(clippy::inline_always)] // as `block_halves`
+    #[allow(clippy::inline_always)] // as `k_numbers`
     #[inline(always)]
-    fn integers(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
-        Self::fields(w, b, |sc| sc & 0x0F)
-    }
-
-    #[allow(clippy::inline_always)] // as `block_halves`
-    #[inline(always)]
-    fn minimums(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
-        Self::fields(w, b, |sc| sc >> 4)
+    fn numbers(row: &[u8], s: usize) -> Numbers {
+        let bytes = &row[s * Self::BYTES..][..16];
+        let bytes = u128::from_le_bytes(bytes.try_into().expect("16 bytes"));
+        let low = 0x0F0F_0F0F_0F0F_0F0F_0F0F_0F0F_0F0F_0F0F;
+        Numbers {
+            scales: bytes & low,
+            minimums: bytes >> 4 & low,
+        }
     }
 
     #[cfg(vector)]
@@ -1041,57 +1061,6 @@ mod vector {
             set_splat_i8_m256i(3),
         );
         bitor_m256i(low, shl_imm_u16_m256i::<4>(high))
-    }
-
-    /// A K-quant's integer scales and minimums of sub-blocks `b` and `b + 1` of four rows
-    /// (`[sc_b, m_b, sc_b+1, m_b+1]`), from each row's three words of 6-bit scales and minimums
-    /// (`words[k][r]`), the half of the super-block (`high`: sub-blocks 4–7) and the bit
-    /// position of sub-block `b`'s byte (`shift`): `scales_mins_k4` in four lanes.
-    #[inline]
-    pub(super) fn k_integers(words: [[u32; 4]; 3], high: bool, shift: usize) -> [[i32; 4]; 4] {
-        use safe_arch::{
-            bitand_m128i, bitor_m128i, m128i, set_splat_i32_m128i, shr_all_u32_m128i,
-            shr_imm_u32_m128i,
-        };
-        let lanes = |k: usize| {
-            let [a, b, c, d] = words[k];
-            m128i::from([
-                a.cast_signed(),
-                b.cast_signed(),
-                c.cast_signed(),
-                d.cast_signed(),
-            ])
-        };
-        let (a, b, c) = (lanes(0), lanes(1), lanes(2));
-        let mask = |m: u32| set_splat_i32_m128i(m.cast_signed());
-        let (scales, mins) = if high {
-            (
-                bitor_m128i(
-                    bitand_m128i(c, mask(0x0F0F_0F0F)),
-                    bitand_m128i(shr_imm_u32_m128i::<2>(a), mask(0x3030_3030)),
-                ),
-                bitor_m128i(
-                    bitand_m128i(shr_imm_u32_m128i::<4>(c), mask(0x0F0F_0F0F)),
-                    bitand_m128i(shr_imm_u32_m128i::<2>(b), mask(0x3030_3030)),
-                ),
-            )
-        } else {
-            (
-                bitand_m128i(a, mask(0x3F3F_3F3F)),
-                bitand_m128i(b, mask(0x3F3F_3F3F)),
-            )
-        };
-        #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)] // below 32
-        let byte = |v: m128i, at: usize| {
-            let count = m128i::from([at as i32, 0, 0, 0]);
-            bitand_m128i(shr_all_u32_m128i(v, count), mask(0x3F)).into()
-        };
-        [
-            byte(scales, shift),
-            byte(mins, shift),
-            byte(scales, shift + 8),
-            byte(mins, shift + 8),
-        ]
     }
 
     /// Nibbles (0–15 per byte) as the `IQ4` table's values.

@@ -595,7 +595,10 @@ fn a_super_block_type_quantizes_its_inputs_per_256_values() {
     q.of(x, 512, 256);
     let scales: Vec<f32> = q.data.iter().map(|block| block.d).collect();
     assert_eq!(scales, [[2.0; 8], [1.0; 8]].concat());
-    assert_eq!((q.data[0].q[3], q.data[1].q[8], q.data[9].q[12]), (127, 2, -127));
+    assert_eq!(
+        (q.data[0].q[3], q.data[1].q[8], q.data[9].q[12]),
+        (127, 2, -127)
+    );
     q.of(x, 512, QK);
     assert_eq!((q.data[1].d, q.data[1].q[8]), (3.0 / 127.0, 127));
 }
