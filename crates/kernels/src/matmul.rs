@@ -1580,41 +1580,39 @@ mod vector {
             let mut sums = [[zeroed_m256i(); TILE_W]; C];
             for j in (0..8).step_by(2) {
                 prefetch::<L>(w, 8 * u + j);
-                let values = [
-                    L::pair(units[0], j, 8),
-                    L::pair(units[1], j, 8),
-                    L::pair(units[2], j, 8),
-                    L::pair(units[3], j, 8),
-                ];
-                let magnitudes = if L::SIGNED && !Form::<L>::BIASED {
-                    four(|r| (abs_i8_m256i(values[r].0), abs_i8_m256i(values[r].1)))
-                } else {
-                    values
-                };
-                // Per row, the pair's scales in the paired layout: block `j`'s in the low
-                // half, `j + 1`'s in the high; for values 0–15, then 16–31.
                 let [lo, hi] = &SPREAD[usize::from(L::SPLIT)][j / 2];
                 let (lo, hi) = (m256i::from(*lo), m256i::from(*hi));
-                let scales = four(|r| {
-                    let (first, second) = halves[r];
-                    let half = if L::SPLIT && j >= 4 { second } else { first };
-                    (
-                        shuffle_av_i8z_half_m256i(half, lo),
-                        shuffle_av_i8z_half_m256i(half, hi),
-                    )
-                });
-                for c in 0..C {
-                    let (this, next) = (&inputs[c][j].q, &inputs[c][j + 1].q);
+                let mut v = [(zeroed_m256i(), zeroed_m256i()); C];
+                for (v, inputs) in v.iter_mut().zip(&inputs) {
+                    let (this, next) = (&inputs[j].q, &inputs[j + 1].q);
                     let half = |input: &[i8; QK], h: usize| -> [i8; 16] {
                         input[16 * h..16 * h + 16].try_into().expect("16 values")
                     };
-                    let v = (
+                    *v = (
                         load_unaligned_hi_lo_m256i(&half(next, 0), &half(this, 0)),
                         load_unaligned_hi_lo_m256i(&half(next, 1), &half(this, 1)),
                     );
-                    for r in 0..TILE_W {
-                        let (a, s) = operands::<L>(v, values[r], magnitudes[r]);
-                        sums[c][r] = S::scaled(narrow, sums[c][r], a, s, scales[r]);
+                }
+                // A row at a time: its values and scales, then every input row (all four
+                // rows' at once would not fit the sixteen registers with split scales).
+                for r in 0..TILE_W {
+                    let values = L::pair(units[r], j, 8);
+                    let magnitudes = if L::SIGNED && !Form::<L>::BIASED {
+                        (abs_i8_m256i(values.0), abs_i8_m256i(values.1))
+                    } else {
+                        values
+                    };
+                    // The pair's scales in the paired layout: block `j`'s in the low half,
+                    // `j + 1`'s in the high; for values 0–15, then 16–31.
+                    let (first, second) = halves[r];
+                    let half = if L::SPLIT && j >= 4 { second } else { first };
+                    let scales = (
+                        shuffle_av_i8z_half_m256i(half, lo),
+                        shuffle_av_i8z_half_m256i(half, hi),
+                    );
+                    for c in 0..C {
+                        let (a, s) = operands::<L>(v[c], values, magnitudes);
+                        sums[c][r] = S::scaled(narrow, sums[c][r], a, s, scales);
                     }
                 }
             }
