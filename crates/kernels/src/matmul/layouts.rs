@@ -614,9 +614,10 @@ impl Layout for Q5K {
 }
 
 impl IQ4XS {
-    /// Sub-block `j`'s 6-bit scale of the super-block at `block`.
-    #[inline]
-    fn scale(block: &[u8], j: usize) -> i32 {
+    /// Sub-block `j`'s 6-bit scale of the super-block at `block`, one bit at a time (what the
+    /// tests hold [`Layout::numbers`] to).
+    #[cfg(test)]
+    pub(super) fn scale(block: &[u8], j: usize) -> i32 {
         let high = half_at(block, 2);
         let low = block[4 + j / 2] >> (4 * (j % 2)) & 0x0F;
         i32::from(low) | i32::from((high >> (2 * j)) & 3) << 4
@@ -643,14 +644,22 @@ impl Layout for IQ4XS {
     #[inline(always)]
     fn numbers(row: &[u8], s: usize) -> Numbers {
         let block = &row[s * Self::BYTES..][..8];
-        let mut scales = 0u128;
-        for j in 0..8 {
-            // ls − 32, from −32 to 31, as a signed byte.
-            let scale = Self::scale(block, j) - 32;
-            scales |= u128::from(scale.to_le_bytes()[0]) << (8 * j);
-        }
+        // Scale `j`'s low four bits are nibble `j` of bytes 4–7, its high two bits `2j` of the
+        // 16 at byte 2: each spread to byte `j` of a word.
+        let low = u64::from(u32::from_le_bytes(block[4..8].try_into().expect("4 bytes")));
+        let low = (low | low << 16) & 0x0000_FFFF_0000_FFFF;
+        let low = (low | low << 8) & 0x00FF_00FF_00FF_00FF;
+        let nibbles = 0x000F_000F_000F_000F;
+        let low = (low & nibbles) | (low >> 4 & nibbles) << 8;
+        let high = u64::from(half_at(block, 2));
+        let high = (high | high << 24) & 0x0000_00FF_0000_00FF;
+        let high = (high | high << 12) & 0x000F_000F_000F_000F;
+        let high = (high | high << 6) & 0x0303_0303_0303_0303;
+        let six = low | high << 4;
+        // ls − 32 as signed bytes (see `Q3K::four_scales`).
+        let scales = (six & 0x1F1F_1F1F_1F1F_1F1F) | (!six & 0x2020_2020_2020_2020) * 7;
         Numbers {
-            scales,
+            scales: u128::from(scales),
             minimums: 0,
         }
     }

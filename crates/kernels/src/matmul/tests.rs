@@ -656,3 +656,61 @@ fn every_type_gives_the_recorded_bits_at_every_level() {
     }
     insta::assert_snapshot!(table);
 }
+
+/// Each super-block type's integer numbers, against ggml's readings one value at a time
+/// (`get_scale_min_k4`, `dequantize_row_q3_K`'s and `IQ4_XS`'s bit gathering), over random
+/// bytes: the word-at-a-time readers feed the definition itself, so the kernel's agreement
+/// with the definition cannot check them.
+#[test]
+fn the_super_block_numbers_are_ggml_s() {
+    use layouts::{Layout, IQ4XS, Q2K, Q3K, Q4K, Q6K};
+    let mut rng = Rng(0x5eed_cafe);
+    for _ in 0..200 {
+        let row: Vec<u8> = (0..2 * 256).map(|_| rng.next() as u8).collect();
+        for s in 0..2 {
+            // Q4_K: scales and minimums at bytes 4–15 of a 144-byte super-block.
+            let q = &row[s * 144 + 4..][..12];
+            let n = Q4K::numbers(&row, s);
+            for j in 0..8 {
+                let (scale, min) = if j < 4 {
+                    (q[j] & 63, q[j + 4] & 63)
+                } else {
+                    (
+                        (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
+                        (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+                    )
+                };
+                assert_eq!(
+                    (n.scale(j), n.minimum(j)),
+                    (i32::from(scale), i32::from(min))
+                );
+            }
+            // Q3_K: sixteen 6-bit scales less 32 at bytes 96–107 of 110.
+            let q = &row[s * 110 + 96..][..12];
+            let n = Q3K::numbers(&row, s);
+            for j in 0..16 {
+                let low = if j < 8 { q[j] & 0xF } else { q[j - 8] >> 4 };
+                let high = (q[8 + j % 4] >> (2 * (j / 4))) & 3;
+                assert_eq!(n.scale(j), i32::from(low | high << 4) - 32);
+            }
+            // IQ4_XS: eight 6-bit scales less 32 in bytes 2–7 of 136.
+            let n = IQ4XS::numbers(&row, s);
+            for j in 0..8 {
+                assert_eq!(n.scale(j), IQ4XS::scale(&row[s * 136..], j) - 32);
+            }
+            // Q6_K: sixteen signed bytes at 192 of 210; Q2_K: a nibble each at 0–15 of 84.
+            let n = Q6K::numbers(&row, s);
+            for j in 0..16 {
+                assert_eq!(n.scale(j), i32::from(row[s * 210 + 192 + j] as i8));
+            }
+            let n = Q2K::numbers(&row, s);
+            for j in 0..16 {
+                let byte = row[s * 84 + j];
+                assert_eq!(
+                    (n.scale(j), n.minimum(j)),
+                    (i32::from(byte & 0xF), i32::from(byte >> 4))
+                );
+            }
+        }
+    }
+}
