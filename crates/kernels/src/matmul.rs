@@ -1541,6 +1541,27 @@ mod vector {
         table
     };
 
+    /// [`SPREAD`] for a [`Layout::NATURAL`] type, per block `k` of the super-block: each
+    /// block's scale in all its lanes, or with split scales scale `2k mod 8` in the low half
+    /// (values 0–15) and the next in the high.
+    const NATURAL_SPREAD: [[[u8; 32]; 8]; 2] = {
+        let mut table = [[[0u8; 32]; 8]; 2];
+        let mut k = 0;
+        while k < 8 {
+            let mut i = 0;
+            while i < 32 {
+                let (high, byte) = (i / 16, (i % 2) as u8);
+                #[allow(clippy::cast_possible_truncation)] // below 16
+                let (block, split) = (k as u8, ((2 * k + high) % 8) as u8);
+                table[0][k][i] = 2 * block + byte;
+                table[1][k][i] = 2 * split + byte;
+                i += 1;
+            }
+            k += 1;
+        }
+        table
+    };
+
     /// [`direct`] for a super-block type: per super-block and (weight row, input row) pair,
     /// eight 32-bit lanes of exact partial sums, each product already times its sub-block's
     /// integer scale (`vpmaddwd` with the scales, where the 32-value types use ones), less the
@@ -1555,7 +1576,8 @@ mod vector {
         x: &Quantized,
         first: usize,
     ) -> [[f32; TILE_W]; C] {
-        let narrow = Form::<L>::NARROW && !L::SPLIT;
+        // A natural layout's two registers are two blocks, each with its own scales.
+        let narrow = Form::<L>::NARROW && !L::SPLIT && !L::NATURAL;
         let mut acc = [zeroed_m128(); C];
         let mut minimums = [zeroed_m128(); C];
         let rows: [&[Block]; C] = std::array::from_fn(|c| x.row(first + c));
@@ -1580,23 +1602,37 @@ mod vector {
             let mut sums = [[zeroed_m256i(); TILE_W]; C];
             for j in (0..8).step_by(2) {
                 prefetch::<L>(w, 8 * u + j);
-                let [lo, hi] = &SPREAD[usize::from(L::SPLIT)][j / 2];
-                let (lo, hi) = (m256i::from(*lo), m256i::from(*hi));
+                let split = usize::from(L::SPLIT);
+                let (lo, hi) = if L::NATURAL {
+                    let table = &NATURAL_SPREAD[split];
+                    (m256i::from(table[j]), m256i::from(table[j + 1]))
+                } else {
+                    let [lo, hi] = &SPREAD[split][j / 2];
+                    (m256i::from(*lo), m256i::from(*hi))
+                };
                 let mut v = [(zeroed_m256i(), zeroed_m256i()); C];
                 for (v, inputs) in v.iter_mut().zip(&inputs) {
                     let (this, next) = (&inputs[j].q, &inputs[j + 1].q);
-                    let half = |input: &[i8; QK], h: usize| -> [i8; 16] {
-                        input[16 * h..16 * h + 16].try_into().expect("16 values")
+                    *v = if L::NATURAL {
+                        (load_unaligned_m256i(this), load_unaligned_m256i(next))
+                    } else {
+                        let half = |input: &[i8; QK], h: usize| -> [i8; 16] {
+                            input[16 * h..16 * h + 16].try_into().expect("16 values")
+                        };
+                        (
+                            load_unaligned_hi_lo_m256i(&half(next, 0), &half(this, 0)),
+                            load_unaligned_hi_lo_m256i(&half(next, 1), &half(this, 1)),
+                        )
                     };
-                    *v = (
-                        load_unaligned_hi_lo_m256i(&half(next, 0), &half(this, 0)),
-                        load_unaligned_hi_lo_m256i(&half(next, 1), &half(this, 1)),
-                    );
                 }
                 // A row at a time: its values and scales, then every input row (all four
                 // rows' at once would not fit the sixteen registers with split scales).
                 for r in 0..TILE_W {
-                    let values = L::pair(units[r], j, 8);
+                    let values = if L::NATURAL {
+                        L::blocks(units[r], j)
+                    } else {
+                        L::pair(units[r], j, 8)
+                    };
                     let magnitudes = if L::SIGNED && !Form::<L>::BIASED {
                         (abs_i8_m256i(values.0), abs_i8_m256i(values.1))
                     } else {

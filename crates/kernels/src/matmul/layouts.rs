@@ -103,6 +103,19 @@ pub(super) trait Layout {
     /// values 0–15 of `b` then of `b + 1`, and values 16–31 of `b` then of `b + 1`.
     #[cfg(vector)]
     fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i);
+
+    /// A super-block type whose decode path reads whole blocks ([`Layout::blocks`]) rather
+    /// than pairs.
+    const NATURAL: bool = false;
+
+    /// With [`Layout::NATURAL`], 32-value blocks `b` (even) and `b + 1` of `row`, each in value
+    /// order: what [`Layout::values`] gives (or `u_j` for a biased type), as bytes.
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `headers`
+    #[inline(always)]
+    fn blocks(_row: &[u8], _b: usize) -> (m256i, m256i) {
+        unreachable!("a natural layout reads its blocks")
+    }
 }
 
 /// A super-block's integer numbers, sixteen signed bytes each (little-endian): `scales` per
@@ -746,6 +759,25 @@ impl Layout for Q6K {
         };
         (half(0), half(16))
     }
+
+    const NATURAL: bool = true;
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn blocks(row: &[u8], b: usize) -> (m256i, m256i) {
+        let block = b / 8 * Self::BYTES;
+        let (ql0, shift, qh, high0) = Self::places(b);
+        let (ql1, _, _, high1) = Self::places(b + 1);
+        let qh = vector::load(row, block + qh);
+        let value = |ql: usize, high: u32| {
+            safe_arch::bitor_m256i(
+                vector::bits(vector::load(row, block + ql), shift, 0x0F),
+                vector::bit_to(qh, high as usize, 3, 4),
+            )
+        };
+        (value(ql0, high0), value(ql1, high1))
+    }
 }
 
 /// ggml's `Q3_K`: super-blocks of 256 values (32 bytes of high bits, 64 bytes of 2-bit values,
@@ -840,6 +872,28 @@ impl Layout for Q3K {
         };
         (half(0), half(1))
     }
+
+    const NATURAL: bool = true;
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn blocks(row: &[u8], b: usize) -> (m256i, m256i) {
+        let block = b / 8 * Self::BYTES;
+        let (n, shift, high) = Self::places(b);
+        // Block `b + 1` is the next `t`: its low bits two further, its high bit one.
+        let (low, hmask) = (
+            vector::load(row, block + 32 + 32 * n),
+            vector::load(row, block),
+        );
+        let value = |shift: u32, high: u32| {
+            safe_arch::bitor_m256i(
+                vector::bits(low, shift, 3),
+                vector::bit_to(hmask, high as usize, 1, 2),
+            )
+        };
+        (value(shift, high), value(shift + 2, high + 1))
+    }
 }
 
 /// ggml's `Q2_K`: super-blocks of 256 values (sixteen bytes of scales, 64 bytes of 2-bit
@@ -911,6 +965,35 @@ mod vector {
     };
 
     use super::IQ4;
+
+    /// The 32 bytes at `at` of `row`.
+    #[allow(clippy::inline_always)] // in the decode path's loop
+    #[inline(always)]
+    pub(super) fn load(row: &[u8], at: usize) -> m256i {
+        let bytes: [u8; 32] = row[at..at + 32].try_into().expect("32 bytes");
+        m256i::from(bytes)
+    }
+
+    /// Each byte shifted down by `shift` (below 8) and masked by `mask` (which drops the bits
+    /// shifted in from the next byte).
+    #[inline]
+    #[allow(clippy::cast_possible_wrap)] // shifts below 8, masks below 256
+    pub(super) fn bits(bytes: m256i, shift: u32, mask: u8) -> m256i {
+        let count = m128i::from([shift as i32, 0, 0, 0]);
+        bitand_m256i(
+            shr_all_u16_m256i(bytes, count),
+            set_splat_i8_m256i(mask as i8),
+        )
+    }
+
+    /// Each byte's bits `at..` (masked by `mask`) moved up to bit `to`.
+    #[inline]
+    #[allow(clippy::cast_possible_truncation, clippy::cast_possible_wrap)] // below 8
+    pub(super) fn bit_to(bytes: m256i, at: usize, mask: u8, to: u32) -> m256i {
+        let bits = self::bits(bytes, at as u32, mask);
+        let count = m128i::from([to as i32, 0, 0, 0]);
+        safe_arch::shl_all_u16_m256i(bits, count)
+    }
 
     /// Two 16-byte halves in one register: `first` in the low lane, `second` in the high.
     #[inline]
