@@ -609,6 +609,10 @@ enum Path {
     /// AVX-512 VNNI's `vpdpbusd` (256-bit, EVEX).
     #[cfg(all(vector, target_feature = "avx512vnni", target_feature = "avx512vl"))]
     Avx512Vnni,
+    /// The VNNI paths' arithmetic on AVX2 (the [`vector::Sums`] trait's own `both` and
+    /// `scaled` over AVX2's exact four-product sums), so that every machine's tests run it.
+    #[cfg(all(test, vector))]
+    Generic,
 }
 
 impl Path {
@@ -688,11 +692,21 @@ impl<'a> MatMul<'a> {
         nth: usize,
         out: &mut dyn FnMut(usize, usize, &[f32]),
     ) {
+        self.run_on(Path::of(level.min(crate::cpu::best())), ith, nth, out);
+    }
+
+    /// [`MatMul::run_at`] on `path`.
+    fn run_on(
+        &self,
+        path: Path,
+        ith: usize,
+        nth: usize,
+        out: &mut dyn FnMut(usize, usize, &[f32]),
+    ) {
         let mine = share(self.w.rows, ith, nth);
         if mine.is_empty() || self.x.rows == 0 {
             return;
         }
-        let path = Path::of(level.min(crate::cpu::best()));
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
             let Scratch {
@@ -773,6 +787,8 @@ impl<'a> MatMul<'a> {
                 Path::Avx512Vnni => {
                     vector::strip::<L, vector::Avx512Vnni>(w, x, strip, &mut emit);
                 }
+                #[cfg(all(test, vector))]
+                Path::Generic => vector::strip::<L, vector::Generic>(w, x, strip, &mut emit),
             }
         }
     }
@@ -982,6 +998,19 @@ mod vector {
         }
     }
 
+    /// AVX2's exact sums under the trait's own `both` and `scaled`, as the VNNI paths take
+    /// them: what the tests run where no VNNI instruction is.
+    #[cfg(test)]
+    pub(super) struct Generic;
+
+    #[cfg(test)]
+    impl Sums for Generic {
+        #[inline]
+        fn dot(acc: m256i, a: m256i, b: m256i) -> m256i {
+            Maddubs::dot(acc, a, b)
+        }
+    }
+
     /// AVX-VNNI's `vpdpbusd`.
     #[cfg(target_feature = "avxvnni")]
     pub(super) struct AvxVnni;
@@ -1163,7 +1192,7 @@ mod vector {
                 let [lo0, hi0, lo1, hi1] = eight_rows(L::minimums(top, j), L::minimums(bottom, j));
                 (strip.minimums[b], strip.minimums[b + 1]) = ([lo0, hi0], [lo1, hi1]);
             }
-            if b % 8 == 0 {
+            if b.is_multiple_of(8) {
                 strip.supers[b / 8] =
                     eight_rows(L::super_scales(top, j), L::super_scales(bottom, j));
             }
@@ -1521,6 +1550,7 @@ mod vector {
     /// block, pair `p` takes scales `2p` (low half) and `2p + 1` (high half) for both; with
     /// split scales, scales `4p mod 8` (low half) and `4p + 2 mod 8` (high half) for values
     /// 0–15, and the next ones for 16–31.
+    #[allow(clippy::cast_possible_truncation)] // indices below 32
     const SPREAD: [[[[u8; 32]; 2]; 4]; 2] = {
         let mut table = [[[[0u8; 32]; 2]; 4]; 2];
         let mut p = 0;
@@ -1528,7 +1558,6 @@ mod vector {
             let mut i = 0;
             while i < 32 {
                 let (high, byte) = (i / 16, (i % 2) as u8);
-                #[allow(clippy::cast_possible_truncation)] // below 8
                 let (block, split) = ((2 * p + high) as u8, ((4 * p + 2 * high) % 8) as u8);
                 table[0][p][0][i] = 2 * block + byte;
                 table[0][p][1][i] = 2 * block + byte;
@@ -1544,6 +1573,7 @@ mod vector {
     /// [`SPREAD`] for a [`Layout::NATURAL`] type, per block `k` of the super-block: each
     /// block's scale in all its lanes, or with split scales scale `2k mod 8` in the low half
     /// (values 0–15) and the next in the high.
+    #[allow(clippy::cast_possible_truncation)] // indices below 32
     const NATURAL_SPREAD: [[[u8; 32]; 8]; 2] = {
         let mut table = [[[0u8; 32]; 8]; 2];
         let mut k = 0;
@@ -1551,7 +1581,6 @@ mod vector {
             let mut i = 0;
             while i < 32 {
                 let (high, byte) = (i / 16, (i % 2) as u8);
-                #[allow(clippy::cast_possible_truncation)] // below 16
                 let (block, split) = (k as u8, ((2 * k + high) % 8) as u8);
                 table[0][k][i] = 2 * block + byte;
                 table[1][k][i] = 2 * split + byte;
@@ -1662,32 +1691,12 @@ mod vector {
             for c in 0..C {
                 // The inputs' sums per 16 values (split types) or per block.
                 let counts = m256i::from(x.counts(first + c, u)[usize::from(!L::SPLIT)]);
-                let mut total = sums[c];
-                if Form::<L>::BIASED {
-                    for r in 0..TILE_W {
-                        let correction = mul_i16_horizontal_add_m256i(biased[r], counts);
-                        total[r] = sub_i32_m256i(total[r], correction);
-                    }
-                }
-                let lanes = |r: m256i| {
-                    add_i32_m128i(
-                        cast_to_m128i_from_m256i(r),
-                        extract_m128i_from_m256i::<1>(r),
-                    )
-                };
-                let total = lanes(reduce(total));
-                let minimum = if L::SIGNED {
-                    zeroed_m128i()
-                } else {
-                    lanes(reduce(four(|r| {
-                        mul_i16_horizontal_add_m256i(mins[r], counts)
-                    })))
-                };
+                let sums = super_sums::<L>(sums[c], (biased, mins), counts);
                 add_super4(
                     (&mut acc[c], &mut minimums[c]),
                     (d, dmin),
                     inputs[c][0].d,
-                    (total, minimum),
+                    sums,
                 );
             }
         }
@@ -1698,6 +1707,39 @@ mod vector {
                 add_m128(acc[c], minimums[c]).into()
             }
         })
+    }
+
+    /// [`direct_super`]'s exact sums of a super-block for four weight rows, a lane per row:
+    /// `(scaled sums, minimums)` from each row's lanes `sums`, less the biased types'
+    /// corrections (`biased`: each row's scales times the bias, 16-bit), and each row's
+    /// `minimums` (16-bit) times the inputs' `counts`.
+    #[allow(clippy::inline_always)] // once per super-block in the decode path's loop
+    #[inline(always)]
+    fn super_sums<L: Layout>(
+        mut sums: [m256i; TILE_W],
+        (biased, minimums): ([m256i; TILE_W], [m256i; TILE_W]),
+        counts: m256i,
+    ) -> (m128i, m128i) {
+        if Form::<L>::BIASED {
+            for r in 0..TILE_W {
+                let correction = mul_i16_horizontal_add_m256i(biased[r], counts);
+                sums[r] = sub_i32_m256i(sums[r], correction);
+            }
+        }
+        let lanes = |r: m256i| {
+            add_i32_m128i(
+                cast_to_m128i_from_m256i(r),
+                extract_m128i_from_m256i::<1>(r),
+            )
+        };
+        let minimum = if L::SIGNED {
+            zeroed_m128i()
+        } else {
+            lanes(reduce(four(|r| {
+                mul_i16_horizontal_add_m256i(minimums[r], counts)
+            })))
+        };
+        (lanes(reduce(sums)), minimum)
     }
 
     /// The blocks a unit of a row holds, and its bytes: two 32-value blocks, or one

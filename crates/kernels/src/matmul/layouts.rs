@@ -147,7 +147,7 @@ impl Numbers {
 #[inline]
 fn byte(bytes: u128, k: usize) -> i32 {
     #[allow(clippy::cast_possible_truncation)] // the byte
-    i32::from((bytes >> (8 * k)) as u8 as i8)
+    i32::from(((bytes >> (8 * k)) as u8).cast_signed())
 }
 
 /// The 16 bits (an F16, or the floats' BF16) at byte `at` of `w`, little-endian.
@@ -670,7 +670,7 @@ impl Layout for IQ4XS {
         let high = (high | high << 6) & 0x0303_0303_0303_0303;
         let six = low | high << 4;
         // ls − 32 as signed bytes (see `Q3K::four_scales`).
-        let scales = (six & 0x1F1F_1F1F_1F1F_1F1F) | (!six & 0x2020_2020_2020_2020) * 7;
+        let scales = (six & 0x1F1F_1F1F_1F1F_1F1F) | ((!six & 0x2020_2020_2020_2020) * 7);
         Numbers {
             scales: u128::from(scales),
             minimums: 0,
@@ -804,7 +804,7 @@ impl Q3K {
         let six = low | high << 4;
         // Each byte less 32, as a signed byte: from 32 up, its low five bits; below, those
         // bits with the top three set (0x20 · 7 = 0xE0, no carry between bytes).
-        (six & 0x1F1F_1F1F) | (!six & 0x2020_2020) * 7
+        (six & 0x1F1F_1F1F) | ((!six & 0x2020_2020) * 7)
     }
 
     /// Where 32-value block `b`'s bits are within its super-block: the shift of its low bits

@@ -12,6 +12,15 @@ use crate::cpu::available;
 use crate::test_rng::{fingerprint, Rng};
 use layouts::half_at;
 
+/// The paths of every level this machine has and, with the vector paths, the VNNI paths'
+/// arithmetic on AVX2 ([`Path::Generic`]): what the tests hold to the definition.
+fn paths() -> Vec<Path> {
+    let mut paths: Vec<Path> = available().into_iter().map(Path::of).collect();
+    #[cfg(vector)]
+    paths.push(Path::Generic);
+    paths
+}
+
 /// A random F16 of magnitude between 2^-8 and 2^-1 (a block's scale or minimum), its bytes.
 fn half(rng: &mut Rng) -> [u8; 2] {
     rng.half(7).to_le_bytes()
@@ -115,15 +124,15 @@ impl Case {
     /// Every output, `[input row][weight row]`, computed by `nth` threads at the build's best
     /// level.
     fn run(&self, nth: usize) -> Vec<Vec<f32>> {
-        self.run_at(crate::cpu::best(), nth)
+        self.run_on(Path::of(crate::cpu::best()), nth)
     }
 
-    /// Every output, computed by `nth` threads at `level`.
-    fn run_at(&self, level: Level, nth: usize) -> Vec<Vec<f32>> {
+    /// Every output, computed by `nth` threads on `path`.
+    fn run_on(&self, path: Path, nth: usize) -> Vec<Vec<f32>> {
         let mut out = vec![vec![f32::NAN; self.n]; self.m];
         let matmul = self.matmul();
         for ith in 0..nth {
-            matmul.run_at(level, ith, nth, &mut |i, first, values| {
+            matmul.run_on(path, ith, nth, &mut |i, first, values| {
                 out[i][first..first + values.len()].copy_from_slice(values);
             });
         }
@@ -396,11 +405,11 @@ fn the_kernel_matches_the_scalar_definition_bit_for_bit_at_every_level() {
 /// Every level's outputs for `case`, on one thread, equal the scalar definition's bit for bit.
 fn matches_the_definition_at_every_level(case: &Case) {
     let want = bits(&case.definition());
-    for level in available() {
+    for path in paths() {
         assert_eq!(
-            bits(&case.run_at(level, 1)),
+            bits(&case.run_on(path, 1)),
             want,
-            "{:?} at {level}: k {}, n {}, m {}",
+            "{:?} on {path:?}: k {}, n {}, m {}",
             case.format,
             case.k,
             case.n,
@@ -476,8 +485,8 @@ fn extreme_values_stay_exact_on_every_path() {
             }
         }
         let want = bits(&case.definition());
-        for level in available() {
-            assert_eq!(bits(&case.run_at(level, 2)), want, "{format:?} at {level}");
+        for path in paths() {
+            assert_eq!(bits(&case.run_on(path, 2)), want, "{format:?} on {path:?}");
         }
         close_to_exact(&case);
     }
@@ -643,12 +652,12 @@ fn every_type_gives_the_recorded_bits_at_every_level() {
     let mut table = String::new();
     for format in formats() {
         let case = Case::new(0x5eed, format, k_for(format, 512), 19, 5, 0, 0);
-        let want = case.run_at(Level::Scalar, 2);
-        for level in available() {
+        let want = case.run_on(Path::Scalar, 2);
+        for path in paths() {
             assert_eq!(
-                bits(&case.run_at(level, 2)),
+                bits(&case.run_on(path, 2)),
                 bits(&want),
-                "{format:?} at {level}"
+                "{format:?} on {path:?}"
             );
         }
         let values: Vec<f32> = want.concat();
@@ -701,7 +710,7 @@ fn the_super_block_numbers_are_ggml_s() {
             // Q6_K: sixteen signed bytes at 192 of 210; Q2_K: a nibble each at 0–15 of 84.
             let n = Q6K::numbers(&row, s);
             for j in 0..16 {
-                assert_eq!(n.scale(j), i32::from(row[s * 210 + 192 + j] as i8));
+                assert_eq!(n.scale(j), i32::from(row[s * 210 + 192 + j].cast_signed()));
             }
             let n = Q2K::numbers(&row, s);
             for j in 0..16 {
