@@ -106,6 +106,7 @@ pub(super) trait Layout {
 
     /// A super-block type whose decode path reads whole blocks ([`Layout::blocks`]) rather
     /// than pairs.
+    #[cfg(vector)]
     const NATURAL: bool = false;
 
     /// With [`Layout::NATURAL`], 32-value blocks `b` (even) and `b + 1` of `row`, each in value
@@ -760,6 +761,7 @@ impl Layout for Q6K {
         (half(0), half(16))
     }
 
+    #[cfg(vector)]
     const NATURAL: bool = true;
 
     #[cfg(vector)]
@@ -873,6 +875,7 @@ impl Layout for Q3K {
         (half(0), half(1))
     }
 
+    #[cfg(vector)]
     const NATURAL: bool = true;
 
     #[cfg(vector)]

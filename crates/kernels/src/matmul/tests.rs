@@ -15,10 +15,10 @@ use layouts::half_at;
 /// The paths of every level this machine has and, with the vector paths, the VNNI paths'
 /// arithmetic on AVX2 ([`Path::Generic`]): what the tests hold to the definition.
 fn paths() -> Vec<Path> {
-    let mut paths: Vec<Path> = available().into_iter().map(Path::of).collect();
+    let paths = available().into_iter().map(Path::of);
     #[cfg(vector)]
-    paths.push(Path::Generic);
-    paths
+    let paths = paths.chain([Path::Generic]);
+    paths.collect()
 }
 
 /// A random F16 of magnitude between 2^-8 and 2^-1 (a block's scale or minimum), its bytes.
