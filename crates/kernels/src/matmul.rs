@@ -1466,8 +1466,8 @@ mod vector {
         );
     }
 
-    /// [`product`]'s results for a batch of at most [`DIRECT_ROWS`] input rows and four of the
-    /// strip's weight rows, without the strip: each pair of blocks unpacked in registers and
+    /// [`product`]'s results for a 32-value type, a batch of at most [`DIRECT_ROWS`] input
+    /// rows and four of the strip's weight rows, without the strip: each pair of blocks unpacked in registers and
     /// multiplied in the layout [`Layout::pair`] gives (each lane a partial sum of one row),
     /// then [`reduce`]d to a lane per row. Unpacking a strip costs more than it saves for so
     /// few rows; the integer sums are exact either way, and the float operations are the same
@@ -1762,7 +1762,6 @@ mod vector {
         x: impl Fn(usize) -> (&'a Block, Option<&'a Block>),
         (acc, minimums): (&mut [m128; C], &mut [m128; C]),
     ) {
-        let narrow = Form::<L>::NARROW && !L::SPLIT;
         let none = [0i8; QK];
         let values = [
             L::pair(w[0], b, blocks),
@@ -1786,50 +1785,24 @@ mod vector {
                 load_unaligned_hi_lo_m256i(&half(next, 1), &half(this, 1)),
             );
             let mut whole = [zeroed_m256i(); TILE_W];
-            let mut second = [zeroed_m256i(); TILE_W];
             for r in 0..TILE_W {
                 let (a, s) = operands::<L>(v, values[r], magnitudes[r]);
-                if L::SPLIT {
-                    whole[r] = S::dot(zeroed_m256i(), a.0, s.0);
-                    second[r] = S::dot(zeroed_m256i(), a.1, s.1);
-                } else {
-                    whole[r] = S::both(narrow, zeroed_m256i(), a, s);
-                }
+                whole[r] = S::both(Form::<L>::NARROW, zeroed_m256i(), a, s);
             }
             let sums = reduce(whole);
-            let seconds = if L::SPLIT {
-                reduce(second)
-            } else {
-                zeroed_m256i()
-            };
-            let halves = |r: m256i| {
-                (
-                    cast_to_m128i_from_m256i(r),
-                    extract_m128i_from_m256i::<1>(r),
-                )
-            };
-            let (sums, seconds) = (halves(sums), halves(seconds));
-            let unbiased = |x: &Block, sums: (m128i, m128i)| {
-                if !Form::<L>::BIASED {
-                    return sums;
+            let unbiased = |x: &Block, sums: m128i| {
+                if Form::<L>::BIASED {
+                    sub_i32_m128i(sums, set_splat_i32_m128i(Form::<L>::corrections(x).0))
+                } else {
+                    sums
                 }
-                let (first, second) = Form::<L>::corrections(x);
-                (
-                    sub_i32_m128i(sums.0, set_splat_i32_m128i(first)),
-                    sub_i32_m128i(sums.1, set_splat_i32_m128i(second)),
-                )
             };
-            let this = unbiased(this_block, (sums.0, seconds.0));
             let [d0, m0, d1, m1] = headers.map(m128::from);
-            add_block4::<L>(
-                (&mut acc[c], &mut minimums[c]),
-                (d0, m0),
-                this_block,
-                this.0,
-            );
+            let this = unbiased(this_block, cast_to_m128i_from_m256i(sums));
+            add_block4::<L>((&mut acc[c], &mut minimums[c]), (d0, m0), this_block, this);
             if let Some(next) = next_block {
-                let next_sums = unbiased(next, (sums.1, seconds.1));
-                add_block4::<L>((&mut acc[c], &mut minimums[c]), (d1, m1), next, next_sums.0);
+                let next_sums = unbiased(next, extract_m128i_from_m256i::<1>(sums));
+                add_block4::<L>((&mut acc[c], &mut minimums[c]), (d1, m1), next, next_sums);
             }
         }
     }
