@@ -11,19 +11,23 @@
 //! registers, reducing the lanes to one per row afterwards. The properties:
 //!
 //! - **A pair's arithmetic depends on that pair alone.** Each input row is quantized on its
-//!   own (32 values to 8 bits with one F32 scale, as ggml's `Q8_1` does with F16 scales), and
-//!   each pair's dot product runs the same float operations in the same order whatever strip,
-//!   path, thread or batch computes it (`dot` defines them): per 32-value block, in block
-//!   order, the block's exact integer sum times the two scales' product, added to one F32
-//!   accumulator with one fused multiply-add; then (for types stored with a minimum) the
-//!   minimums' chain (`m · s` per block, in block order) added last.
+//!   own (to 8 bits with one F32 scale per 32 values, as ggml's `Q8_1` does with F16 scales,
+//!   or per 256 values for the super-block types, as `Q8_K`), and each pair's dot product runs
+//!   the same float operations in the same order whatever strip, path, thread or batch
+//!   computes it (`dot` defines them): per 32-value block, in block order, the block's exact
+//!   integer sum times the two scales' product, added to one F32 accumulator with one fused
+//!   multiply-add, then (for types stored with a minimum) the minimums' chain (`m · s` per
+//!   block, in block order) added last; a super-block type sums each super-block exactly in
+//!   integers first, its sub-blocks' integer scales included, and takes one such step per
+//!   super-block.
 //! - **Every instruction set and every path gives the same bits.** The only parts that differ
 //!   between the scalar code, AVX2, AVX-VNNI and AVX-512 VNNI, and between the strip and the
 //!   direct path, are how the integer sums are formed, and those are exact on every path:
 //!   AVX2's 16-bit pair sums (`vpmaddubsw`) cannot saturate (see `vector::Form` for each
 //!   type's bound: unsigned weights below 32, small signed ones against inputs offset by 128,
-//!   larger ones through the sign trick); the conversion of a sum to F32 is exact (it stays
-//!   below 2^24) and every float operation is the same IEEE operation on every path.
+//!   larger ones through the sign trick); the conversion of a sum to F32 is exact (a block's
+//!   stays below 2^24) or, for a super-block's, the same rounding on every path, and every
+//!   float operation is the same IEEE operation on every path.
 //!   [`crate::cpu`]'s level chooses the path at run time, so one machine runs each level it
 //!   has, and the unit tests hold every path to the scalar definition.
 //!

@@ -5,11 +5,14 @@
 //!   nibbles minus 8, `Q5_0`'s five bits minus 16, `Q8_0`'s bytes, the `IQ4` types' table
 //!   entries), and the kernel's sign trick keeps AVX2's pair sums exact;
 //! - **unsigned** types give it as `d · u_j + m` with `u_j` from 0 to 31 (`Q4_1`, `Q5_1`, and
-//!   the K-quants' sub-blocks, whose scale and minimum are the super-block's F16 times a 6-bit
-//!   integer: exact in F32).
+//!   the K-quants' sub-blocks).
 //!
-//! Each layout has a scalar reader ([`Layout::values`], the definition) and, with the vector
-//! paths, a paired reader ([`Layout::pair`]) that the tests hold to it.
+//! A 32-value type's `d` and `m` are floats ([`Layout::headers`]); a super-block type gives
+//! each sub-block's scale and minimum as integers ([`Layout::numbers`]) and the super-block's
+//! `d` and `−dmin` as floats ([`Layout::super_scales`]), as the kernel sums a super-block in
+//! integers. Each layout has a scalar reader ([`Layout::values`], the definition) and, with the
+//! vector paths, a paired reader ([`Layout::pair`]) and for some super-block types a block
+//! reader ([`Layout::blocks`]) that the tests hold to it.
 
 // Block fields by ggml's names (`qs`, `qh`, `d`, `dmin`).
 #![allow(clippy::many_single_char_names)]
