@@ -29,6 +29,86 @@ pub struct BackendConfig {
     /// The model's multimodal projector (an `mmproj` GGUF): images (or sounds) in prompts
     /// become positions through it (default none: text only).
     pub mmproj: Option<PathBuf>,
+    /// The KV cache's type for keys and for values (default [`CacheType::F16`] for both). A
+    /// quantized cache holds more tokens in the same memory; in the deterministic mode its
+    /// attention runs ggml's batch-invariant reference kernel instead of wick's.
+    pub cache_types: [CacheType; 2],
+}
+
+/// A KV cache element type: llama-server's `--cache-type-k`/`-v` choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[allow(non_camel_case_types)] // ggml's names
+pub enum CacheType {
+    /// 32-bit floats.
+    F32,
+    /// 16-bit floats (the default).
+    #[default]
+    F16,
+    /// bfloat16.
+    BF16,
+    /// 8 bits per value, a scale per 32.
+    Q8_0,
+    /// 4 bits, a scale per 32.
+    Q4_0,
+    /// 4 bits, a scale and a minimum per 32.
+    Q4_1,
+    /// 4 bits through a table of 16 values, a scale per 32.
+    IQ4_NL,
+    /// 5 bits, a scale per 32.
+    Q5_0,
+    /// 5 bits, a scale and a minimum per 32.
+    Q5_1,
+}
+
+impl CacheType {
+    /// Every type, in llama-server's order.
+    pub const ALL: [CacheType; 9] = [
+        CacheType::F32,
+        CacheType::F16,
+        CacheType::BF16,
+        CacheType::Q8_0,
+        CacheType::Q4_0,
+        CacheType::Q4_1,
+        CacheType::IQ4_NL,
+        CacheType::Q5_0,
+        CacheType::Q5_1,
+    ];
+
+    /// Its name as llama-server spells it (`f16`, `q8_0`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheType::F32 => "f32",
+            CacheType::F16 => "f16",
+            CacheType::BF16 => "bf16",
+            CacheType::Q8_0 => "q8_0",
+            CacheType::Q4_0 => "q4_0",
+            CacheType::Q4_1 => "q4_1",
+            CacheType::IQ4_NL => "iq4_nl",
+            CacheType::Q5_0 => "q5_0",
+            CacheType::Q5_1 => "q5_1",
+        }
+    }
+}
+
+impl std::fmt::Display for CacheType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for CacheType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let lower = s.to_ascii_lowercase();
+        CacheType::ALL
+            .into_iter()
+            .find(|t| t.as_str() == lower)
+            .ok_or_else(|| {
+                let names: Vec<&str> = CacheType::ALL.iter().map(|t| t.as_str()).collect();
+                format!("`{s}` is not a KV cache type: one of {}", names.join(", "))
+            })
+    }
 }
 
 /// How a backend's CPU kernels trade speed for reproducible floats.
@@ -160,7 +240,15 @@ impl BackendConfig {
             rpc_servers: Vec::new(),
             devices: Vec::new(),
             mmproj: None,
+            cache_types: [CacheType::F16; 2],
         }
+    }
+
+    /// Sets [`BackendConfig::cache_types`]: keys', values'.
+    #[must_use]
+    pub fn with_cache_types(mut self, cache_types: [CacheType; 2]) -> Self {
+        self.cache_types = cache_types;
+        self
     }
 
     /// Sets [`BackendConfig::n_ctx`].

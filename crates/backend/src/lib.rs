@@ -47,7 +47,7 @@ mod stub;
 pub mod thinking;
 mod tokenizer;
 
-pub use config::{BackendConfig, GpuLayers, KernelMode};
+pub use config::{BackendConfig, CacheType, GpuLayers, KernelMode};
 pub use contract::{
     check_distinct, classify_appended, AdapterId, AdapterSet, Backend, Decoded, SamplerId, StepOp,
     StepResult, Verified,

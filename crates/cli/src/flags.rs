@@ -121,6 +121,43 @@ pub(crate) struct LoadArgs {
         value_name = "NAME"
     )]
     pub(crate) devices: Vec<String>,
+
+    #[command(flatten)]
+    pub(crate) cache: CacheTypes,
+}
+
+/// The KV cache's types (llama-server's flags).
+#[derive(Debug, Clone, Copy, Args)]
+pub(crate) struct CacheTypes {
+    /// The KV cache's type for keys: `f32`, `f16`, `bf16`, `q8_0`, `q4_0`, `q4_1`, `iq4_nl`,
+    /// `q5_0` or `q5_1`. A quantized cache holds more tokens in the same memory (`q8_0`: about
+    /// half of `f16`'s),
+    /// at some accuracy; with the deterministic kernels its attention runs ggml's
+    /// batch-invariant reference kernel instead of wick's own (answers stay bit-identical
+    /// warm, cold and concurrent; long prompts prefill slower).
+    #[arg(
+        long,
+        visible_alias = "ctk",
+        default_value = "f16",
+        value_name = "TYPE"
+    )]
+    pub(crate) cache_type_k: wick::CacheType,
+
+    /// The KV cache's type for values (as --cache-type-k).
+    #[arg(
+        long,
+        visible_alias = "ctv",
+        default_value = "f16",
+        value_name = "TYPE"
+    )]
+    pub(crate) cache_type_v: wick::CacheType,
+}
+
+impl CacheTypes {
+    /// Keys', values'.
+    pub(crate) fn pair(self) -> [wick::CacheType; 2] {
+        [self.cache_type_k, self.cache_type_v]
+    }
 }
 
 /// What chat templates are given besides the conversation.
@@ -192,6 +229,7 @@ pub(crate) fn load_llm(
             n_threads: load.threads,
             n_gpu_layers: with_fit_target(load.gpu_layers, load.fit_target),
             n_seq_max: 1,
+            cache_types: load.cache.pair(),
             ..wick::ModelKwargs::default()
         })
         .devices(load.devices.iter().cloned());

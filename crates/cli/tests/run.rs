@@ -184,3 +184,38 @@ fn help_explains_every_flag() {
         );
     }
 }
+
+#[test]
+fn a_quantized_kv_cache_answers_and_bad_types_are_clear_errors() {
+    let go = |threads: &str| {
+        wick()
+            .args(["run", "--greedy", "-n", "16", "--ctk", "q8_0"])
+            .args(["--cache-type-v", "q8_0", "--threads", threads, "-m"])
+            .arg(model())
+            .arg("Name three fruits.")
+            .output()
+            .unwrap()
+    };
+    let (two, one) = (go("2"), go("1"));
+    assert!(
+        two.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&two.stderr)
+    );
+    assert!(!two.stdout.is_empty(), "no answer");
+    // The deterministic kernels keep a quantized cache's answers independent of threads.
+    assert_eq!(two.stdout, one.stdout, "one thread and two differ");
+
+    let out = wick()
+        .args(["run", "--cache-type-k", "q3_k", "-m"])
+        .arg(model())
+        .arg("hi")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not a KV cache type") && stderr.contains("q8_0"),
+        "{stderr}"
+    );
+}

@@ -301,8 +301,27 @@ pub(crate) fn context_params(config: &BackendConfig, n_ctx: u32) -> LlamaContext
         .with_n_ubatch(config.n_batch)
         .with_n_seq_max(config.n_seq_max)
         .with_kv_unified(unified)
+        .with_type_k(cache_type(config.cache_types[0]))
+        .with_type_v(cache_type(config.cache_types[1]))
         .with_n_threads(threads(config))
         .with_n_threads_batch(threads(config))
+}
+
+/// llama.cpp's name for a KV cache type.
+fn cache_type(t: wick_backend::CacheType) -> llama_cpp_2::context::params::KvCacheType {
+    use llama_cpp_2::context::params::KvCacheType as Kv;
+    use wick_backend::CacheType;
+    match t {
+        CacheType::F32 => Kv::F32,
+        CacheType::F16 => Kv::F16,
+        CacheType::BF16 => Kv::BF16,
+        CacheType::Q8_0 => Kv::Q8_0,
+        CacheType::Q4_0 => Kv::Q4_0,
+        CacheType::Q4_1 => Kv::Q4_1,
+        CacheType::IQ4_NL => Kv::IQ4_NL,
+        CacheType::Q5_0 => Kv::Q5_0,
+        CacheType::Q5_1 => Kv::Q5_1,
+    }
 }
 
 /// The embedding context: mean pooling over one sequence, the whole input in one batch.
@@ -529,8 +548,15 @@ pub(crate) fn fingerprint(config: &BackendConfig, info: &ModelInfo) -> String {
             .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         format!(":mmproj={name}:{len}")
     });
+    // A snapshot's cells are in the cache's types (the default F16 keeps older keys).
+    let [k, v] = config.cache_types;
+    let cache = if config.cache_types == [wick_backend::CacheType::F16; 2] {
+        String::new()
+    } else {
+        format!(":kv={k}/{v}")
+    };
     format!(
-        "llama:v1:{}:{}:file={file_len}{projector}:params={}:vocab={}:layers={}:embd={}:ctx={}:build={}",
+        "llama:v1:{}:{}:file={file_len}{projector}{cache}:params={}:vocab={}:layers={}:embd={}:ctx={}:build={}",
         info.architecture,
         info.name,
         info.n_params,

@@ -4,7 +4,7 @@
 //!
 //! Logits are compared through the log-probabilities of the 20 most likely tokens, bit for bit.
 
-use wick_backend::{Backend, BackendConfig, KernelMode, StepOp, StepResult};
+use wick_backend::{Backend, BackendConfig, CacheType, KernelMode, StepOp, StepResult};
 use wick_llama::LlamaBackend;
 use wick_types::{SeqId, TokenId};
 
@@ -13,11 +13,16 @@ use wick_types::{SeqId, TokenId};
 type Fingerprint = Vec<(TokenId, u32)>;
 
 fn backend(threads: u32, kernels: KernelMode) -> LlamaBackend {
+    backend_with(threads, kernels, [CacheType::F16; 2])
+}
+
+fn backend_with(threads: u32, kernels: KernelMode, cache_types: [CacheType; 2]) -> LlamaBackend {
     let config = BackendConfig::new(wick_testutil::model_path())
         .with_n_ctx(512)
         .with_n_seq_max(2)
         .with_n_threads(Some(threads))
-        .with_kernels(kernels);
+        .with_kernels(kernels)
+        .with_cache_types(cache_types);
     LlamaBackend::load(&config).expect("the test model loads")
 }
 
@@ -85,11 +90,29 @@ fn the_reference_kernels_are_reported_and_keyed() {
     det.prefill(SeqId(0), &tokens).expect("prefill");
     let snapshot = det.kv_pack(SeqId(0)).expect("pack");
     assert!(fast.kv_unpack(SeqId(0), &snapshot).is_err());
+    // Nor is one of another KV cache type: its cells are other bytes.
+    let mut quantized = backend_with(2, KernelMode::Deterministic, [CacheType::Q8_0; 2]);
+    assert!(quantized.kv_unpack(SeqId(0), &snapshot).is_err());
 }
 
 #[test]
 fn logits_do_not_depend_on_chunking_co_batching_decoding_or_threads() {
-    let mut b = backend(2, KernelMode::Deterministic);
+    batch_invariance([CacheType::F16; 2]);
+}
+
+/// A quantized KV cache: the attention then runs ggml's reference flash attention (wick's
+/// kernel takes F16 keys and values), batch-invariant too.
+#[test]
+fn a_quantized_kv_cache_is_batch_invariant_too() {
+    batch_invariance([CacheType::Q8_0; 2]);
+    batch_invariance([CacheType::Q4_0, CacheType::F16]);
+}
+
+/// A sequence's logits with KV cache types `cache_types` are the same bits in one batch, in
+/// chunks, with the last chunk and a decode in one op, beside another sequence, decoded or
+/// prefilled, and on one thread or two.
+fn batch_invariance(cache_types: [CacheType; 2]) {
+    let mut b = backend_with(2, KernelMode::Deterministic, cache_types);
     let tokens = prompt(&b);
     let s0 = SeqId(0);
     let s1 = SeqId(1);
@@ -171,7 +194,7 @@ fn logits_do_not_depend_on_chunking_co_batching_decoding_or_threads() {
     );
 
     // One thread instead of two.
-    let mut one = backend(1, KernelMode::Deterministic);
+    let mut one = backend_with(1, KernelMode::Deterministic, cache_types);
     prefill_in_chunks(&mut one, s0, &tokens, 17);
     assert_eq!(next(&mut one, s0), reference, "one thread");
 }

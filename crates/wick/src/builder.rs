@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use wick_backend::{GpuLayers, KernelMode};
+use wick_backend::{CacheType, GpuLayers, KernelMode};
 
 use wick_types::{Message, SamplerOpts};
 
@@ -49,6 +49,11 @@ pub struct ModelKwargs {
     /// Bytes of sequence states the prompt cache keeps in RAM for prefixes no sequence holds
     /// any more (0: none). Default 2 GiB.
     pub ram_cache_bytes: u64,
+    /// The KV cache's types, keys' and values' (llama-server's `--cache-type-k`/`-v`):
+    /// [`CacheType::F16`] both by default. A quantized cache holds more tokens in the same
+    /// memory; in the deterministic mode its attention runs ggml's batch-invariant reference
+    /// kernel instead of wick's (slower for long contexts, still bit-identical).
+    pub cache_types: [CacheType; 2],
     /// The most tokens a greedy answer drafts per step by prompt lookup (draft-free
     /// speculative decoding: proposals are verified in the batched step, so the answer is the
     /// same); 0 (the default) turns it off. On the CPU with a small model a verify pass costs
@@ -110,6 +115,7 @@ impl Default for ModelKwargs {
             kernels: KernelMode::default(),
             ram_cache_bytes: 2 << 30,
             spec_max: 0,
+            cache_types: [CacheType::F16; 2],
         }
     }
 }

@@ -51,8 +51,8 @@ pub use lora::LoraAdapter;
 pub use options::{GenerateOptions, PromptInput, ToolChoice};
 pub use response::{CompletionResponse, LlmMetadata};
 pub use wick_backend::{
-    check_gbnf, BackendConfig, BackendError, CpuKernels, GbnfError, GpuLayers, KernelMode,
-    LayerPlacement, ModelInfo, SpecialTokens, StubBackend,
+    check_gbnf, BackendConfig, BackendError, CacheType, CpuKernels, GbnfError, GpuLayers,
+    KernelMode, LayerPlacement, ModelInfo, SpecialTokens, StubBackend,
 };
 pub use wick_engine::{
     Alternative, CacheStats, EngineError, EngineThread, PromptProgress, ScoredToken,

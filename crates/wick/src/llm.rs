@@ -752,6 +752,7 @@ fn load_model(key: &ModelKey) -> Result<Loaded> {
         .with_n_threads(key.kwargs.n_threads)
         .with_n_gpu_layers(key.kwargs.n_gpu_layers)
         .with_kernels(key.kwargs.kernels)
+        .with_cache_types(key.kwargs.cache_types)
         .with_rpc_servers(key.rpc_servers.clone())
         .with_devices(key.devices.clone())
         .with_mmproj(key.mmproj.clone());

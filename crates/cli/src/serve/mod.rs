@@ -280,6 +280,9 @@ pub(crate) struct ServeArgs {
     /// `meta.placement[].deterministic`; `/props` and the start log too).
     #[arg(long, default_value = "deterministic", value_name = "MODE", value_parser = ["deterministic", "fast"])]
     kernels: String,
+
+    #[command(flatten)]
+    cache_types: crate::flags::CacheTypes,
     /// Speculative decoding. `ngram` (the default without --model-draft): a greedy answer
     /// (temperature 0, no grammar, penalties or log-probabilities) drafts the tokens that
     /// followed the earlier occurrence of its last tokens that matches longest (3 tokens at
@@ -999,6 +1002,7 @@ fn builder_with(
             queue_capacity: args.queue_size,
             kernels: kernels.parse().unwrap_or_default(),
             ram_cache_bytes: args.cache_ram,
+            cache_types: args.cache_types.pair(),
             spec_max: if spec_mode(args) == "off" {
                 0
             } else {
