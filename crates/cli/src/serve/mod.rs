@@ -78,7 +78,8 @@ pub(crate) struct ServeArgs {
     /// Serve the models of this preset file, each loaded when a request first names it, with
     /// settings of its own: TOML (`[models.NAME]` tables: `model` (any reference), `aliases`,
     /// `tags`, `ctx-size`, `parallel`, `chat-template`, `model-draft`, `lora`, `kernels`,
-    /// `gpu-layers`, `pin`, `keep-alive`, `load-on-startup`; `[defaults]` for all), or
+    /// `cache-type-k`, `cache-type-v`, `gpu-layers`, `pin`, `keep-alive`, `load-on-startup`;
+    /// `[defaults]` for all), or
     /// llama-server's INI preset (a `.ini` file) where its keys map.
     #[arg(long, value_name = "FILE")]
     models_preset: Option<PathBuf>,
@@ -1002,7 +1003,14 @@ fn builder_with(
             queue_capacity: args.queue_size,
             kernels: kernels.parse().unwrap_or_default(),
             ram_cache_bytes: args.cache_ram,
-            cache_types: args.cache_types.pair(),
+            cache_types: {
+                // A preset's types were checked when it was read.
+                let [k, v] = args.cache_types.pair();
+                let or = |own: &Option<String>, flag| {
+                    own.as_deref().and_then(|t| t.parse().ok()).unwrap_or(flag)
+                };
+                [or(&preset.cache_type_k, k), or(&preset.cache_type_v, v)]
+            },
             spec_max: if spec_mode(args) == "off" {
                 0
             } else {

@@ -63,6 +63,10 @@ pub(crate) struct Preset {
     pub(crate) lora: Vec<String>,
     /// `deterministic` or `fast`.
     pub(crate) kernels: Option<String>,
+    /// The KV cache's type for keys (`f16`, `q8_0`, …).
+    pub(crate) cache_type_k: Option<String>,
+    /// The KV cache's type for values.
+    pub(crate) cache_type_v: Option<String>,
     /// Layers offloaded to a GPU: a number, `all` or `auto`.
     #[serde(deserialize_with = "gpu_layers")]
     pub(crate) gpu_layers: Option<wick::GpuLayers>,
@@ -96,6 +100,8 @@ impl Preset {
             model_draft: self.model_draft.or_else(|| defaults.model_draft.clone()),
             lora: or_list(self.lora, &defaults.lora),
             kernels: self.kernels.or_else(|| defaults.kernels.clone()),
+            cache_type_k: self.cache_type_k.or_else(|| defaults.cache_type_k.clone()),
+            cache_type_v: self.cache_type_v.or_else(|| defaults.cache_type_v.clone()),
             gpu_layers: self.gpu_layers.or(defaults.gpu_layers),
             pin: self.pin.or(defaults.pin),
             keep_alive: self.keep_alive.or_else(|| defaults.keep_alive.clone()),
@@ -159,6 +165,14 @@ fn check(name: &str, preset: &Preset) -> Result<()> {
         if kernels != "deterministic" && kernels != "fast" {
             bail!("the model `{name}`: kernels is `deterministic` or `fast`, not `{kernels}`");
         }
+    }
+    for cache_type in [&preset.cache_type_k, &preset.cache_type_v]
+        .into_iter()
+        .flatten()
+    {
+        cache_type
+            .parse::<wick::CacheType>()
+            .map_err(|e| anyhow::anyhow!("the model `{name}`: {e}"))?;
     }
     if preset.parallel == Some(0) || preset.ctx_size == Some(0) {
         bail!("the model `{name}`: parallel and ctx-size are 1 or more");
@@ -255,6 +269,8 @@ fn parse_ini(text: &str) -> Result<Presets, String> {
                 preset.gpu_layers = Some(layers);
             }
             "chat-template" => preset.chat_template = Some(value),
+            "ctk" | "cache-type-k" => preset.cache_type_k = Some(value),
+            "ctv" | "cache-type-v" => preset.cache_type_v = Some(value),
             "md" | "model-draft" => preset.model_draft = Some(value),
             "lora" => preset.lora = list(&value),
             "load-on-startup" => preset.load_on_startup = Some(truthy(&value)),
@@ -359,6 +375,8 @@ mod tests {
              hf-file = tinygemma3-Q8_0.gguf\n\
              alias = b1, b2\n\
              n-gpu-layers = 99\n\
+             ctk = q8_0\n\
+             cache-type-v = q4_0\n\
              load-on-startup = true\n",
         )
         .unwrap();
@@ -375,6 +393,10 @@ mod tests {
         assert_eq!(b.aliases, ["b1", "b2"]);
         assert_eq!(b.gpu_layers, Some(wick::GpuLayers::Count(99)));
         assert_eq!(b.load_on_startup, Some(true));
+        assert_eq!(
+            (b.cache_type_k.as_deref(), b.cache_type_v.as_deref()),
+            (Some("q8_0"), Some("q4_0"))
+        );
         assert_eq!(presets.ignored, ["[*] flash-attn"]);
         assert!(parse_ini("c = 1\n")
             .unwrap_err()
@@ -393,6 +415,15 @@ mod tests {
             ..Preset::default()
         };
         assert!(check("a", &bad).unwrap_err().to_string().contains("quick"));
+        let bad = Preset {
+            model: Some("x.gguf".into()),
+            cache_type_v: Some("q3_k".into()),
+            ..Preset::default()
+        };
+        assert!(check("a", &bad)
+            .unwrap_err()
+            .to_string()
+            .contains("not a KV cache type"));
         let bad = Preset {
             model: Some("x.gguf".into()),
             keep_alive: Some("soon".into()),
