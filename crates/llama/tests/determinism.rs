@@ -193,6 +193,13 @@ fn batch_invariance(cache_types: [CacheType; 2]) {
         "decoded cells equal prefilled ones"
     );
 
+    // Restored from a snapshot of its cells.
+    prefill_in_chunks(&mut b, s0, &tokens, tokens.len());
+    let snapshot = b.kv_pack(s0).expect("pack");
+    b.seq_rm(s1).expect("clear");
+    b.kv_unpack(s1, &snapshot).expect("unpack");
+    assert_eq!(next(&mut b, s1), reference, "restored from a snapshot");
+
     // One thread instead of two.
     let mut one = backend_with(1, KernelMode::Deterministic, cache_types);
     prefill_in_chunks(&mut one, s0, &tokens, 17);
