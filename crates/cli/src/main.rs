@@ -25,6 +25,8 @@ mod serve;
 mod template;
 mod tokenize;
 
+use std::ffi::OsString;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
@@ -92,8 +94,28 @@ enum Command {
     RpcWorker(rpc_worker::RpcWorkerArgs),
 }
 
+/// llama-server's multi-letter flags with one dash (`-ngl 99`, `-ctk q8_0`) as the long
+/// aliases wick's commands know them by (`--ngl`): clap would read `-ctk` as `-c tk`.
+/// Arguments after `--` stay as they are.
+fn llama_server_flags(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    const FLAGS: [&str; 5] = ["-ngl", "-ctk", "-ctv", "-dev", "-md"];
+    let mut rest = false;
+    args.into_iter()
+        .map(|arg| {
+            rest |= arg == "--";
+            if !rest && FLAGS.iter().any(|flag| arg == *flag) {
+                let mut long = OsString::from("-");
+                long.push(&arg);
+                long
+            } else {
+                arg
+            }
+        })
+        .collect()
+}
+
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(llama_server_flags(std::env::args_os()));
     if let Some(level) = cli.cpu_level.as_deref().filter(|l| !l.trim().is_empty()) {
         if let Err(e) = cap_cpu_level(level) {
             eprintln!("error: {e:#}");
@@ -144,4 +166,21 @@ fn closed_pipe(e: &anyhow::Error) -> bool {
             .downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama_server_s_one_dash_flags_become_the_long_aliases() {
+        let args = [
+            "wick", "run", "-ctk", "q8_0", "-ngl", "2", "-c", "64", "--", "-ctk",
+        ];
+        let got = llama_server_flags(args.map(OsString::from));
+        let want = [
+            "wick", "run", "--ctk", "q8_0", "--ngl", "2", "-c", "64", "--", "-ctk",
+        ];
+        assert_eq!(got, want.map(OsString::from));
+    }
 }

@@ -189,7 +189,8 @@ fn help_explains_every_flag() {
 fn a_quantized_kv_cache_answers_and_bad_types_are_clear_errors() {
     let go = |threads: &str| {
         wick()
-            .args(["run", "--greedy", "-n", "16", "--ctk", "q8_0"])
+            // llama-server's spelling, one dash.
+            .args(["run", "--greedy", "-n", "16", "-ctk", "q8_0"])
             .args(["--cache-type-v", "q8_0", "--threads", threads, "-m"])
             .arg(model())
             .arg("Name three fruits.")
