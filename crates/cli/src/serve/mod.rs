@@ -79,8 +79,7 @@ pub(crate) struct ServeArgs {
     /// settings of its own: TOML (`[models.NAME]` tables: `model` (any reference), `aliases`,
     /// `tags`, `ctx-size`, `parallel`, `chat-template`, `model-draft`, `lora`, `kernels`,
     /// `cache-type-k`, `cache-type-v`, `gpu-layers`, `pin`, `keep-alive`, `load-on-startup`;
-    /// `[defaults]` for all), or
-    /// llama-server's INI preset (a `.ini` file) where its keys map.
+    /// `[defaults]` for all), or llama-server's INI preset (a `.ini` file) where its keys map.
     #[arg(long, value_name = "FILE")]
     models_preset: Option<PathBuf>,
 
@@ -284,6 +283,7 @@ pub(crate) struct ServeArgs {
 
     #[command(flatten)]
     cache_types: crate::flags::CacheTypes,
+
     /// Speculative decoding. `ngram` (the default without --model-draft): a greedy answer
     /// (temperature 0, no grammar, penalties or log-probabilities) drafts the tokens that
     /// followed the earlier occurrence of its last tokens that matches longest (3 tokens at
