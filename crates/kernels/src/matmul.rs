@@ -370,7 +370,8 @@ impl Quantized {
                         n,
                     }
                 }));
-                if group > QK {
+                // Only the vector paths' decode reads them.
+                if cfg!(vector) && group > QK {
                     let blocks = &self.data[self.data.len() - group / QK..];
                     let sixteen = |n: i32| i16::try_from(n).expect("at most 32 · 127");
                     self.counts.push([
