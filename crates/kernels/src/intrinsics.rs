@@ -19,6 +19,35 @@ pub(crate) fn f16x8(bits: [u16; 8]) -> [f32; 8] {
     }
 }
 
+/// Sixteen F16 values (their bits) as F32, exactly: `low`'s in the register's low half,
+/// `high`'s in its high half (the AVX-512 float tile's two weight rows; one AVX-512 F
+/// conversion).
+#[cfg(wide)]
+#[allow(clippy::inline_always)] // in the matrix kernel's inner loop
+#[inline(always)]
+pub(crate) fn f16x16(low: [u16; 8], high: [u16; 8]) -> safe_arch::m512 {
+    use std::arch::x86_64::{__m128i, _mm256_set_m128i, _mm512_cvtph_ps};
+    // SAFETY: compiled only for targets with AVX-512 F (`cfg(wide)`: wick builds with
+    // `target-cpu=native`), so the instructions exist. The transmutes are between plain
+    // integer data of the same size (16 bytes), every bit pattern valid.
+    unsafe {
+        let low = std::mem::transmute::<[u16; 8], __m128i>(low);
+        let high = std::mem::transmute::<[u16; 8], __m128i>(high);
+        safe_arch::m512(_mm512_cvtph_ps(_mm256_set_m128i(high, low)))
+    }
+}
+
+/// Eight F32 values in both halves of a 512-bit register (AVX-512 DQ's `vbroadcastf32x8`:
+/// from memory, a load alone).
+#[cfg(wide)]
+#[allow(clippy::inline_always)] // in the matrix kernel's inner loop
+#[inline(always)]
+pub(crate) fn twice(v: safe_arch::m256) -> safe_arch::m512 {
+    // SAFETY: compiled only for targets with AVX-512 DQ (`cfg(wide)`: wick builds with
+    // `target-cpu=native`); it reads and writes registers only.
+    safe_arch::m512(unsafe { std::arch::x86_64::_mm512_broadcast_f32x8(v.0) })
+}
+
 /// `acc` plus, per 32-bit lane, the sum of the lane's four products of `a`'s unsigned bytes
 /// with `b`'s signed bytes (`vpdpbusd`, no saturation), AVX-VNNI's encoding.
 #[cfg(all(target_arch = "x86_64", target_feature = "avxvnni"))]

@@ -275,6 +275,11 @@ const _: () = assert!(TILE_W == 4);
 /// a time) in AVX2's sixteen registers. Against two rows: 10 % fewer instructions for F16, 14 %
 /// for BF16 (cachegrind, 64 rows × 576 × 512).
 const TILE_X: usize = 3;
+/// Input rows per tile of the float formats' AVX-512 path (the `avx512` level): sixteen
+/// accumulators of two weight rows each, two weight registers and one input in its
+/// thirty-two registers.
+#[cfg(wide)]
+const WIDE_X: usize = 8;
 /// How far ahead of the weight block in use (bytes) the kernel asks for weights. Reading
 /// each weight once per step from memory, a decode step is bound by how fast the weights
 /// arrive; the hardware's own prefetching alone kept one thread at about 8.5 GB/s here.
@@ -749,9 +754,25 @@ impl<'a> MatMul<'a> {
         with_layout!(
             self.w.format,
             L => self.block_panel::<L>(path, x, strip, rows, results),
-            E => self.panel_with(self.k * E::BYTES, rows, results, |w, i, count| {
-                self.float_tiles::<E>(path, w, i, count)
-            })
+            E => {
+                let row_bytes = self.k * E::BYTES;
+                // AVX-512 takes whole tiles of its own, then the rest as AVX2's.
+                #[cfg(wide)]
+                let first = if path == Path::Avx512Vnni {
+                    let wide = self.x.rows / WIDE_X * WIDE_X;
+                    self.panel_with::<WIDE_X>(row_bytes, 0..wide, rows.clone(), results, |w, i, _| {
+                        float_tile::<E, WIDE_X>(path, w, std::array::from_fn(|c| self.x_row(i + c)), self.k)
+                    });
+                    wide
+                } else {
+                    0
+                };
+                #[cfg(not(wide))]
+                let first = 0;
+                self.panel_with::<TILE_X>(row_bytes, first..self.x.rows, rows, results, |w, i, count| {
+                    self.float_tiles::<E>(path, w, i, count)
+                });
+            }
         );
     }
 
@@ -798,22 +819,23 @@ impl<'a> MatMul<'a> {
         }
     }
 
-    /// The panel's loop: `tile(w, i, count)` gives the products of weight rows `w` with input
-    /// rows `i..i + count` (at most [`TILE_X`]), `[input][weight]`.
-    fn panel_with(
+    /// The panel's loop over input rows `inputs`: `tile(w, i, count)` gives the products of
+    /// weight rows `w` with input rows `i..i + count` (at most `X`), `[input][weight]`.
+    fn panel_with<const X: usize>(
         &self,
         row_bytes: usize,
+        inputs: Range<usize>,
         rows: Range<usize>,
         out: &mut [f32],
-        tile: impl Fn([&[u8]; TILE_W], usize, usize) -> [[f32; TILE_W]; TILE_X],
+        tile: impl Fn([&[u8]; TILE_W], usize, usize) -> [[f32; TILE_W]; X],
     ) {
         let weight_row = |n: usize| {
             let n = n.min(rows.end - 1); // a short last tile repeats its last row
             &self.w.data[n * self.w.stride..][..row_bytes]
         };
-        let mut i = 0;
-        while i < self.x.rows {
-            let count = (self.x.rows - i).min(TILE_X);
+        let mut i = inputs.start;
+        while i < inputs.end {
+            let count = (inputs.end - i).min(X);
             for n in rows.clone().step_by(TILE_W) {
                 let w: [&[u8]; TILE_W] = std::array::from_fn(|r| weight_row(n + r));
                 let tile = tile(w, i, count);
@@ -827,6 +849,11 @@ impl<'a> MatMul<'a> {
         }
     }
 
+    /// Input row `i`.
+    fn x_row(&self, i: usize) -> &[f32] {
+        &self.x.data[i * self.x.stride..][..self.k]
+    }
+
     /// Float weight rows `w` times input rows `first..first + count`, `[input][weight]`.
     #[allow(clippy::inline_always)] // one call per tile
     #[inline(always)]
@@ -837,10 +864,7 @@ impl<'a> MatMul<'a> {
         first: usize,
         count: usize,
     ) -> [[f32; TILE_W]; TILE_X] {
-        let row = |c: usize| {
-            let i = (first + c).min(first + count - 1);
-            &self.x.data[i * self.x.stride..][..self.k]
-        };
+        let row = |c: usize| self.x_row((first + c).min(first + count - 1));
         let mut tile = [[0.0f32; TILE_W]; TILE_X];
         match count {
             1 => tile[..1].copy_from_slice(&float_tile::<E, 1>(path, w, [row(0)], self.k)),
@@ -860,12 +884,14 @@ fn float_tile<E: Element, const C: usize>(
     x: [&[f32]; C],
     k: usize,
 ) -> [[f32; TILE_W]; C] {
-    // The floats' one vector path serves every level above scalar: the same bits.
+    // The floats' vector paths serve every level above scalar: the same bits. AVX-512's
+    // keeps two accumulator chains per input row, so it takes the tiles of several.
     #[cfg(vector)]
-    let lanes = if path == Path::Scalar {
-        floats::accumulate_scalar::<E, C>(w, x)
-    } else {
-        floats::accumulate::<E, C>(w, x, k)
+    let lanes = match path {
+        Path::Scalar => floats::accumulate_scalar::<E, C>(w, x),
+        #[cfg(wide)]
+        Path::Avx512Vnni if C >= 4 => floats::accumulate_wide::<E, C>(w, x, k),
+        _ => floats::accumulate::<E, C>(w, x, k),
     };
     #[cfg(not(vector))]
     let lanes = {

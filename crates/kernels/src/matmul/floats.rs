@@ -7,7 +7,8 @@
 //! F32: F16 and BF16 widen exactly) and the input as it is; then the lanes are summed in the
 //! same fixed tree as the block formats'. Every operation is one IEEE operation, so the scalar
 //! code and AVX2 (eight lanes per register; AVX-512 has no path of its own here) give the same
-//! bits, and a pair's arithmetic depends on that pair alone.
+//! bits, and a pair's arithmetic depends on that pair alone. AVX-512 runs two pairs per 512-bit
+//! register (two weight rows' lanes side by side): the same operations on the same lanes.
 //!
 //! ggml's own product of these types rounds the inputs to the weights' type first (F16 or BF16)
 //! and sums in as many lanes as the instruction set has, so its bits change with the CPU; this
@@ -15,6 +16,8 @@
 
 #[cfg(vector)]
 use safe_arch::m256;
+#[cfg(wide)]
+use safe_arch::m512;
 
 use super::layouts::half_at;
 use super::TILE_W;
@@ -33,6 +36,10 @@ pub(super) trait Element {
     /// Values `j..j + 8` of `row`, as F32 (exact).
     #[cfg(vector)]
     fn eight(row: &[u8], j: usize) -> m256;
+
+    /// Values `j..j + 8` of `low` and of `high`, as F32 (exact): `low`'s in the low half.
+    #[cfg(wide)]
+    fn pair(low: &[u8], high: &[u8], j: usize) -> m512;
 }
 
 /// IEEE half precision.
@@ -66,6 +73,17 @@ impl Element for F16 {
             std::array::from_fn(|i| u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]));
         m256::from(super::f16x8(bits))
     }
+
+    #[cfg(wide)]
+    #[allow(clippy::inline_always)] // in the tile loop
+    #[inline(always)]
+    fn pair(low: &[u8], high: &[u8], j: usize) -> m512 {
+        let bits = |row: &[u8]| {
+            let bytes = sixteen(row, 2 * j);
+            std::array::from_fn(|i| u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]))
+        };
+        crate::intrinsics::f16x16(bits(low), bits(high))
+    }
 }
 
 impl Element for BF16 {
@@ -89,6 +107,24 @@ impl Element for BF16 {
             convert_to_i32_m256i_from_u16_m128i(bits),
         ))
     }
+
+    #[cfg(wide)]
+    #[allow(clippy::inline_always)] // in the tile loop
+    #[inline(always)]
+    fn pair(low: &[u8], high: &[u8], j: usize) -> m512 {
+        use safe_arch::{
+            cast_to_m512_from_m512i, convert_to_u32_m512i_from_u16_m256i, load_unaligned_m128i,
+            set_m128i_m256i, set_splat_i32_m512i, shl_each_u32_m512i,
+        };
+        let bits = set_m128i_m256i(
+            load_unaligned_m128i(&sixteen(high, 2 * j)),
+            load_unaligned_m128i(&sixteen(low, 2 * j)),
+        );
+        cast_to_m512_from_m512i(shl_each_u32_m512i(
+            convert_to_u32_m512i_from_u16_m256i(bits),
+            set_splat_i32_m512i(16),
+        ))
+    }
 }
 
 impl Element for F32 {
@@ -108,6 +144,14 @@ impl Element for F32 {
         m256::from(std::array::from_fn::<f32, 8, _>(|i| {
             f32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().expect("4 bytes"))
         }))
+    }
+
+    #[cfg(wide)]
+    #[allow(clippy::inline_always)] // in the tile loop
+    #[inline(always)]
+    fn pair(low: &[u8], high: &[u8], j: usize) -> m512 {
+        use safe_arch::{cast_m256_to_m512, insert_m256_to_m512};
+        insert_m256_to_m512::<1>(cast_m256_to_m512(Self::eight(low, j)), Self::eight(high, j))
     }
 }
 
@@ -210,6 +254,76 @@ fn lane_step<E: Element, const C: usize>(
         let weights = E::eight(w[r], j);
         for c in 0..C {
             acc[c][r] = fused_mul_add_m256(weights, v[c], acc[c][r]);
+        }
+    }
+}
+
+/// [`accumulate`] with AVX-512 (the `avx512` level): the same lanes, two weight rows' side by
+/// side in each 512-bit register, every input vector in both halves. Per lane group: two
+/// weight conversions, `C` broadcast loads (no arithmetic) and `2 · C` multiply-adds of
+/// sixteen lanes, against four conversions and `4 · C` multiply-adds of eight on AVX2; `2 · C`
+/// accumulators, two weight registers and one input in AVX-512's thirty-two registers.
+#[cfg(wide)]
+#[allow(clippy::inline_always)] // the tile's loop, specialised per type
+#[inline(always)]
+pub(super) fn accumulate_wide<E: Element, const C: usize>(
+    w: [&[u8]; TILE_W],
+    x: [&[f32]; C],
+    k: usize,
+) -> [[[f32; LANES]; TILE_W]; C] {
+    use safe_arch::zeroed_m512;
+    let mut acc: [[m512; TILE_W / 2]; C] = [[zeroed_m512(); TILE_W / 2]; C];
+    let whole = k / STEP * STEP;
+    let mut j = 0;
+    while j < whole {
+        for row in &w {
+            crate::intrinsics::prefetch(row.as_ptr().wrapping_add(j * E::BYTES + super::PREFETCH));
+        }
+        let bytes = STEP * E::BYTES;
+        let part = |r: usize| &w[r][j * E::BYTES..][..bytes];
+        let weights = [part(0), part(1), part(2), part(3)];
+        let mut inputs: [&[f32]; C] = [&[]; C];
+        for (inputs, x) in inputs.iter_mut().zip(&x) {
+            *inputs = &x[j..][..STEP];
+        }
+        for s in (0..STEP).step_by(LANES) {
+            wide_step::<E, C>(&weights, &inputs, s, &mut acc);
+        }
+        j += STEP;
+    }
+    while j < k {
+        wide_step::<E, C>(&w, &x, j, &mut acc);
+        j += LANES;
+    }
+    let mut lanes = [[[0.0f32; LANES]; TILE_W]; C];
+    for (lanes, acc) in lanes.iter_mut().zip(&acc) {
+        for (p, acc) in acc.iter().enumerate() {
+            let both: [f32; 2 * LANES] = (*acc).into();
+            lanes[2 * p].copy_from_slice(&both[..LANES]);
+            lanes[2 * p + 1].copy_from_slice(&both[LANES..]);
+        }
+    }
+    lanes
+}
+
+/// One lane group of [`accumulate_wide`].
+#[cfg(wide)]
+#[allow(clippy::inline_always)] // the tile's inner loop
+#[inline(always)]
+fn wide_step<E: Element, const C: usize>(
+    w: &[&[u8]; TILE_W],
+    x: &[&[f32]; C],
+    j: usize,
+    acc: &mut [[m512; TILE_W / 2]; C],
+) {
+    use safe_arch::{fused_mul_add_m512, load_unaligned_m256};
+    let weights = [E::pair(w[0], w[1], j), E::pair(w[2], w[3], j)];
+    for (acc, x) in acc.iter_mut().zip(x) {
+        let v = crate::intrinsics::twice(load_unaligned_m256(
+            x[j..j + LANES].try_into().expect("eight values"),
+        ));
+        for (acc, weights) in acc.iter_mut().zip(&weights) {
+            *acc = fused_mul_add_m512(*weights, v, *acc);
         }
     }
 }

@@ -453,11 +453,12 @@ fn every_float_path_matches_the_scalar_tile_bit_for_bit() {
         check::<E, 2>(case, path);
         check::<E, 3>(case, path);
         check::<E, 4>(case, path);
+        check::<E, 8>(case, path);
     }
     // A lane group alone, whole steps, a step and a lane group, many steps.
     for k in [8, 96, 40, 576] {
         for format in [Format::F16, Format::BF16, Format::F32] {
-            let case = Case::new(k as u64, format, k, TILE_W, 5, 0, 0);
+            let case = Case::new(k as u64, format, k, TILE_W, 9, 0, 0);
             for level in available() {
                 with_layout!(format, L => unreachable!("{}", L::VALUES), E => all::<E>(&case, Path::of(level)));
             }
