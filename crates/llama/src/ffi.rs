@@ -123,7 +123,13 @@ thread_local! {
 
 /// Runs `load` (which loads a llama.cpp model on this thread) so that, when `plain`, no weight
 /// goes to the CPU's extra buffer types (`CPU_REPACK`: `Q4_0`, `Q4_K`, `IQ4_NL`, … interleaved for
-/// tiled GEMM kernels whose sums depend on the batch).
+/// tiled GEMM kernels whose sums depend on the batch), and otherwise none to ggml's `AMX` one.
+///
+/// ggml's AMX kernels (Sapphire Rapids and later, for `Q4_0`, `Q4_1`, `Q8_0` and some K-quants)
+/// crashed on the first machine with AMX wick ran on — an illegal instruction on `tileloadd`
+/// with one thread, a segmentation fault with two, in `ggml_backend_amx_mul_mat`, and
+/// `llama-bench` itself the same — so wick's fast mode leaves them out (the repacked and
+/// llamafile kernels still run) and `wick bench` builds `llama-bench` without them.
 ///
 /// llama.cpp asks the CPU registry for those buffer types (`ggml_backend_dev_get_extra_bufts`
 /// through `get_proc_address`) while it loads a model, and even a tensor-override to the CPU
@@ -131,7 +137,45 @@ thread_local! {
 /// (once per process) a hook in the CPU registry's `get_proc_address` that answers null for
 /// that one name while a thread that asked for plain weights loads a model.
 pub(crate) fn with_plain_weights<R>(plain: bool, load: impl FnOnce() -> R) -> R {
-    with_flag(&PLAIN_WEIGHTS, plain && install_plain_weights(), load)
+    let installed = install_plain_weights();
+    with_flag(&PLAIN_WEIGHTS, plain && installed, load)
+}
+
+type ExtraBufts =
+    unsafe extern "C" fn(sys::ggml_backend_dev_t) -> *mut sys::ggml_backend_buffer_type_t;
+
+/// The CPU device's own `ggml_backend_dev_get_extra_bufts`, saved by the hook.
+static ORIGINAL_EXTRA: OnceLock<ExtraBufts> = OnceLock::new();
+
+/// [`ORIGINAL_EXTRA`]'s list without ggml's `AMX` buffer type, null-terminated (the buffer
+/// types' addresses: statics of ggml's that live for the process).
+static WITHOUT_AMX: OnceLock<Vec<usize>> = OnceLock::new();
+
+/// The CPU device's extra buffer types but `AMX` (see [`with_plain_weights`]).
+unsafe extern "C" fn extra_bufts_without_amx(
+    dev: sys::ggml_backend_dev_t,
+) -> *mut sys::ggml_backend_buffer_type_t {
+    let list = WITHOUT_AMX.get_or_init(|| {
+        let original = ORIGINAL_EXTRA
+            .get()
+            .expect("saved before this is handed out");
+        let mut kept = Vec::new();
+        // SAFETY: ggml's function returns its static, null-terminated array of buffer types
+        // (or null); each is a static buffer type whose name ggml gives as a C string.
+        unsafe {
+            let mut at = original(dev);
+            while !at.is_null() && !(*at).is_null() {
+                let name = sys::ggml_backend_buft_name(*at);
+                if name.is_null() || std::ffi::CStr::from_ptr(name) != c"AMX" {
+                    kept.push(*at as usize);
+                }
+                at = at.add(1);
+            }
+        }
+        kept.push(0);
+        kept
+    });
+    list.as_ptr().cast_mut().cast()
 }
 
 unsafe extern "C" fn get_proc_address_hook(
@@ -139,17 +183,29 @@ unsafe extern "C" fn get_proc_address_hook(
     name: *const std::ffi::c_char,
 ) -> *mut std::ffi::c_void {
     // SAFETY: ggml passes a NUL-terminated name (checked for null); the original is saved
-    // before this hook is installed and is called with the arguments ggml gave.
+    // before this hook is installed and is called with the arguments ggml gave. The extra
+    // buffer types' getter it answers is a C function of `ExtraBufts`'s signature (ggml's
+    // `ggml_backend_dev_get_extra_bufts_t`), so the transmute of its address is sound.
     unsafe {
-        if PLAIN_WEIGHTS.with(Cell::get)
-            && !name.is_null()
-            && std::ffi::CStr::from_ptr(name) == c"ggml_backend_dev_get_extra_bufts"
-        {
-            return std::ptr::null_mut();
-        }
         let original = ORIGINAL_PROC
             .get()
             .expect("saved before the hook is installed");
+        if !name.is_null() && std::ffi::CStr::from_ptr(name) == c"ggml_backend_dev_get_extra_bufts"
+        {
+            if PLAIN_WEIGHTS.with(Cell::get) {
+                return std::ptr::null_mut();
+            }
+            let extra = original(reg, name);
+            if extra.is_null() {
+                return extra;
+            }
+            // The function ggml answers with has `ExtraBufts`'s signature (ggml-cpu.cpp's
+            // `ggml_backend_cpu_device_get_extra_buffers_type`).
+            let _ = ORIGINAL_EXTRA.set(std::mem::transmute::<*mut std::ffi::c_void, ExtraBufts>(
+                extra,
+            ));
+            return extra_bufts_without_amx as *mut std::ffi::c_void;
+        }
         original(reg, name)
     }
 }

@@ -88,10 +88,13 @@ pub(crate) fn ensure(cache: &Path, version: &str, gpu: Option<Gpu>) -> Result<To
             gpu.map_or(String::new(), |g| format!(" ({})", g.name()))
         ),
     };
+    let stamp = root.join("build").join("wick-cmake-flags");
+    let flags = cmake_flags(gpu).join(" ");
     let built = |t: &Tools| {
         [&t.llama_bench, &t.llama_server, &t.llama_quantize]
             .iter()
             .all(|p| p.is_file())
+            && std::fs::read_to_string(&stamp).is_ok_and(|s| s == flags)
     };
     if built(&tools) {
         return Ok(tools);
@@ -101,6 +104,7 @@ pub(crate) fn ensure(cache: &Path, version: &str, gpu: Option<Gpu>) -> Result<To
         fetch_source(&root, version)?;
     }
     build(&root, gpu)?;
+    std::fs::write(&stamp, &flags).with_context(|| format!("writing {}", stamp.display()))?;
     if !built(&tools) {
         bail!(
             "the llama.cpp build finished but a tool is missing in {}; see {}",
@@ -164,6 +168,32 @@ fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned())
 }
 
+/// The tools' cmake options (a build made with others is built again).
+///
+/// On x86-64 without ggml's AMX kernels: they crashed on the first AMX machine wick ran on
+/// (`llama-bench` itself: an illegal instruction on `tileloadd`), and wick's fast mode leaves
+/// them out too (`wick-llama`'s `with_plain_weights`), so both sides run the same kernels.
+/// GCC and Clang let an explicit `-mno-…` win over what `-march=native` implies.
+fn cmake_flags(gpu: Option<Gpu>) -> Vec<String> {
+    let mut flags: Vec<String> = [
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DLLAMA_CURL=OFF",
+        "-DLLAMA_USE_PREBUILT_UI=OFF",
+        "-DLLAMA_BUILD_TESTS=OFF",
+        "-DLLAMA_BUILD_EXAMPLES=OFF",
+        "-DGGML_NATIVE=ON",
+    ]
+    .map(String::from)
+    .into();
+    if cfg!(target_arch = "x86_64") {
+        let no_amx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
+        flags.push(format!("-DCMAKE_C_FLAGS={no_amx}"));
+        flags.push(format!("-DCMAKE_CXX_FLAGS={no_amx}"));
+    }
+    flags.extend(gpu.map(|g| g.cmake_flag().to_owned()));
+    flags
+}
+
 /// Configures and builds `llama-bench`, `llama-server` and `llama-quantize`, showing cmake's
 /// progress (a tree built before keeps what it built: only what is missing compiles).
 fn build(root: &Path, gpu: Option<Gpu>) -> Result<()> {
@@ -174,15 +204,7 @@ fn build(root: &Path, gpu: Option<Gpu>) -> Result<()> {
         .arg(root.join("src"))
         .arg("-B")
         .arg(root.join("build"))
-        .args([
-            "-DCMAKE_BUILD_TYPE=Release",
-            "-DLLAMA_CURL=OFF",
-            "-DLLAMA_USE_PREBUILT_UI=OFF",
-            "-DLLAMA_BUILD_TESTS=OFF",
-            "-DLLAMA_BUILD_EXAMPLES=OFF",
-            "-DGGML_NATIVE=ON",
-        ])
-        .args(gpu.map(Gpu::cmake_flag))
+        .args(cmake_flags(gpu))
         .stdout(log.try_clone()?)
         .stderr(log.try_clone()?)
         .status()
