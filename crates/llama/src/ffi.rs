@@ -151,6 +151,19 @@ static ORIGINAL_EXTRA: OnceLock<ExtraBufts> = OnceLock::new();
 /// types' addresses: statics of ggml's that live for the process).
 static WITHOUT_AMX: OnceLock<Vec<usize>> = OnceLock::new();
 
+/// Whether `buft` is ggml's `AMX` buffer type.
+///
+/// # Safety
+///
+/// `buft` is a live ggml buffer type.
+unsafe fn is_amx(buft: sys::ggml_backend_buffer_type_t) -> bool {
+    // SAFETY: the caller's contract; ggml names each buffer type with a static C string.
+    unsafe {
+        let name = sys::ggml_backend_buft_name(buft);
+        !name.is_null() && std::ffi::CStr::from_ptr(name) == c"AMX"
+    }
+}
+
 /// The CPU device's extra buffer types but `AMX` (see [`with_plain_weights`]).
 unsafe extern "C" fn extra_bufts_without_amx(
     dev: sys::ggml_backend_dev_t,
@@ -165,8 +178,7 @@ unsafe extern "C" fn extra_bufts_without_amx(
         unsafe {
             let mut at = original(dev);
             while !at.is_null() && !(*at).is_null() {
-                let name = sys::ggml_backend_buft_name(*at);
-                if name.is_null() || std::ffi::CStr::from_ptr(name) != c"AMX" {
+                if !is_amx(*at) {
                     kept.push(*at as usize);
                 }
                 at = at.add(1);
@@ -1413,6 +1425,11 @@ unsafe fn repack_buffer_type(
         let mut at = extra_bufts(cpu);
         while !at.is_null() && !(*at).is_null() {
             let buft = *at;
+            // Not ggml's AMX kernels, as in wick's fast mode (`with_plain_weights`).
+            if is_amx(buft) {
+                at = at.add(1);
+                continue;
+            }
             let probe = sys::ggml_backend_buft_alloc_buffer(buft, 0);
             if !probe.is_null() {
                 (*w).buffer = probe;
