@@ -1465,3 +1465,49 @@ impl Drop for GgmlProduct {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names of the extra buffer types the CPU registry offers this thread now, or `None`
+    /// when it offers no getter (the deterministic mode's plain weights).
+    fn offered() -> Option<Vec<String>> {
+        // SAFETY: ggml's static CPU device and registry (llama.cpp initialised first); the
+        // function for this name has `ExtraBufts`'s signature and returns a static,
+        // null-terminated array of live buffer types, each named by a static C string.
+        unsafe {
+            let cpu = sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU);
+            assert!(!cpu.is_null(), "a CPU device");
+            let reg = sys::ggml_backend_dev_backend_reg(cpu);
+            let name = c"ggml_backend_dev_get_extra_bufts";
+            let getter = sys::ggml_backend_reg_get_proc_address(reg, name.as_ptr());
+            if getter.is_null() {
+                return None;
+            }
+            let getter = std::mem::transmute::<*mut std::ffi::c_void, ExtraBufts>(getter);
+            let mut names = Vec::new();
+            let mut at = getter(cpu);
+            while !at.is_null() && !(*at).is_null() {
+                let name = std::ffi::CStr::from_ptr(sys::ggml_backend_buft_name(*at));
+                names.push(name.to_string_lossy().into_owned());
+                at = at.add(1);
+            }
+            Some(names)
+        }
+    }
+
+    #[test]
+    fn the_fast_mode_is_offered_every_extra_buffer_type_but_amx_and_plain_weights_none() {
+        crate::load::runtime().expect("llama.cpp initialises");
+        assert!(install_plain_weights(), "the registry hook installs");
+        let fast = with_plain_weights(false, offered).expect("the fast mode gets a getter");
+        assert!(!fast.iter().any(|n| n == "AMX"), "{fast:?}");
+        // x86-64 builds repack Q4_0 and friends for their tiled kernels: still offered.
+        #[cfg(target_arch = "x86_64")]
+        assert!(fast.iter().any(|n| n == "CPU_REPACK"), "{fast:?}");
+        assert_eq!(with_plain_weights(true, offered), None);
+        // The thread's flag is put back: the fast mode again.
+        assert_eq!(with_plain_weights(false, offered), Some(fast));
+    }
+}
