@@ -1004,12 +1004,11 @@ fn builder_with(
             kernels: kernels.parse().unwrap_or_default(),
             ram_cache_bytes: args.cache_ram,
             cache_types: {
-                // A preset's types were checked when it was read.
                 let [k, v] = args.cache_types.pair();
-                let or = |own: &Option<String>, flag| {
-                    own.as_deref().and_then(|t| t.parse().ok()).unwrap_or(flag)
-                };
-                [or(&preset.cache_type_k, k), or(&preset.cache_type_v, v)]
+                [
+                    preset.cache_type_k.unwrap_or(k),
+                    preset.cache_type_v.unwrap_or(v),
+                ]
             },
             spec_max: if spec_mode(args) == "off" {
                 0

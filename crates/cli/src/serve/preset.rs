@@ -40,6 +40,16 @@ fn gpu_layers<'de, D: serde::Deserializer<'de>>(
     }
 }
 
+/// A KV cache type, from its name (`f16`, `q8_0`, …).
+fn cache_type<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<wick::CacheType>, D::Error> {
+    String::deserialize(deserializer)?
+        .parse()
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
 /// One model's settings; every field left out falls back to `[defaults]`, then to `wick
 /// serve`'s flags.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -64,9 +74,11 @@ pub(crate) struct Preset {
     /// `deterministic` or `fast`.
     pub(crate) kernels: Option<String>,
     /// The KV cache's type for keys (`f16`, `q8_0`, …).
-    pub(crate) cache_type_k: Option<String>,
+    #[serde(deserialize_with = "cache_type")]
+    pub(crate) cache_type_k: Option<wick::CacheType>,
     /// The KV cache's type for values.
-    pub(crate) cache_type_v: Option<String>,
+    #[serde(deserialize_with = "cache_type")]
+    pub(crate) cache_type_v: Option<wick::CacheType>,
     /// Layers offloaded to a GPU: a number, `all` or `auto`.
     #[serde(deserialize_with = "gpu_layers")]
     pub(crate) gpu_layers: Option<wick::GpuLayers>,
@@ -100,8 +112,8 @@ impl Preset {
             model_draft: self.model_draft.or_else(|| defaults.model_draft.clone()),
             lora: or_list(self.lora, &defaults.lora),
             kernels: self.kernels.or_else(|| defaults.kernels.clone()),
-            cache_type_k: self.cache_type_k.or_else(|| defaults.cache_type_k.clone()),
-            cache_type_v: self.cache_type_v.or_else(|| defaults.cache_type_v.clone()),
+            cache_type_k: self.cache_type_k.or(defaults.cache_type_k),
+            cache_type_v: self.cache_type_v.or(defaults.cache_type_v),
             gpu_layers: self.gpu_layers.or(defaults.gpu_layers),
             pin: self.pin.or(defaults.pin),
             keep_alive: self.keep_alive.or_else(|| defaults.keep_alive.clone()),
@@ -165,14 +177,6 @@ fn check(name: &str, preset: &Preset) -> Result<()> {
         if kernels != "deterministic" && kernels != "fast" {
             bail!("the model `{name}`: kernels is `deterministic` or `fast`, not `{kernels}`");
         }
-    }
-    for cache_type in [&preset.cache_type_k, &preset.cache_type_v]
-        .into_iter()
-        .flatten()
-    {
-        cache_type
-            .parse::<wick::CacheType>()
-            .map_err(|e| anyhow::anyhow!("the model `{name}`: {e}"))?;
     }
     if preset.parallel == Some(0) || preset.ctx_size == Some(0) {
         bail!("the model `{name}`: parallel and ctx-size are 1 or more");
@@ -246,6 +250,10 @@ fn parse_ini(text: &str) -> Result<Presets, String> {
             v.parse::<u32>()
                 .map_err(|_| format!("line {}: {key} = {v} is not a number", number + 1))
         };
+        let cache_type_of = |v: &str| {
+            v.parse::<wick::CacheType>()
+                .map_err(|e| format!("line {}: {key}: {e}", number + 1))
+        };
         let list = |v: &str| -> Vec<String> {
             v.split(',')
                 .map(str::trim)
@@ -269,8 +277,8 @@ fn parse_ini(text: &str) -> Result<Presets, String> {
                 preset.gpu_layers = Some(layers);
             }
             "chat-template" => preset.chat_template = Some(value),
-            "ctk" | "cache-type-k" => preset.cache_type_k = Some(value),
-            "ctv" | "cache-type-v" => preset.cache_type_v = Some(value),
+            "ctk" | "cache-type-k" => preset.cache_type_k = Some(cache_type_of(&value)?),
+            "ctv" | "cache-type-v" => preset.cache_type_v = Some(cache_type_of(&value)?),
             "md" | "model-draft" => preset.model_draft = Some(value),
             "lora" => preset.lora = list(&value),
             "load-on-startup" => preset.load_on_startup = Some(truthy(&value)),
@@ -394,8 +402,8 @@ mod tests {
         assert_eq!(b.gpu_layers, Some(wick::GpuLayers::Count(99)));
         assert_eq!(b.load_on_startup, Some(true));
         assert_eq!(
-            (b.cache_type_k.as_deref(), b.cache_type_v.as_deref()),
-            (Some("q8_0"), Some("q4_0"))
+            (b.cache_type_k, b.cache_type_v),
+            (Some(wick::CacheType::Q8_0), Some(wick::CacheType::Q4_0))
         );
         assert_eq!(presets.ignored, ["[*] flash-attn"]);
         assert!(parse_ini("c = 1\n")
@@ -415,15 +423,15 @@ mod tests {
             ..Preset::default()
         };
         assert!(check("a", &bad).unwrap_err().to_string().contains("quick"));
-        let bad = Preset {
-            model: Some("x.gguf".into()),
-            cache_type_v: Some("q3_k".into()),
-            ..Preset::default()
-        };
-        assert!(check("a", &bad)
-            .unwrap_err()
-            .to_string()
-            .contains("not a KV cache type"));
+        // A cache type is typed when the file is read: an unknown one is refused there.
+        let err =
+            parse_toml("[models.a]\nmodel = \"x.gguf\"\ncache-type-v = \"q3_k\"\n").unwrap_err();
+        assert!(err.contains("not a KV cache type"), "{err}");
+        let err = parse_ini("[a]\nm = x.gguf\nctk = q3_k\n").unwrap_err();
+        assert!(
+            err.contains("line 3: ctk") && err.contains("not a KV cache type"),
+            "{err}"
+        );
         let bad = Preset {
             model: Some("x.gguf".into()),
             keep_alive: Some("soon".into()),
