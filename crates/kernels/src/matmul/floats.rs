@@ -200,6 +200,30 @@ pub(super) fn accumulate<E: Element, const C: usize>(
 ) -> [[[f32; LANES]; TILE_W]; C] {
     use safe_arch::zeroed_m256;
     let mut acc: [[m256; TILE_W]; C] = [[zeroed_m256(); TILE_W]; C];
+    sweep::<E, C, _>(w, x, k, &mut acc, lane_step::<E, C>);
+    // Loops, not `map`: left out of line, it was a tenth of the tile's time.
+    let mut lanes = [[[0.0f32; LANES]; TILE_W]; C];
+    for (lanes, acc) in lanes.iter_mut().zip(&acc) {
+        for (lanes, acc) in lanes.iter_mut().zip(acc) {
+            *lanes = (*acc).into();
+        }
+    }
+    lanes
+}
+
+/// The tiles' loop over a row: `step(w, x, j, acc)` takes values `j..j + 8`. The main loop
+/// takes [`STEP`] values at a time from slices of known length (no bounds checks inside, one
+/// prefetch per row); a row's last values (below a step) follow one lane group at a time.
+#[cfg(vector)]
+#[allow(clippy::inline_always)] // the tile's loop, specialised per type and path
+#[inline(always)]
+fn sweep<E: Element, const C: usize, A>(
+    w: [&[u8]; TILE_W],
+    x: [&[f32]; C],
+    k: usize,
+    acc: &mut A,
+    step: impl Fn(&[&[u8]; TILE_W], &[&[f32]; C], usize, &mut A),
+) {
     let whole = k / STEP * STEP;
     let mut j = 0;
     while j < whole {
@@ -214,22 +238,14 @@ pub(super) fn accumulate<E: Element, const C: usize>(
             *inputs = &x[j..][..STEP];
         }
         for s in (0..STEP).step_by(LANES) {
-            lane_step::<E, C>(&weights, &inputs, s, &mut acc);
+            step(&weights, &inputs, s, acc);
         }
         j += STEP;
     }
     while j < k {
-        lane_step::<E, C>(&w, &x, j, &mut acc);
+        step(&w, &x, j, acc);
         j += LANES;
     }
-    // Loops, not `map`: left out of line, it was a tenth of the tile's time.
-    let mut lanes = [[[0.0f32; LANES]; TILE_W]; C];
-    for (lanes, acc) in lanes.iter_mut().zip(&acc) {
-        for (lanes, acc) in lanes.iter_mut().zip(acc) {
-            *lanes = (*acc).into();
-        }
-    }
-    lanes
 }
 
 /// One lane group of [`accumulate`]: values `j..j + 8` of the weight rows `w` and input rows
@@ -273,28 +289,7 @@ pub(super) fn accumulate_wide<E: Element, const C: usize>(
 ) -> [[[f32; LANES]; TILE_W]; C] {
     use safe_arch::zeroed_m512;
     let mut acc: [[m512; TILE_W / 2]; C] = [[zeroed_m512(); TILE_W / 2]; C];
-    let whole = k / STEP * STEP;
-    let mut j = 0;
-    while j < whole {
-        for row in &w {
-            crate::intrinsics::prefetch(row.as_ptr().wrapping_add(j * E::BYTES + super::PREFETCH));
-        }
-        let bytes = STEP * E::BYTES;
-        let part = |r: usize| &w[r][j * E::BYTES..][..bytes];
-        let weights = [part(0), part(1), part(2), part(3)];
-        let mut inputs: [&[f32]; C] = [&[]; C];
-        for (inputs, x) in inputs.iter_mut().zip(&x) {
-            *inputs = &x[j..][..STEP];
-        }
-        for s in (0..STEP).step_by(LANES) {
-            wide_step::<E, C>(&weights, &inputs, s, &mut acc);
-        }
-        j += STEP;
-    }
-    while j < k {
-        wide_step::<E, C>(&w, &x, j, &mut acc);
-        j += LANES;
-    }
+    sweep::<E, C, _>(w, x, k, &mut acc, wide_step::<E, C>);
     let mut lanes = [[[0.0f32; LANES]; TILE_W]; C];
     for (lanes, acc) in lanes.iter_mut().zip(&acc) {
         for (p, acc) in acc.iter().enumerate() {
