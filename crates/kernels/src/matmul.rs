@@ -922,12 +922,13 @@ pub(crate) fn f16x8(bits: [u16; 8]) -> [f32; 8] {
 mod vector {
     use safe_arch::{
         abs_i8_m256i, add_horizontal_i32_m256i, add_i16_m256i, add_i32_m128i, add_i32_m256i,
-        add_m128, add_m256, cast_to_m128i_from_m256i, convert_to_i16_m256i_from_i8_m128i,
-        convert_to_m128_from_i32_m128i, convert_to_m256_from_i32_m256i, extract_m128i_from_m256i,
-        fused_mul_add_m128, fused_mul_add_m256, load_unaligned_hi_lo_m256i, load_unaligned_m256i,
-        m128, m128i, m256, m256i, mul_i16_horizontal_add_m256i, mul_i16_keep_low_m256i,
-        mul_i32_keep_low_m256i, mul_m128, mul_m256, mul_u8i8_add_horizontal_saturating_m256i,
-        set_splat_i16_m256i, set_splat_i32_m128i, set_splat_i32_m256i, set_splat_m128,
+        add_m128, add_m256, bitxor_m256i, cast_to_m128i_from_m256i,
+        convert_to_i16_m256i_from_i8_m128i, convert_to_m128_from_i32_m128i,
+        convert_to_m256_from_i32_m256i, extract_m128i_from_m256i, fused_mul_add_m128,
+        fused_mul_add_m256, load_unaligned_hi_lo_m256i, load_unaligned_m256i, m128, m128i, m256,
+        m256i, mul_i16_horizontal_add_m256i, mul_i16_keep_low_m256i, mul_i32_keep_low_m256i,
+        mul_m128, mul_m256, mul_u8i8_add_horizontal_saturating_m256i, set_splat_i16_m256i,
+        set_splat_i32_m128i, set_splat_i32_m256i, set_splat_i8_m256i, set_splat_m128,
         set_splat_m256, shuffle_abi_i128z_all_m256i, shuffle_av_i8z_half_m256i,
         sign_apply_i8_m256i, sub_i32_m128i, sub_i32_m256i, unpack_high_i32_m256i,
         unpack_high_i64_m256i, unpack_low_i32_m256i, unpack_low_i64_m256i, zeroed_m128,
@@ -942,6 +943,11 @@ mod vector {
     /// bytes with `b`'s signed ones, where no pair of products passes 32,767 (the callers'
     /// bound: see [`Form`]).
     pub(super) trait Sums {
+        /// Whether [`Sums::dot`] is exact for any bytes (VNNI's `vpdpbusd` adds the four
+        /// products in 32 bits), not only under the 16-bit bound: the sign trick's types then
+        /// take a bias of 128 instead ([`Form`]).
+        const EXACT: bool = false;
+
         fn dot(acc: m256i, a: m256i, b: m256i) -> m256i;
 
         /// `acc` plus, per 32-bit lane, the exact sum of its four products of `a.0` with `b.0`
@@ -1018,16 +1024,33 @@ mod vector {
         }
     }
 
-    /// AVX2's exact sums under the trait's own `both`, as the VNNI paths take them: what the
-    /// tests run where no VNNI instruction is.
+    /// `vpdpbusd` in AVX2 (each byte widened to 16 bits, `vpmaddwd` on the even bytes and on
+    /// the odd ones: exact for any bytes), under the trait's own `both` and with
+    /// [`Sums::EXACT`]: the VNNI paths' arithmetic, which the tests run where no VNNI
+    /// instruction is.
     #[cfg(test)]
     pub(super) struct Generic;
 
     #[cfg(test)]
     impl Sums for Generic {
+        const EXACT: bool = true;
+
         #[inline]
         fn dot(acc: m256i, a: m256i, b: m256i) -> m256i {
-            Maddubs::dot(acc, a, b)
+            use safe_arch::{
+                bitand_m256i, shl_imm_u16_m256i, shr_imm_i16_m256i, shr_imm_u16_m256i,
+            };
+            let a_even = bitand_m256i(a, set_splat_i16_m256i(0x00ff));
+            let a_odd = shr_imm_u16_m256i::<8>(a);
+            let b_even = shr_imm_i16_m256i::<8>(shl_imm_u16_m256i::<8>(b));
+            let b_odd = shr_imm_i16_m256i::<8>(b);
+            add_i32_m256i(
+                acc,
+                add_i32_m256i(
+                    mul_i16_horizontal_add_m256i(a_even, b_even),
+                    mul_i16_horizontal_add_m256i(a_odd, b_odd),
+                ),
+            )
         }
     }
 
@@ -1037,6 +1060,8 @@ mod vector {
 
     #[cfg(target_feature = "avxvnni")]
     impl Sums for AvxVnni {
+        const EXACT: bool = true;
+
         #[inline]
         fn dot(acc: m256i, a: m256i, b: m256i) -> m256i {
             crate::intrinsics::dpbusd_avx_vnni(acc, a, b)
@@ -1049,27 +1074,40 @@ mod vector {
 
     #[cfg(all(target_feature = "avx512vnni", target_feature = "avx512vl"))]
     impl Sums for Avx512Vnni {
+        const EXACT: bool = true;
+
         #[inline]
         fn dot(acc: m256i, a: m256i, b: m256i) -> m256i {
             crate::intrinsics::dpbusd_avx512_vnni(acc, a, b)
         }
     }
 
-    /// How a format's integer sums are formed, each exact: `(unsigned, signed)` operands of
-    /// every product.
-    struct Form<L>(std::marker::PhantomData<L>);
+    /// How a format's integer sums are formed on a path whose sums are `S`, each exact:
+    /// `(unsigned, signed)` operands of every product.
+    struct Form<L, S>(std::marker::PhantomData<(L, S)>);
 
-    impl<L: Layout> Form<L> {
+    impl<L: Layout, S: Sums> Form<L, S> {
+        /// Signed values without a stored bias (Q8_0, IQ4_NL, IQ4_XS) on a path with exact
+        /// four-product sums ([`Sums::EXACT`]): `w + 128` (the weight bytes with their top bit
+        /// flipped, an unsigned byte) times the inputs, less 128 times the inputs' sum — one
+        /// `vpdpbusd` per product group and no sign trick.
+        const WIDE: bool = S::EXACT && L::SIGNED && L::BIAS == 0;
+        /// What the unsigned operands are offset by: [`Layout::BIAS`], or 128 with
+        /// [`Form::WIDE`].
+        const BIAS: i32 = if Self::WIDE { 128 } else { L::BIAS as i32 };
         /// Signed values stored with a bias ([`Layout::BIAS`]: `w = u − BIAS`, `u` from 0 to
         /// 63): `u` (unsigned bytes) times the inputs, less `BIAS` times the inputs' sum (kept
         /// by [`Quantized`]). A pair of products stays within 2 · 63 · 127 = 16,002. Other
         /// signed values move their signs onto the inputs (the sign trick: `|w|` times `x` with
-        /// `w`'s sign, at most 2 · 128 · 127 = 32,512 per pair). Unsigned values (below 32)
-        /// multiply the inputs as they are: at most 2 · 31 · 127 per pair.
-        const BIASED: bool = L::SIGNED && L::BIAS > 0;
-        /// Whether four products fit 16 bits as well: biased values (4 · 63 · 127 = 32,004)
-        /// and unsigned ones (4 · 31 · 127).
-        const NARROW: bool = !L::SIGNED || Self::BIASED;
+        /// `w`'s sign, at most 2 · 128 · 127 = 32,512 per pair), or with [`Form::WIDE`] take a
+        /// bias of 128. Unsigned values (below 32) multiply the inputs as they are: at most
+        /// 2 · 31 · 127 per pair.
+        const BIASED: bool = L::SIGNED && Self::BIAS > 0;
+        /// The sign trick: signed values without a bias.
+        const SIGN_TRICK: bool = L::SIGNED && !Self::BIASED;
+        /// Whether four products fit 16 bits as well: stored-biased values (4 · 63 · 127 =
+        /// 32,004) and unsigned ones (4 · 31 · 127).
+        const NARROW: bool = !L::SIGNED || L::BIAS > 0;
 
         /// What a biased type subtracts from its exact sums with input block `x`: `(bias
         /// times the inputs' sum of the block, or with split scales of its first half; of its
@@ -1079,12 +1117,46 @@ mod vector {
             if !Self::BIASED {
                 return (0, 0);
             }
-            let bias = i32::from(L::BIAS);
+            let bias = Self::BIAS;
             let [first, second] = x.n;
             if L::SPLIT {
                 (bias * first, bias * second)
             } else {
                 (bias * (first + second), 0)
+            }
+        }
+
+        /// The unsigned operands of weight values `w`: their magnitudes (the sign trick),
+        /// `w + 128` ([`Form::WIDE`]), or `w` as they are.
+        #[allow(clippy::inline_always)] // in the inner loops
+        #[inline(always)]
+        fn unsigned(w: (m256i, m256i)) -> (m256i, m256i) {
+            if Self::SIGN_TRICK {
+                (abs_i8_m256i(w.0), abs_i8_m256i(w.1))
+            } else if Self::WIDE {
+                let top = set_splat_i8_m256i(i8::MIN);
+                (bitxor_m256i(w.0, top), bitxor_m256i(w.1, top))
+            } else {
+                w
+            }
+        }
+
+        /// Each product's `(unsigned, signed)` operands for input bytes `v` and weight values
+        /// `w` (`unsigned`: [`Form::unsigned`] of them).
+        #[allow(clippy::inline_always)] // in the inner loops
+        #[inline(always)]
+        fn operands(
+            v: (m256i, m256i),
+            w: (m256i, m256i),
+            unsigned: (m256i, m256i),
+        ) -> ((m256i, m256i), (m256i, m256i)) {
+            if Self::SIGN_TRICK {
+                (
+                    unsigned,
+                    (sign_apply_i8_m256i(v.0, w.0), sign_apply_i8_m256i(v.1, w.1)),
+                )
+            } else {
+                (unsigned, v)
             }
         }
     }
@@ -1249,25 +1321,6 @@ mod vector {
         }
     }
 
-    /// Each product's `(unsigned, signed)` operands for input bytes `v` and weight values `w`
-    /// (`magnitudes`: their magnitudes, for the sign trick), per [`Form`].
-    #[allow(clippy::inline_always)] // in the inner loops
-    #[inline(always)]
-    fn operands<L: Layout>(
-        v: (m256i, m256i),
-        w: (m256i, m256i),
-        magnitudes: (m256i, m256i),
-    ) -> ((m256i, m256i), (m256i, m256i)) {
-        if L::SIGNED && !Form::<L>::BIASED {
-            (
-                magnitudes,
-                (sign_apply_i8_m256i(v.0, w.0), sign_apply_i8_m256i(v.1, w.1)),
-            )
-        } else {
-            (w, v)
-        }
-    }
-
     /// One block's float operations, for eight weight rows (their `(d, second)` numbers per
     /// lane, and with split scales and minimums each half's minimum) and input block `at` of
     /// `x`, given the block's exact integer sums `(sum, second half's sum)`: the definition's
@@ -1380,27 +1433,23 @@ mod vector {
                     load_unaligned_m256i(&strip.values[8 * b + g]),
                     load_unaligned_m256i(&strip.values[8 * b + g + 1]),
                 );
-                let magnitudes = if L::SIGNED && !Form::<L>::BIASED {
-                    (abs_i8_m256i(w.0), abs_i8_m256i(w.1))
-                } else {
-                    w
-                };
+                let unsigned = Form::<L, S>::unsigned(w);
                 for c in 0..C {
                     let inputs = &blocks[c].q;
                     let v = (group(inputs, g), group(inputs, g + 1));
-                    let (a, s) = operands::<L>(v, w, magnitudes);
+                    let (a, s) = Form::<L, S>::operands(v, w, unsigned);
                     let sums = if L::SPLIT && g >= 4 {
                         &mut half[c]
                     } else {
                         &mut whole[c]
                     };
-                    *sums = S::both(Form::<L>::NARROW, *sums, a, s);
+                    *sums = S::both(Form::<L, S>::NARROW, *sums, a, s);
                 }
             }
             let unbiased = |c: usize| {
                 let mut sums = (whole[c], half[c]);
-                if Form::<L>::BIASED {
-                    let (first, second) = Form::<L>::corrections(blocks[c]);
+                if Form::<L, S>::BIASED {
+                    let (first, second) = Form::<L, S>::corrections(blocks[c]);
                     sums.0 = sub_i32_m256i(sums.0, set_splat_i32_m256i(first));
                     sums.1 = sub_i32_m256i(sums.1, set_splat_i32_m256i(second));
                 }
@@ -1626,7 +1675,10 @@ mod vector {
         first: usize,
     ) -> [[f32; TILE_W]; C] {
         // A natural layout's two registers are two blocks, each with its own scales.
-        let narrow = Form::<L>::NARROW && !L::SPLIT && !L::NATURAL;
+        // `S::scaled` multiplies 16-bit pair sums on every path, so the sign trick's types
+        // keep it here (AVX2's form).
+        type F<L> = Form<L, Maddubs>;
+        let narrow = F::<L>::NARROW && !L::SPLIT && !L::NATURAL;
         let mut acc = [zeroed_m128(); C];
         let mut minimums = [zeroed_m128(); C];
         let rows: [&[Block]; C] = std::array::from_fn(|c| x.row(first + c));
@@ -1682,11 +1734,7 @@ mod vector {
                     } else {
                         L::pair(units[r], j, 8)
                     };
-                    let magnitudes = if L::SIGNED && !Form::<L>::BIASED {
-                        (abs_i8_m256i(values.0), abs_i8_m256i(values.1))
-                    } else {
-                        values
-                    };
+                    let unsigned = F::<L>::unsigned(values);
                     // The pair's scales in the paired layout: block `j`'s in the low half,
                     // `j + 1`'s in the high; for values 0–15, then 16–31.
                     let (first, second) = halves[r];
@@ -1696,7 +1744,7 @@ mod vector {
                         shuffle_av_i8z_half_m256i(half, hi),
                     );
                     for c in 0..C {
-                        let (a, s) = operands::<L>(v[c], values, magnitudes);
+                        let (a, s) = F::<L>::operands(v[c], values, unsigned);
                         sums[c][r] = S::scaled(narrow, sums[c][r], a, s, scales);
                     }
                 }
@@ -1740,7 +1788,7 @@ mod vector {
         (biased, minimums): ([m256i; TILE_W], [m256i; TILE_W]),
         counts: m256i,
     ) -> (m128i, m128i) {
-        if Form::<L>::BIASED {
+        if Form::<L, Maddubs>::BIASED {
             for r in 0..TILE_W {
                 let correction = mul_i16_horizontal_add_m256i(biased[r], counts);
                 sums[r] = sub_i32_m256i(sums[r], correction);
@@ -1789,11 +1837,7 @@ mod vector {
             L::pair(w[2], b, blocks),
             L::pair(w[3], b, blocks),
         ];
-        let magnitudes = if L::SIGNED && !Form::<L>::BIASED {
-            values.map(|(lo, hi)| (abs_i8_m256i(lo), abs_i8_m256i(hi)))
-        } else {
-            values
-        };
+        let unsigned = values.map(Form::<L, S>::unsigned);
         for c in 0..C {
             let (this_block, next_block) = x(c);
             let (this, next) = (&this_block.q, next_block.map_or(&none, |next| &next.q));
@@ -1806,13 +1850,13 @@ mod vector {
             );
             let mut whole = [zeroed_m256i(); TILE_W];
             for r in 0..TILE_W {
-                let (a, s) = operands::<L>(v, values[r], magnitudes[r]);
-                whole[r] = S::both(Form::<L>::NARROW, zeroed_m256i(), a, s);
+                let (a, s) = Form::<L, S>::operands(v, values[r], unsigned[r]);
+                whole[r] = S::both(Form::<L, S>::NARROW, zeroed_m256i(), a, s);
             }
             let sums = reduce(whole);
             let unbiased = |x: &Block, sums: m128i| {
-                if Form::<L>::BIASED {
-                    sub_i32_m128i(sums, set_splat_i32_m128i(Form::<L>::corrections(x).0))
+                if Form::<L, S>::BIASED {
+                    sub_i32_m128i(sums, set_splat_i32_m128i(Form::<L, S>::corrections(x).0))
                 } else {
                     sums
                 }
