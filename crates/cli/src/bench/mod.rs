@@ -50,6 +50,14 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     cpu_levels: Vec<String>,
 
+    /// Compare each CPU level below this machine's own with a llama-bench built for that level
+    /// (ggml configured without its native flags, with only the level's instruction sets), as
+    /// llama.cpp runs on a CPU of that level; without it every level is compared with the
+    /// native llama-bench. Each such level costs one more llama.cpp build the first time
+    /// (minutes; kept in the cache directory).
+    #[arg(long)]
+    llama_per_level: bool,
+
     /// Layers both sides offload to the GPU (llama-bench's and llama-server's `-ngl`): needs a
     /// GPU build of wick (`scripts/build-gpu cuda|vulkan`), and llama.cpp's tools are then
     /// built with the same backend. With layers offloaded, (a) runs at one CPU level.
@@ -167,12 +175,14 @@ fn cpu_levels(names: &[String]) -> Result<Vec<wick_kernels::cpu::Level>> {
     Ok(levels)
 }
 
-/// (a) on every model at every level, with the fast kernels and llama-bench beside each; the
-/// first model at the best level is the headline.
+/// (a) on every model at every level, with the fast kernels and llama-bench beside each (and
+/// a llama-bench built for each level in `at_level`, when asked); the first model at the best
+/// level is the headline.
 fn kernels(
     models: &[std::path::PathBuf],
     levels: &[wick_kernels::cpu::Level],
     tools: &tools::Tools,
+    at_level: &[(wick_kernels::cpu::Level, std::path::PathBuf)],
     test: kernel::KernelTest,
     report: &mut Report,
 ) -> Result<()> {
@@ -183,6 +193,7 @@ fn kernels(
             |s| s.to_string_lossy().into(),
         );
         let mut at_levels = Vec::new();
+        let mut llama_at_levels = Vec::new();
         let mut invariant = true;
         for level in levels {
             eprintln!("wick bench: (a) {name}: wick's deterministic kernels at {level}");
@@ -192,6 +203,11 @@ fn kernels(
             let (rates, det) = measured?;
             invariant &= det;
             at_levels.push((level.to_string(), rates));
+            if let Some((_, tool)) = at_level.iter().find(|(l, _)| l == level) {
+                eprintln!("wick bench: (a) {name}: llama-bench built for {level}");
+                let (llama, _) = kernel::llama_bench(tool, path, test)?;
+                llama_at_levels.push((level.to_string(), llama));
+            }
         }
         eprintln!("wick bench: (a) {name}: wick's fast kernels, llama-bench");
         let (fast, fast_invariant) = kernel::wick(path, test, KernelMode::Fast)?;
@@ -210,6 +226,7 @@ fn kernels(
             levels: at_levels,
             fast,
             llama,
+            llama_at_levels,
         });
     }
     Ok(())
@@ -245,6 +262,14 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
         std::thread::available_parallelism().map_or(4, |n| u32::try_from(n.get()).unwrap_or(4))
     });
     let tools = tools::ensure(&wick_models::wick_home(), &args.llama_cpp_python, gpu)?;
+    let mut at_level = Vec::new();
+    if args.llama_per_level && args.wants('a') {
+        for level in &levels {
+            let built =
+                tools::ensure_bench_at(&wick_models::wick_home(), &args.llama_cpp_python, *level)?;
+            at_level.extend(built.map(|tool| (*level, tool)));
+        }
+    }
     let plan = Plan::new(args.quick);
     let mut report = Report {
         wick_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -274,7 +299,7 @@ pub(crate) fn run(args: &BenchArgs) -> Result<()> {
             threads,
             gpu_layers: args.gpu_layers,
         };
-        kernels(&models, &levels, &tools, test, &mut report)?;
+        kernels(&models, &levels, &tools, &at_level, test, &mut report)?;
     }
     let scratch = tempfile::Builder::new()
         .prefix("wick-bench-")

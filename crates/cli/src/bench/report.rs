@@ -53,8 +53,11 @@ pub(crate) struct ModelKernel {
     pub(crate) levels: Vec<(String, Kernel)>,
     /// wick's fast kernels.
     pub(crate) fast: Kernel,
-    /// llama-bench.
+    /// llama-bench (native).
     pub(crate) llama: Kernel,
+    /// llama-bench built for a level below the machine's own (`--llama-per-level`), per such
+    /// level: what that level's rows are compared with.
+    pub(crate) llama_at_levels: Vec<(String, Kernel)>,
 }
 
 /// One table row: what, wick, llama.cpp, and which way is better.
@@ -187,17 +190,22 @@ impl Report {
             rows.push(Row::new(tg, f.tg.mean, l.tg.mean, "tok/s", true));
         }
         // Every model at every level, when more than the headline was measured.
-        let headline_only =
-            self.kernel_models.len() == 1 && self.kernel_models[0].levels.len() == 1;
+        let headline_only = self.kernel_models.len() == 1
+            && self.kernel_models[0].levels.len() == 1
+            && self.kernel_models[0].llama_at_levels.is_empty();
         if headline_only {
             return;
         }
         for m in &self.kernel_models {
             let l = &m.llama;
             for (level, w) in &m.levels {
+                let matched = m.llama_at_levels.iter().find(|(at, _)| at == level);
+                let (l, against) = matched.map_or((l, String::new()), |(_, k)| {
+                    (k, format!(" (llama-bench built for {level})"))
+                });
                 let (pp, tg) = (
-                    format!("(a) pp512 {} at {level}", m.model),
-                    format!("(a) tg128 {} at {level}", m.model),
+                    format!("(a) pp512 {} at {level}{against}", m.model),
+                    format!("(a) tg128 {} at {level}{against}", m.model),
                 );
                 rows.push(Row::new(pp, w.pp.mean, l.pp.mean, "tok/s", true));
                 rows.push(Row::new(tg, w.tg.mean, l.tg.mean, "tok/s", true));

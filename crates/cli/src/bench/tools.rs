@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use wick_kernels::cpu::Level;
 
 /// llama-cpp-python's version whose vendored llama.cpp is nearest the one wick links.
 pub(crate) const DEFAULT_LLAMA_CPP_PYTHON: &str = "0.3.36";
@@ -78,8 +79,15 @@ impl Gpu {
 /// when they are missing.
 pub(crate) fn ensure(cache: &Path, version: &str, gpu: Option<Gpu>) -> Result<Tools> {
     let root = root(cache, version, gpu);
-    let bin = root.join("build").join("bin");
-    let tools = Tools {
+    let build = Build {
+        dir: root.join("build"),
+        flags: cmake_flags(gpu),
+        targets: &["llama-bench", "llama-server", "llama-quantize"],
+        root,
+    };
+    build.ensure(version)?;
+    let bin = build.dir.join("bin");
+    Ok(Tools {
         llama_bench: bin.join("llama-bench"),
         llama_server: bin.join("llama-server"),
         llama_quantize: bin.join("llama-quantize"),
@@ -87,32 +95,84 @@ pub(crate) fn ensure(cache: &Path, version: &str, gpu: Option<Gpu>) -> Result<To
             "llama-cpp-python {version} vendor/llama.cpp{}",
             gpu.map_or(String::new(), |g| format!(" ({})", g.name()))
         ),
+    })
+}
+
+/// `llama-bench` built for one CPU level (`wick bench --llama-per-level`): ggml without
+/// `GGML_NATIVE`, with only the instruction sets wick's kernels use at that level, so a level
+/// below the machine's own is compared with llama.cpp as it runs on a CPU of that level. Built
+/// from the CPU tools' source tree into a build directory of its own (`build-<level>`), once.
+/// `None` where the level is the machine's own or the architecture has no such build: the
+/// native tools stand for it.
+pub(crate) fn ensure_bench_at(
+    cache: &Path,
+    version: &str,
+    level: Level,
+) -> Result<Option<PathBuf>> {
+    let Some(flags) = level_flags(level) else {
+        return Ok(None);
     };
-    let stamp = root.join("build").join("wick-cmake-flags");
-    let flags = cmake_flags(gpu).join(" ");
-    let built = |t: &Tools| {
-        [&t.llama_bench, &t.llama_server, &t.llama_quantize]
-            .iter()
-            .all(|p| p.is_file())
-            && std::fs::read_to_string(&stamp).is_ok_and(|s| s == flags)
+    if level == wick_kernels::cpu::best() {
+        return Ok(None);
+    }
+    let root = root(cache, version, None);
+    let build = Build {
+        dir: root.join(format!("build-{level}")),
+        flags,
+        targets: &["llama-bench"],
+        root,
     };
-    if built(&tools) {
-        return Ok(tools);
+    build.ensure(version)?;
+    Ok(Some(build.dir.join("bin").join("llama-bench")))
+}
+
+/// One build of llama.cpp's tools: the tree it builds from (`root/src`), its build directory,
+/// cmake options and targets.
+struct Build {
+    root: PathBuf,
+    dir: PathBuf,
+    flags: Vec<String>,
+    targets: &'static [&'static str],
+}
+
+impl Build {
+    /// Builds the targets unless they are there, built with these options (a stamp file in
+    /// the build directory records them: a build made with others is built again), fetching
+    /// the source first when it is missing.
+    fn ensure(&self, version: &str) -> Result<()> {
+        let bin = self.dir.join("bin");
+        let stamp = self.dir.join("wick-cmake-flags");
+        let flags = self.flags.join(" ");
+        let built = || {
+            self.targets.iter().all(|t| bin.join(t).is_file())
+                && std::fs::read_to_string(&stamp).is_ok_and(|s| s == flags)
+        };
+        if built() {
+            return Ok(());
+        }
+        if !self.root.join("src").join("CMakeLists.txt").is_file() {
+            fetch_source(&self.root, version)?;
+        }
+        build(self)?;
+        std::fs::write(&stamp, &flags).with_context(|| format!("writing {}", stamp.display()))?;
+        if !built() {
+            bail!(
+                "the llama.cpp build finished but a tool is missing in {}; see {}",
+                bin.display(),
+                self.log().display()
+            );
+        }
+        Ok(())
     }
-    let src = root.join("src");
-    if !src.join("CMakeLists.txt").is_file() {
-        fetch_source(&root, version)?;
+
+    /// The build's log, beside its directory (`build.log`, `build-avx2.log`).
+    fn log(&self) -> PathBuf {
+        let name = self
+            .dir
+            .file_name()
+            .map_or_else(|| "build".into(), |n| n.to_string_lossy().into_owned());
+        self.root.join(format!("{name}.log"))
     }
-    build(&root, gpu)?;
-    std::fs::write(&stamp, &flags).with_context(|| format!("writing {}", stamp.display()))?;
-    if !built(&tools) {
-        bail!(
-            "the llama.cpp build finished but a tool is missing in {}; see {}",
-            bin.display(),
-            root.join("build.log").display()
-        );
-    }
-    Ok(tools)
 }
 
 /// `pip download` the sdist and unpack its `vendor/llama.cpp` into `root/src`.
@@ -168,6 +228,15 @@ fn python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned())
 }
 
+/// What every build of the tools is configured with.
+const COMMON_FLAGS: [&str; 5] = [
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+];
+
 /// The tools' cmake options (a build made with others is built again).
 ///
 /// On x86-64 without ggml's AMX kernels: they crashed on the first AMX machine wick ran on
@@ -175,16 +244,8 @@ fn python() -> String {
 /// them out too (`wick-llama`'s `with_plain_weights`), so both sides run the same kernels.
 /// GCC and Clang let an explicit `-mno-…` win over what `-march=native` implies.
 fn cmake_flags(gpu: Option<Gpu>) -> Vec<String> {
-    let mut flags: Vec<String> = [
-        "-DCMAKE_BUILD_TYPE=Release",
-        "-DLLAMA_CURL=OFF",
-        "-DLLAMA_USE_PREBUILT_UI=OFF",
-        "-DLLAMA_BUILD_TESTS=OFF",
-        "-DLLAMA_BUILD_EXAMPLES=OFF",
-        "-DGGML_NATIVE=ON",
-    ]
-    .map(String::from)
-    .into();
+    let mut flags: Vec<String> = COMMON_FLAGS.map(String::from).into();
+    flags.push("-DGGML_NATIVE=ON".into());
     if cfg!(target_arch = "x86_64") {
         let no_amx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
         flags.push(format!("-DCMAKE_C_FLAGS={no_amx}"));
@@ -194,17 +255,63 @@ fn cmake_flags(gpu: Option<Gpu>) -> Vec<String> {
     flags
 }
 
-/// Configures and builds `llama-bench`, `llama-server` and `llama-quantize`, showing cmake's
-/// progress (a tree built before keeps what it built: only what is missing compiles).
-fn build(root: &Path, gpu: Option<Gpu>) -> Result<()> {
-    let log_path = root.join("build.log");
+/// The cmake options of a `llama-bench` for `level` (see [`ensure_bench_at`]): ggml's
+/// instruction-set options set one by one instead of `GGML_NATIVE`. `scalar` is x86-64's
+/// baseline (SSE2), ggml's plainest build. `None` off x86-64.
+fn level_flags(level: Level) -> Option<Vec<String>> {
+    if !cfg!(target_arch = "x86_64") {
+        return None;
+    }
+    let x86_64_v3 = [
+        "GGML_SSE42",
+        "GGML_AVX",
+        "GGML_AVX2",
+        "GGML_BMI2",
+        "GGML_FMA",
+        "GGML_F16C",
+    ];
+    let on: Vec<&str> = match level {
+        Level::Scalar => Vec::new(),
+        Level::Avx2 => x86_64_v3.to_vec(),
+        Level::Avx2Vnni => [&x86_64_v3[..], &["GGML_AVX_VNNI"]].concat(),
+        Level::Avx512 => [&x86_64_v3[..], &["GGML_AVX512", "GGML_AVX512_VNNI"]].concat(),
+    };
+    let every = [
+        "GGML_SSE42",
+        "GGML_AVX",
+        "GGML_AVX_VNNI",
+        "GGML_AVX2",
+        "GGML_BMI2",
+        "GGML_FMA",
+        "GGML_F16C",
+        "GGML_AVX512",
+        "GGML_AVX512_VBMI",
+        "GGML_AVX512_VNNI",
+        "GGML_AVX512_BF16",
+        "GGML_AMX_TILE",
+        "GGML_AMX_INT8",
+        "GGML_AMX_BF16",
+    ];
+    let mut flags: Vec<String> = COMMON_FLAGS.map(String::from).into();
+    flags.push("-DGGML_NATIVE=OFF".into());
+    flags.extend(every.iter().map(|option| {
+        let value = if on.contains(option) { "ON" } else { "OFF" };
+        format!("-D{option}={value}")
+    }));
+    Some(flags)
+}
+
+/// Configures and builds `b`'s targets, showing cmake's progress (a tree built before keeps
+/// what it built: only what is missing compiles).
+fn build(b: &Build) -> Result<()> {
+    let log_path = b.log();
     let log = std::fs::File::create(&log_path)?;
     let configure = Command::new("cmake")
         .arg("-S")
-        .arg(root.join("src"))
+        .arg(b.root.join("src"))
         .arg("-B")
-        .arg(root.join("build"))
-        .args(cmake_flags(gpu))
+        .arg(&b.dir)
+        .args(&b.flags)
         .stdout(log.try_clone()?)
         .stderr(log.try_clone()?)
         .status()
@@ -220,14 +327,10 @@ fn build(root: &Path, gpu: Option<Gpu>) -> Result<()> {
     );
     let mut child = Command::new("cmake")
         .arg("--build")
-        .arg(root.join("build"))
-        .args([
-            "--target",
-            "llama-bench",
-            "llama-server",
-            "llama-quantize",
-            "-j",
-        ])
+        .arg(&b.dir)
+        .arg("--target")
+        .args(b.targets)
+        .arg("-j")
         .arg(jobs.to_string())
         .stdout(Stdio::piped())
         .stderr(log.try_clone()?)
@@ -250,7 +353,9 @@ fn build(root: &Path, gpu: Option<Gpu>) -> Result<()> {
         );
     }
     eprintln!(
-        "wick: built llama-bench, llama-server and llama-quantize in {:.0}s",
+        "wick: built {} in {} ({:.0}s)",
+        b.targets.join(", "),
+        b.dir.display(),
         started.elapsed().as_secs_f64()
     );
     Ok(())
