@@ -136,6 +136,7 @@ fn every_weight_type_is_batch_invariant_and_the_same_at_every_cpu_level() {
             let meta = &models["data"][0]["meta"];
             assert_eq!(meta["deterministic"], true, "{kind}: {meta}");
             assert_eq!(meta["cpu_kernels"]["level"], level.name(), "{kind}: {meta}");
+            assert_eq!(meta["cpu_kernels"]["attention"], "wick", "{kind}: {meta}");
             let wick_types = meta["cpu_kernels"]["matmul_types"].to_string();
             // Every type the issue lists runs on wick's kernel; `meta` says so.
             assert!(

@@ -437,9 +437,21 @@ pub(crate) fn model_info(
                 .filter(|f| supports(*f))
                 .map(|f| f.name().to_string())
                 .collect(),
+            attention: attention_kernel(config.cache_types).to_owned(),
         });
     }
     info
+}
+
+/// What computes a deterministic model's attention with KV cache types `cache_types` (keys',
+/// values'): wick's kernel reads F16 ones (`ffi`'s `attention_of`), ggml's reference flash
+/// attention the rest.
+fn attention_kernel(cache_types: [wick_backend::CacheType; 2]) -> &'static str {
+    if cache_types == [wick_backend::CacheType::F16; 2] {
+        "wick"
+    } else {
+        "ggml-reference"
+    }
 }
 
 /// The layers `config` offloads, once [`load_model`] resolved `auto` (none before).

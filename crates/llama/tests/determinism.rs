@@ -113,6 +113,13 @@ fn a_quantized_kv_cache_is_batch_invariant_too() {
 /// prefilled, and on one thread or two.
 fn batch_invariance(cache_types: [CacheType; 2]) {
     let mut b = backend_with(2, KernelMode::Deterministic, cache_types);
+    let attention = b.info().cpu_kernels.as_ref().map(|k| k.attention.clone());
+    let expected = if cache_types == [CacheType::F16; 2] {
+        "wick"
+    } else {
+        "ggml-reference"
+    };
+    assert_eq!(attention.as_deref(), Some(expected), "{cache_types:?}");
     let tokens = prompt(&b);
     let s0 = SeqId(0);
     let s1 = SeqId(1);

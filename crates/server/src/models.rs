@@ -44,7 +44,8 @@ fn model_json(state: &AppState, m: &Listing) -> Value {
         entry["meta"] = json!({"deterministic": meta.deterministic, "build": meta.build,
                "placement": placement_json(&meta.placement),
                "cpu_kernels": meta.cpu_kernels.as_ref().map(|k| json!({
-                   "level": k.level, "matmul_types": k.matmul_types}))});
+                   "level": k.level, "matmul_types": k.matmul_types,
+                   "attention": k.attention}))});
     }
     entry
 }
