@@ -18,8 +18,9 @@ pub enum Level {
     Avx2,
     /// AVX2 with AVX-VNNI's 256-bit integer dot products.
     Avx2Vnni,
-    /// AVX-512 with VNNI (its integer dot products on 256-bit registers, the float weights'
-    /// tile on 512-bit ones).
+    /// AVX-512 with VNNI (its integer dot products on 256-bit registers for decode steps and
+    /// on 512-bit ones, sixteen weight rows at a time, for batches; the float weights' tile
+    /// on 512-bit ones).
     Avx512,
 }
 

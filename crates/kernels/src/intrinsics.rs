@@ -90,3 +90,17 @@ pub(crate) fn prefetch(at: *const u8) {
     // SAFETY: `prefetch` instructions never fault, on any address, and write nothing.
     unsafe { _mm_prefetch::<_MM_HINT_T0>(at.cast::<i8>()) }
 }
+
+/// [`dpbusd_avx512_vnni`]'s sums on 512-bit registers (sixteen 32-bit lanes).
+#[cfg(wide)]
+#[allow(clippy::inline_always)] // one instruction, in the matrix kernel's inner loop
+#[inline(always)]
+pub(crate) fn dpbusd_zmm(
+    acc: safe_arch::m512i,
+    a: safe_arch::m512i,
+    b: safe_arch::m512i,
+) -> safe_arch::m512i {
+    // SAFETY: compiled only for targets with AVX-512 F and VNNI (`cfg(wide)`: wick builds
+    // with `target-cpu=native`); it reads and writes registers only.
+    safe_arch::m512i(unsafe { std::arch::x86_64::_mm512_dpbusd_epi32(acc.0, a.0, b.0) })
+}

@@ -8,7 +8,8 @@
 //! `vpmaddubsw` (or `vpdpbusd`) against an input's four values, broadcast, gives eight rows'
 //! partial sums at once, and every input row of the batch reuses the strip. A batch of at most
 //! three rows (a decode step) skips the strip and multiplies each pair of blocks in
-//! registers, reducing the lanes to one per row afterwards. The properties:
+//! registers, reducing the lanes to one per row afterwards. At the `avx512` level a batch
+//! takes two strips at a time, sixteen rows' lanes in 512-bit registers. The properties:
 //!
 //! - **A pair's arithmetic depends on that pair alone.** Each input row is quantized on its
 //!   own (to 8 bits with one F32 scale per 32 values, as ggml's `Q8_1` does with F16 scales,
@@ -25,7 +26,8 @@
 //!   direct path, are how the integer sums are formed, and those are exact on every path:
 //!   AVX2's 16-bit pair sums (`vpmaddubsw`) cannot saturate (see `vector::Form` for each
 //!   type's bound: unsigned weights below 32, small signed ones against inputs offset by 128,
-//!   larger ones through the sign trick); the conversion of a sum to F32 is exact (a block's
+//!   larger ones through the sign trick, or on VNNI, whose four-product sums are exact for
+//!   any bytes, offset by 128 themselves); the conversion of a sum to F32 is exact (a block's
 //!   stays below 2^24) or, for a super-block's, the same rounding on every path, and every
 //!   float operation is the same IEEE operation on every path.
 //!   [`crate::cpu`]'s level chooses the path at run time, so one machine runs each level it
@@ -261,6 +263,12 @@ const STRIP: usize = 8;
 /// Input rows per pass over a strip, at most.
 #[cfg(vector)]
 const STRIP_X: usize = 4;
+/// Input rows per pass over two strips side by side (the `avx512` level's sixteen weight
+/// rows): with AVX-512's thirty-two registers, measured against 4 and 12 on prefills of 512
+/// rows (1536 × 1536 weights, one thread): 8 was 10–30 % faster than 4 for every type tried,
+/// 12 slower than 8 (`Q6_K`'s accumulators spill).
+#[cfg(wide)]
+const SIXTEEN_X: usize = 8;
 /// Input rows up to which the vector paths multiply each pair of weight blocks in registers
 /// rather than unpack a strip first (decode steps): measured by instruction counts on one
 /// 1536-wide matrix, unpacking a strip costs about two rows' products.
@@ -596,7 +604,8 @@ struct Strip {
 #[derive(Default)]
 struct Scratch {
     x: Quantized,
-    strip: Strip,
+    /// One strip, or two (the `avx512` level's sixteen rows).
+    strips: [Strip; 2],
     /// `PANEL` results per input row.
     out: Vec<f32>,
 }
@@ -721,7 +730,7 @@ impl<'a> MatMul<'a> {
             let mut scratch = scratch.borrow_mut();
             let Scratch {
                 x,
-                strip,
+                strips,
                 out: results,
             } = &mut *scratch;
             if !self.w.format.is_float() {
@@ -731,7 +740,7 @@ impl<'a> MatMul<'a> {
             let mut panel = mine.start;
             while panel < mine.end {
                 let panel_end = (panel + PANEL).min(mine.end);
-                self.panel(path, x, strip, panel..panel_end, results);
+                self.panel(path, x, strips, panel..panel_end, results);
                 let width = panel_end - panel;
                 for i in 0..self.x.rows {
                     out(i, panel, &results[i * PANEL..][..width]);
@@ -747,13 +756,13 @@ impl<'a> MatMul<'a> {
         &self,
         path: Path,
         x: &Quantized,
-        strip: &mut Strip,
+        strips: &mut [Strip; 2],
         rows: Range<usize>,
         results: &mut [f32],
     ) {
         with_layout!(
             self.w.format,
-            L => self.block_panel::<L>(path, x, strip, rows, results),
+            L => self.block_panel::<L>(path, x, strips, rows, results),
             E => {
                 let row_bytes = self.k * E::BYTES;
                 // AVX-512 takes whole tiles of its own, then the rest as AVX2's.
@@ -777,12 +786,12 @@ impl<'a> MatMul<'a> {
     }
 
     /// [`MatMul::panel`] for a block format: strips of [`STRIP`] weight rows, each unpacked
-    /// once for every input row.
+    /// once for every input row (at the `avx512` level, for batches, two strips at a time).
     fn block_panel<L: Layout>(
         &self,
         path: Path,
         x: &Quantized,
-        strip: &mut Strip,
+        strips: &mut [Strip; 2],
         rows: Range<usize>,
         out: &mut [f32],
     ) {
@@ -791,13 +800,23 @@ impl<'a> MatMul<'a> {
             let n = n.min(rows.end - 1); // a short last strip repeats its last row
             &self.w.data[n * self.w.stride..][..row_bytes]
         };
-        for n in rows.clone().step_by(STRIP) {
-            let w: [&[u8]; STRIP] = std::array::from_fn(|r| weight_row(n + r));
-            let width = (rows.end - n).min(STRIP);
-            let mut emit = |i: usize, values: [f32; STRIP]| {
+        let mut n = rows.start;
+        while n < rows.end {
+            let mut emit = |i: usize, values: &[f32]| {
+                let width = (rows.end - n).min(values.len());
                 let at = i * PANEL + (n - rows.start);
                 out[at..at + width].copy_from_slice(&values[..width]);
             };
+            #[cfg(wide)]
+            if path == Path::Avx512Vnni && x.rows > DIRECT_ROWS && rows.end - n > STRIP {
+                let w: [&[u8]; 2 * STRIP] = std::array::from_fn(|r| weight_row(n + r));
+                vector::strips::<L>(w, x, strips, &mut |i, values| emit(i, &values));
+                n += 2 * STRIP;
+                continue;
+            }
+            let w: [&[u8]; STRIP] = std::array::from_fn(|r| weight_row(n + r));
+            let strip = &mut strips[0];
+            let mut emit = |i: usize, values: [f32; STRIP]| emit(i, &values);
             match path {
                 Path::Scalar => {
                     let _ = &strip;
@@ -816,6 +835,7 @@ impl<'a> MatMul<'a> {
                 #[cfg(all(test, vector))]
                 Path::Generic => vector::strip::<L, vector::Generic>(w, x, strip, &mut emit),
             }
+            n += STRIP;
         }
     }
 
@@ -934,7 +954,17 @@ mod vector {
         unpack_high_i64_m256i, unpack_low_i32_m256i, unpack_low_i64_m256i, zeroed_m128,
         zeroed_m128i, zeroed_m256, zeroed_m256i,
     };
+    #[cfg(wide)]
+    use safe_arch::{
+        add_i32_m512i, add_m512, bitxor_m512i, cast_m256_to_m512, cast_m256i_to_m512i,
+        cast_m512i_to_m256i, convert_to_m512_from_i32_m512i, extract_m256i_from_m512i,
+        fused_mul_add_m512, insert_m256_to_m512, insert_m256i_to_m512i, m512, m512i,
+        mul_i32_keep_low_m512i, mul_m512, set_splat_i32_m512i, set_splat_i8_m512i, set_splat_m512,
+        sub_i32_m512i, zeroed_m512, zeroed_m512i,
+    };
 
+    #[cfg(wide)]
+    use super::SIXTEEN_X;
     use super::{
         Block, Layout, Quantized, Strip, DIRECT_ROWS, PREFETCH, QK, STRIP, STRIP_X, TILE_W,
     };
@@ -1087,7 +1117,7 @@ mod vector {
     struct Form<L, S>(std::marker::PhantomData<(L, S)>);
 
     impl<L: Layout, S: Sums> Form<L, S> {
-        /// Signed values without a stored bias (Q8_0, IQ4_NL, IQ4_XS) on a path with exact
+        /// Signed values without a stored bias (`Q8_0`, `IQ4_NL`, `IQ4_XS`) on a path with exact
         /// four-product sums ([`Sums::EXACT`]): `w + 128` (the weight bytes with their top bit
         /// flipped, an unsigned byte) times the inputs, less 128 times the inputs' sum — one
         /// `vpdpbusd` per product group and no sign trick.
@@ -1123,40 +1153,6 @@ mod vector {
                 (bias * first, bias * second)
             } else {
                 (bias * (first + second), 0)
-            }
-        }
-
-        /// The unsigned operands of weight values `w`: their magnitudes (the sign trick),
-        /// `w + 128` ([`Form::WIDE`]), or `w` as they are.
-        #[allow(clippy::inline_always)] // in the inner loops
-        #[inline(always)]
-        fn unsigned(w: (m256i, m256i)) -> (m256i, m256i) {
-            if Self::SIGN_TRICK {
-                (abs_i8_m256i(w.0), abs_i8_m256i(w.1))
-            } else if Self::WIDE {
-                let top = set_splat_i8_m256i(i8::MIN);
-                (bitxor_m256i(w.0, top), bitxor_m256i(w.1, top))
-            } else {
-                w
-            }
-        }
-
-        /// Each product's `(unsigned, signed)` operands for input bytes `v` and weight values
-        /// `w` (`unsigned`: [`Form::unsigned`] of them).
-        #[allow(clippy::inline_always)] // in the inner loops
-        #[inline(always)]
-        fn operands(
-            v: (m256i, m256i),
-            w: (m256i, m256i),
-            unsigned: (m256i, m256i),
-        ) -> ((m256i, m256i), (m256i, m256i)) {
-            if Self::SIGN_TRICK {
-                (
-                    unsigned,
-                    (sign_apply_i8_m256i(v.0, w.0), sign_apply_i8_m256i(v.1, w.1)),
-                )
-            } else {
-                (unsigned, v)
             }
         }
     }
@@ -1321,163 +1317,473 @@ mod vector {
         }
     }
 
-    /// One block's float operations, for eight weight rows (their `(d, second)` numbers per
-    /// lane, and with split scales and minimums each half's minimum) and input block `at` of
-    /// `x`, given the block's exact integer sums `(sum, second half's sum)`: the definition's
-    /// fused multiply-adds, in its order.
-    #[allow(clippy::inline_always)] // in the inner loops
-    #[inline(always)]
-    fn add_block<L: Layout>(
-        (acc, minimums): (&mut m256, &mut m256),
-        (d, second): (m256, m256),
-        x: &Block,
-        (sum, _): (m256i, m256i),
-    ) {
-        let dx = set_splat_m256(x.d);
-        *acc = fused_mul_add_m256(mul_m256(d, dx), convert_to_m256_from_i32_m256i(sum), *acc);
-        if !L::SIGNED {
-            *minimums = fused_mul_add_m256(second, set_splat_m256(x.s), *minimums);
+    /// The registers [`product`] works in: one lane per weight row. [`Eight`] holds a strip's
+    /// eight rows in 256-bit registers, its integer sums formed by `S`; [`Sixteen`] two
+    /// strips' sixteen rows in 512-bit ones (the `avx512` level: `vpdpbusd` on `zmm`). A lane
+    /// does the same operations in both, so both give the same bits.
+    pub(super) trait Lanes {
+        /// Integer lanes.
+        type I: Copy;
+        /// Float lanes.
+        type F: Copy;
+        /// How a lane's integer sums are formed (what [`Form`] bounds them by).
+        type S: Sums;
+        /// One input row's results: a value per weight row.
+        type Out: Copy;
+
+        fn zero_i() -> Self::I;
+        fn zero_f() -> Self::F;
+        fn splat_i32(v: i32) -> Self::I;
+        fn splat_f32(v: f32) -> Self::F;
+        fn add_i32(a: Self::I, b: Self::I) -> Self::I;
+        fn sub_i32(a: Self::I, b: Self::I) -> Self::I;
+        fn mul_i32(a: Self::I, b: Self::I) -> Self::I;
+        fn to_f32(a: Self::I) -> Self::F;
+        fn mul(a: Self::F, b: Self::F) -> Self::F;
+        /// `a · b + c`, one rounding.
+        fn fma(a: Self::F, b: Self::F, c: Self::F) -> Self::F;
+        fn add(a: Self::F, b: Self::F) -> Self::F;
+        /// Each byte's magnitude.
+        fn abs_i8(a: Self::I) -> Self::I;
+        /// `v`'s bytes with `w`'s signs (zero where `w`'s byte is).
+        fn sign_i8(v: Self::I, w: Self::I) -> Self::I;
+        /// Each byte with its top bit flipped (a signed byte plus 128, as an unsigned one).
+        fn flip_top(a: Self::I) -> Self::I;
+        /// [`Sums::both`] on these lanes.
+        fn both(
+            narrow: bool,
+            acc: Self::I,
+            a: (Self::I, Self::I),
+            b: (Self::I, Self::I),
+        ) -> Self::I;
+        /// The four bytes of group `g` (values `4g..4g + 4`) of a quantized input block, in
+        /// every 32-bit lane.
+        fn group(block: &[i8; QK], g: usize) -> Self::I;
+        /// Register `k` of the strips' values.
+        fn values(strips: &[Strip], k: usize) -> Self::I;
+        /// A 32-value type's `(scale, second number)` of block `b`, per row.
+        fn headers(strips: &[Strip], b: usize) -> (Self::F, Self::F);
+        /// A super-block type's `(integers, minimums)` of block `b`, per row.
+        fn integers(strips: &[Strip], b: usize) -> ([Self::I; 2], [Self::I; 2]);
+        /// A super-block type's `(d, −dmin)` of super-block `s`, per row.
+        fn supers(strips: &[Strip], s: usize) -> [Self::F; 2];
+        fn out(a: Self::F) -> Self::Out;
+    }
+
+    /// One strip's eight rows in 256-bit registers, sums by `S`.
+    pub(super) struct Eight<S>(std::marker::PhantomData<S>);
+
+    impl<S: Sums> Lanes for Eight<S> {
+        type I = m256i;
+        type F = m256;
+        type S = S;
+        type Out = [f32; STRIP];
+
+        #[inline]
+        fn zero_i() -> m256i {
+            zeroed_m256i()
+        }
+        #[inline]
+        fn zero_f() -> m256 {
+            zeroed_m256()
+        }
+        #[inline]
+        fn splat_i32(v: i32) -> m256i {
+            set_splat_i32_m256i(v)
+        }
+        #[inline]
+        fn splat_f32(v: f32) -> m256 {
+            set_splat_m256(v)
+        }
+        #[inline]
+        fn add_i32(a: m256i, b: m256i) -> m256i {
+            add_i32_m256i(a, b)
+        }
+        #[inline]
+        fn sub_i32(a: m256i, b: m256i) -> m256i {
+            sub_i32_m256i(a, b)
+        }
+        #[inline]
+        fn mul_i32(a: m256i, b: m256i) -> m256i {
+            mul_i32_keep_low_m256i(a, b)
+        }
+        #[inline]
+        fn to_f32(a: m256i) -> m256 {
+            convert_to_m256_from_i32_m256i(a)
+        }
+        #[inline]
+        fn mul(a: m256, b: m256) -> m256 {
+            mul_m256(a, b)
+        }
+        #[inline]
+        fn fma(a: m256, b: m256, c: m256) -> m256 {
+            fused_mul_add_m256(a, b, c)
+        }
+        #[inline]
+        fn add(a: m256, b: m256) -> m256 {
+            add_m256(a, b)
+        }
+        #[inline]
+        fn abs_i8(a: m256i) -> m256i {
+            abs_i8_m256i(a)
+        }
+        #[inline]
+        fn sign_i8(v: m256i, w: m256i) -> m256i {
+            sign_apply_i8_m256i(v, w)
+        }
+        #[inline]
+        fn flip_top(a: m256i) -> m256i {
+            bitxor_m256i(a, set_splat_i8_m256i(i8::MIN))
+        }
+        #[inline]
+        fn both(narrow: bool, acc: m256i, a: (m256i, m256i), b: (m256i, m256i)) -> m256i {
+            S::both(narrow, acc, a, b)
+        }
+        #[inline]
+        fn group(block: &[i8; QK], g: usize) -> m256i {
+            set_splat_i32_m256i(group_word(block, g))
+        }
+        #[inline]
+        fn values(strips: &[Strip], k: usize) -> m256i {
+            load_unaligned_m256i(&strips[0].values[k])
+        }
+        #[inline]
+        fn headers(strips: &[Strip], b: usize) -> (m256, m256) {
+            (
+                m256::from(strips[0].scales[b]),
+                m256::from(strips[0].seconds[b]),
+            )
+        }
+        #[inline]
+        fn integers(strips: &[Strip], b: usize) -> ([m256i; 2], [m256i; 2]) {
+            (
+                strips[0].integers[b].map(m256i::from),
+                strips[0].minimums[b].map(m256i::from),
+            )
+        }
+        #[inline]
+        fn supers(strips: &[Strip], s: usize) -> [m256; 2] {
+            strips[0].supers[s].map(m256::from)
+        }
+        #[inline]
+        fn out(a: m256) -> [f32; STRIP] {
+            a.into()
         }
     }
 
-    /// A super-block type's block, for eight weight rows (their integer `(scale, second)` per
-    /// lane, and with split minimums each half's integer minimum) and input block `x`, given
-    /// the block's exact integer sums `(sum, second half's sum)`: added, scaled, to the
-    /// super-block's exact sums `(scaled sums, minimums)`.
+    /// Two strips' sixteen rows in 512-bit registers (the first strip's in the low half),
+    /// sums by AVX-512 VNNI's `vpdpbusd` on `zmm`.
+    #[cfg(wide)]
+    pub(super) struct Sixteen;
+
+    #[cfg(wide)]
+    impl Sixteen {
+        #[inline]
+        fn join_i(low: m256i, high: m256i) -> m512i {
+            insert_m256i_to_m512i::<1>(cast_m256i_to_m512i(low), high)
+        }
+        #[inline]
+        fn join_f(low: m256, high: m256) -> m512 {
+            insert_m256_to_m512::<1>(cast_m256_to_m512(low), high)
+        }
+        /// `f` on each 256-bit half (the sign trick's byte operations, which AVX-512 F has
+        /// not; never on the hot path: VNNI's sums take the wide bias instead).
+        #[inline]
+        fn halves(a: m512i, b: m512i, f: impl Fn(m256i, m256i) -> m256i) -> m512i {
+            Self::join_i(
+                f(cast_m512i_to_m256i(a), cast_m512i_to_m256i(b)),
+                f(
+                    extract_m256i_from_m512i::<1>(a),
+                    extract_m256i_from_m512i::<1>(b),
+                ),
+            )
+        }
+    }
+
+    // `cfg(wide)` implies these features where the code is compiled; rustdoc sees the
+    // build script's `wide` without them (no `target-cpu`), and `Avx512Vnni` then.
+    #[cfg(all(wide, target_feature = "avx512vnni", target_feature = "avx512vl"))]
+    impl Lanes for Sixteen {
+        type I = m512i;
+        type F = m512;
+        type S = Avx512Vnni;
+        type Out = [f32; 2 * STRIP];
+
+        #[inline]
+        fn zero_i() -> m512i {
+            zeroed_m512i()
+        }
+        #[inline]
+        fn zero_f() -> m512 {
+            zeroed_m512()
+        }
+        #[inline]
+        fn splat_i32(v: i32) -> m512i {
+            set_splat_i32_m512i(v)
+        }
+        #[inline]
+        fn splat_f32(v: f32) -> m512 {
+            set_splat_m512(v)
+        }
+        #[inline]
+        fn add_i32(a: m512i, b: m512i) -> m512i {
+            add_i32_m512i(a, b)
+        }
+        #[inline]
+        fn sub_i32(a: m512i, b: m512i) -> m512i {
+            sub_i32_m512i(a, b)
+        }
+        #[inline]
+        fn mul_i32(a: m512i, b: m512i) -> m512i {
+            mul_i32_keep_low_m512i(a, b)
+        }
+        #[inline]
+        fn to_f32(a: m512i) -> m512 {
+            convert_to_m512_from_i32_m512i(a)
+        }
+        #[inline]
+        fn mul(a: m512, b: m512) -> m512 {
+            mul_m512(a, b)
+        }
+        #[inline]
+        fn fma(a: m512, b: m512, c: m512) -> m512 {
+            fused_mul_add_m512(a, b, c)
+        }
+        #[inline]
+        fn add(a: m512, b: m512) -> m512 {
+            add_m512(a, b)
+        }
+        #[inline]
+        fn abs_i8(a: m512i) -> m512i {
+            Self::halves(a, a, |a, _| abs_i8_m256i(a))
+        }
+        #[inline]
+        fn sign_i8(v: m512i, w: m512i) -> m512i {
+            Self::halves(v, w, sign_apply_i8_m256i)
+        }
+        #[inline]
+        fn flip_top(a: m512i) -> m512i {
+            bitxor_m512i(a, set_splat_i8_m512i(i8::MIN))
+        }
+        #[inline]
+        fn both(_narrow: bool, acc: m512i, a: (m512i, m512i), b: (m512i, m512i)) -> m512i {
+            let dot = crate::intrinsics::dpbusd_zmm;
+            dot(dot(acc, a.0, b.0), a.1, b.1)
+        }
+        #[inline]
+        fn group(block: &[i8; QK], g: usize) -> m512i {
+            set_splat_i32_m512i(group_word(block, g))
+        }
+        #[inline]
+        fn values(strips: &[Strip], k: usize) -> m512i {
+            Self::join_i(
+                load_unaligned_m256i(&strips[0].values[k]),
+                load_unaligned_m256i(&strips[1].values[k]),
+            )
+        }
+        #[inline]
+        fn headers(strips: &[Strip], b: usize) -> (m512, m512) {
+            let [low, high] = [&strips[0], &strips[1]];
+            (
+                Self::join_f(m256::from(low.scales[b]), m256::from(high.scales[b])),
+                Self::join_f(m256::from(low.seconds[b]), m256::from(high.seconds[b])),
+            )
+        }
+        #[inline]
+        fn integers(strips: &[Strip], b: usize) -> ([m512i; 2], [m512i; 2]) {
+            let [low, high] = [&strips[0], &strips[1]];
+            let join =
+                |l: [i32; STRIP], h: [i32; STRIP]| Self::join_i(m256i::from(l), m256i::from(h));
+            (
+                std::array::from_fn(|k| join(low.integers[b][k], high.integers[b][k])),
+                std::array::from_fn(|k| join(low.minimums[b][k], high.minimums[b][k])),
+            )
+        }
+        #[inline]
+        fn supers(strips: &[Strip], s: usize) -> [m512; 2] {
+            std::array::from_fn(|k| {
+                Self::join_f(
+                    m256::from(strips[0].supers[s][k]),
+                    m256::from(strips[1].supers[s][k]),
+                )
+            })
+        }
+        #[inline]
+        fn out(a: m512) -> [f32; 2 * STRIP] {
+            a.into()
+        }
+    }
+
+    /// The unsigned operands of weight values `w` in `V`'s lanes: their magnitudes (the sign
+    /// trick), `w + 128` ([`Form::WIDE`]), or `w` as they are.
     #[allow(clippy::inline_always)] // in the inner loops
     #[inline(always)]
-    fn add_integers<L: Layout>(
-        (sums, mins): &mut (m256i, m256i),
-        ([scale, second], [lo, hi]): ([m256i; 2], [m256i; 2]),
+    fn unsigned_of<L: Layout, V: Lanes>(w: (V::I, V::I)) -> (V::I, V::I) {
+        if Form::<L, V::S>::SIGN_TRICK {
+            (V::abs_i8(w.0), V::abs_i8(w.1))
+        } else if Form::<L, V::S>::WIDE {
+            (V::flip_top(w.0), V::flip_top(w.1))
+        } else {
+            w
+        }
+    }
+
+    /// Two registers of `V`'s integer lanes.
+    type Pair<V> = (<V as Lanes>::I, <V as Lanes>::I);
+
+    /// Each product's `(unsigned, signed)` operands for input bytes `v` and weight values `w`
+    /// (`unsigned`: [`unsigned_of`] them), in `V`'s lanes.
+    #[allow(clippy::inline_always)] // in the inner loops
+    #[inline(always)]
+    fn operands_of<L: Layout, V: Lanes>(
+        v: (V::I, V::I),
+        w: (V::I, V::I),
+        unsigned: (V::I, V::I),
+    ) -> (Pair<V>, Pair<V>) {
+        if Form::<L, V::S>::SIGN_TRICK {
+            (unsigned, (V::sign_i8(v.0, w.0), V::sign_i8(v.1, w.1)))
+        } else {
+            (unsigned, v)
+        }
+    }
+
+    /// One block's float operations, for the lanes' weight rows (their `(d, second)` numbers
+    /// per lane) and input block `x`, given the block's exact integer sums `(sum, second
+    /// half's sum)`: the definition's fused multiply-adds, in its order.
+    #[allow(clippy::inline_always)] // in the inner loops
+    #[inline(always)]
+    fn add_block<L: Layout, V: Lanes>(
+        (acc, minimums): (&mut V::F, &mut V::F),
+        (d, second): (V::F, V::F),
         x: &Block,
-        (sum, half): (m256i, m256i),
+        (sum, _): (V::I, V::I),
     ) {
-        *sums = add_i32_m256i(*sums, mul_i32_keep_low_m256i(sum, scale));
+        let dx = V::splat_f32(x.d);
+        *acc = V::fma(V::mul(d, dx), V::to_f32(sum), *acc);
+        if !L::SIGNED {
+            *minimums = V::fma(second, V::splat_f32(x.s), *minimums);
+        }
+    }
+
+    /// A super-block type's block, for the lanes' weight rows (their integer `(scale,
+    /// second)` per lane, and with split minimums each half's integer minimum) and input block
+    /// `x`, given the block's exact integer sums `(sum, second half's sum)`: added, scaled, to
+    /// the super-block's exact sums `(scaled sums, minimums)`.
+    #[allow(clippy::inline_always)] // in the inner loops
+    #[inline(always)]
+    fn add_integers<L: Layout, V: Lanes>(
+        (sums, mins): &mut (V::I, V::I),
+        ([scale, second], [lo, hi]): ([V::I; 2], [V::I; 2]),
+        x: &Block,
+        (sum, half): (V::I, V::I),
+    ) {
+        *sums = V::add_i32(*sums, V::mul_i32(sum, scale));
         if L::SPLIT {
-            *sums = add_i32_m256i(*sums, mul_i32_keep_low_m256i(half, second));
+            *sums = V::add_i32(*sums, V::mul_i32(half, second));
         }
         let [n0, n1] = x.n;
         if !L::SIGNED && L::SPLIT {
-            *mins = add_i32_m256i(*mins, mul_i32_keep_low_m256i(lo, set_splat_i32_m256i(n0)));
-            *mins = add_i32_m256i(*mins, mul_i32_keep_low_m256i(hi, set_splat_i32_m256i(n1)));
+            *mins = V::add_i32(*mins, V::mul_i32(lo, V::splat_i32(n0)));
+            *mins = V::add_i32(*mins, V::mul_i32(hi, V::splat_i32(n1)));
         } else if !L::SIGNED {
-            *mins = add_i32_m256i(
-                *mins,
-                mul_i32_keep_low_m256i(second, set_splat_i32_m256i(n0 + n1)),
-            );
+            *mins = V::add_i32(*mins, V::mul_i32(second, V::splat_i32(n0 + n1)));
         }
     }
 
-    /// A super-block's float steps, for eight weight rows (their `(d, −dmin)` per lane) and
-    /// inputs of scale `dx`, given its exact sums `(scaled sums, minimums)`: the definition's
-    /// fused multiply-adds.
+    /// A super-block's float steps, for the lanes' weight rows (their `(d, −dmin)` per lane)
+    /// and inputs of scale `dx`, given its exact sums `(scaled sums, minimums)`: the
+    /// definition's fused multiply-adds.
     #[allow(clippy::inline_always)] // in the inner loops
     #[inline(always)]
-    fn add_super(
-        (acc, minimums): (&mut m256, &mut m256),
-        (d, dmin): (m256, m256),
+    fn add_super<V: Lanes>(
+        (acc, minimums): (&mut V::F, &mut V::F),
+        [d, dmin]: [V::F; 2],
         dx: f32,
-        (sums, mins): (m256i, m256i),
+        (sums, mins): (V::I, V::I),
     ) {
-        let dx = set_splat_m256(dx);
-        *acc = fused_mul_add_m256(mul_m256(d, dx), convert_to_m256_from_i32_m256i(sums), *acc);
-        *minimums = fused_mul_add_m256(
-            mul_m256(dmin, dx),
-            convert_to_m256_from_i32_m256i(mins),
-            *minimums,
-        );
+        let dx = V::splat_f32(dx);
+        *acc = V::fma(V::mul(d, dx), V::to_f32(sums), *acc);
+        *minimums = V::fma(V::mul(dmin, dx), V::to_f32(mins), *minimums);
     }
 
-    /// A row's results from its accumulators.
+    /// The four bytes of group `g` (values `4g..4g + 4`) of a quantized input block, as one
+    /// 32-bit word.
     #[inline]
-    fn finish<L: Layout>(acc: m256, minimums: m256) -> [f32; STRIP] {
-        if L::SIGNED {
-            acc.into()
-        } else {
-            add_m256(acc, minimums).into()
-        }
-    }
-
-    /// The four bytes of group `g` (values `4g..4g + 4`) of a quantized input block, in every
-    /// 32-bit lane.
-    #[inline]
-    fn group(block: &[i8; QK], g: usize) -> m256i {
+    fn group_word(block: &[i8; QK], g: usize) -> i32 {
         let bytes = [
             block[4 * g],
             block[4 * g + 1],
             block[4 * g + 2],
             block[4 * g + 3],
         ];
-        set_splat_i32_m256i(i32::from_le_bytes(bytes.map(i8::cast_unsigned)))
+        i32::from_le_bytes(bytes.map(i8::cast_unsigned))
     }
 
-    /// Input rows `first..first + C` times the strip, per row's eight weight rows: the
-    /// definition's accumulators, one lane per weight row.
+    /// Input rows `first..first + C` times the strips, per input row a value per weight row
+    /// (`V`'s lanes): the definition's accumulators, one lane per weight row.
     #[allow(clippy::inline_always)] // the strip's inner loop, specialised per format and path
     #[inline(always)]
-    fn product<L: Layout, S: Sums, const C: usize>(
-        strip: &Strip,
+    fn product<L: Layout, V: Lanes, const C: usize>(
+        strips: &[Strip],
         x: &Quantized,
         first: usize,
-    ) -> [[f32; STRIP]; C] {
-        let mut acc = [zeroed_m256(); C];
-        let mut minimums = [zeroed_m256(); C];
+    ) -> [V::Out; C] {
+        type F<L, V> = Form<L, <V as Lanes>::S>;
+        let mut acc = [V::zero_f(); C];
+        let mut minimums = [V::zero_f(); C];
         // A super-block type's exact sums of the super-block so far: `(scaled sums, minimums)`.
-        let mut integers = [(zeroed_m256i(), zeroed_m256i()); C];
+        let mut integers = [(V::zero_i(), V::zero_i()); C];
         for b in 0..x.blocks {
             let blocks: [&Block; C] = std::array::from_fn(|c| &x.data[x.at(first + c, b)]);
-            let mut whole = [zeroed_m256i(); C];
-            let mut half = [zeroed_m256i(); C];
+            let mut whole = [V::zero_i(); C];
+            let mut half = [V::zero_i(); C];
             for g in (0..8).step_by(2) {
                 let w = (
-                    load_unaligned_m256i(&strip.values[8 * b + g]),
-                    load_unaligned_m256i(&strip.values[8 * b + g + 1]),
+                    V::values(strips, 8 * b + g),
+                    V::values(strips, 8 * b + g + 1),
                 );
-                let unsigned = Form::<L, S>::unsigned(w);
+                let unsigned = unsigned_of::<L, V>(w);
                 for c in 0..C {
                     let inputs = &blocks[c].q;
-                    let v = (group(inputs, g), group(inputs, g + 1));
-                    let (a, s) = Form::<L, S>::operands(v, w, unsigned);
+                    let v = (V::group(inputs, g), V::group(inputs, g + 1));
+                    let (a, s) = operands_of::<L, V>(v, w, unsigned);
                     let sums = if L::SPLIT && g >= 4 {
                         &mut half[c]
                     } else {
                         &mut whole[c]
                     };
-                    *sums = S::both(Form::<L, S>::NARROW, *sums, a, s);
+                    *sums = V::both(F::<L, V>::NARROW, *sums, a, s);
                 }
             }
             let unbiased = |c: usize| {
                 let mut sums = (whole[c], half[c]);
-                if Form::<L, S>::BIASED {
-                    let (first, second) = Form::<L, S>::corrections(blocks[c]);
-                    sums.0 = sub_i32_m256i(sums.0, set_splat_i32_m256i(first));
-                    sums.1 = sub_i32_m256i(sums.1, set_splat_i32_m256i(second));
+                if F::<L, V>::BIASED {
+                    let (first, second) = F::<L, V>::corrections(blocks[c]);
+                    sums.0 = V::sub_i32(sums.0, V::splat_i32(first));
+                    sums.1 = V::sub_i32(sums.1, V::splat_i32(second));
                 }
                 sums
             };
             if L::SUPER {
-                let numbers = (
-                    strip.integers[b].map(m256i::from),
-                    strip.minimums[b].map(m256i::from),
-                );
+                let numbers = V::integers(strips, b);
                 for c in 0..C {
-                    add_integers::<L>(&mut integers[c], numbers, blocks[c], unbiased(c));
+                    add_integers::<L, V>(&mut integers[c], numbers, blocks[c], unbiased(c));
                 }
                 if b % 8 == 7 {
-                    let [d, dmin] = strip.supers[b / 8].map(m256::from);
+                    let supers = V::supers(strips, b / 8);
                     for c in 0..C {
-                        add_super(
+                        add_super::<V>(
                             (&mut acc[c], &mut minimums[c]),
-                            (d, dmin),
+                            supers,
                             blocks[c].d,
-                            std::mem::replace(&mut integers[c], (zeroed_m256i(), zeroed_m256i())),
+                            std::mem::replace(&mut integers[c], (V::zero_i(), V::zero_i())),
                         );
                     }
                 }
             } else {
-                let numbers = (m256::from(strip.scales[b]), m256::from(strip.seconds[b]));
+                let numbers = V::headers(strips, b);
                 for c in 0..C {
-                    add_block::<L>(
+                    add_block::<L, V>(
                         (&mut acc[c], &mut minimums[c]),
                         numbers,
                         blocks[c],
@@ -1486,7 +1792,13 @@ mod vector {
                 }
             }
         }
-        std::array::from_fn(|c| finish::<L>(acc[c], minimums[c]))
+        std::array::from_fn(|c| {
+            V::out(if L::SIGNED {
+                acc[c]
+            } else {
+                V::add(acc[c], minimums[c])
+            })
+        })
     }
 
     /// Per 32-bit lane `r` of each half of the result, the sum of register `r`'s lanes in that
@@ -1734,7 +2046,7 @@ mod vector {
                     } else {
                         L::pair(units[r], j, 8)
                     };
-                    let unsigned = F::<L>::unsigned(values);
+                    let unsigned = unsigned_of::<L, Eight<Maddubs>>(values);
                     // The pair's scales in the paired layout: block `j`'s in the low half,
                     // `j + 1`'s in the high; for values 0–15, then 16–31.
                     let (first, second) = halves[r];
@@ -1744,7 +2056,7 @@ mod vector {
                         shuffle_av_i8z_half_m256i(half, hi),
                     );
                     for c in 0..C {
-                        let (a, s) = F::<L>::operands(v[c], values, unsigned);
+                        let (a, s) = operands_of::<L, Eight<Maddubs>>(v[c], values, unsigned);
                         sums[c][r] = S::scaled(narrow, sums[c][r], a, s, scales);
                     }
                 }
@@ -1837,7 +2149,7 @@ mod vector {
             L::pair(w[2], b, blocks),
             L::pair(w[3], b, blocks),
         ];
-        let unsigned = values.map(Form::<L, S>::unsigned);
+        let unsigned = values.map(unsigned_of::<L, Eight<S>>);
         for c in 0..C {
             let (this_block, next_block) = x(c);
             let (this, next) = (&this_block.q, next_block.map_or(&none, |next| &next.q));
@@ -1850,7 +2162,7 @@ mod vector {
             );
             let mut whole = [zeroed_m256i(); TILE_W];
             for r in 0..TILE_W {
-                let (a, s) = Form::<L, S>::operands(v, values[r], unsigned[r]);
+                let (a, s) = operands_of::<L, Eight<S>>(v, values[r], unsigned[r]);
                 whole[r] = S::both(Form::<L, S>::NARROW, zeroed_m256i(), a, s);
             }
             let sums = reduce(whole);
@@ -1911,16 +2223,58 @@ mod vector {
             return;
         }
         fill::<L>(&w, x.blocks, strip);
-        let strip = &*strip;
+        let strips = std::slice::from_ref(&*strip);
         let mut i = 0;
         while i < x.rows {
             let count = (x.rows - i).min(STRIP_X);
             let mut out = [[0.0f32; STRIP]; STRIP_X];
             match count {
-                1 => out[..1].copy_from_slice(&product::<L, S, 1>(strip, x, i)),
-                2 => out[..2].copy_from_slice(&product::<L, S, 2>(strip, x, i)),
-                3 => out[..3].copy_from_slice(&product::<L, S, 3>(strip, x, i)),
-                _ => out = product::<L, S, STRIP_X>(strip, x, i),
+                1 => out[..1].copy_from_slice(&product::<L, Eight<S>, 1>(strips, x, i)),
+                2 => out[..2].copy_from_slice(&product::<L, Eight<S>, 2>(strips, x, i)),
+                3 => out[..3].copy_from_slice(&product::<L, Eight<S>, 3>(strips, x, i)),
+                _ => out = product::<L, Eight<S>, STRIP_X>(strips, x, i),
+            }
+            for (c, values) in out[..count].iter().enumerate() {
+                emit(i + c, *values);
+            }
+            i += count;
+        }
+    }
+
+    /// [`strip`] for sixteen weight rows at the `avx512` level, for batches past
+    /// [`DIRECT_ROWS`]: two strips unpacked as usual, their products formed side by side in
+    /// 512-bit registers ([`Sixteen`]), each lane the same operations as in a strip of eight.
+    #[cfg(wide)]
+    #[allow(clippy::inline_always)] // once per pair of strips, specialised per format
+    #[inline(always)]
+    pub(super) fn strips<L: Layout>(
+        w: [&[u8]; 2 * STRIP],
+        x: &Quantized,
+        strips: &mut [Strip; 2],
+        emit: &mut dyn FnMut(usize, [f32; 2 * STRIP]),
+    ) {
+        debug_assert!(x.rows > DIRECT_ROWS);
+        let [low, high] = &mut *strips;
+        fill::<L>(w[..STRIP].try_into().expect("eight rows"), x.blocks, low);
+        fill::<L>(w[STRIP..].try_into().expect("eight rows"), x.blocks, high);
+        let strips = &strips[..];
+        let mut i = 0;
+        // Whole passes of `SIXTEEN_X` input rows, then the rest as a strip of eight takes them.
+        while i + SIXTEEN_X <= x.rows {
+            let out = product::<L, Sixteen, SIXTEEN_X>(strips, x, i);
+            for (c, values) in out.iter().enumerate() {
+                emit(i + c, *values);
+            }
+            i += SIXTEEN_X;
+        }
+        while i < x.rows {
+            let count = (x.rows - i).min(STRIP_X);
+            let mut out = [[0.0f32; 2 * STRIP]; STRIP_X];
+            match count {
+                1 => out[..1].copy_from_slice(&product::<L, Sixteen, 1>(strips, x, i)),
+                2 => out[..2].copy_from_slice(&product::<L, Sixteen, 2>(strips, x, i)),
+                3 => out[..3].copy_from_slice(&product::<L, Sixteen, 3>(strips, x, i)),
+                _ => out = product::<L, Sixteen, STRIP_X>(strips, x, i),
             }
             for (c, values) in out[..count].iter().enumerate() {
                 emit(i + c, *values);

@@ -420,12 +420,23 @@ fn matches_the_definition_at_every_level(case: &Case) {
 
 #[test]
 fn every_strip_and_tile_height_matches_the_definition_at_every_level() {
-    // 1 to 9 input rows (every pass height, 1 to 4, and runs of them), 1 to 17 weight rows
-    // (short strips and tiles), an odd number of blocks (a last pair of blocks half empty).
+    // 1 to 15 input rows (every pass height, 1 to 4, runs of them, and the `avx512` level's
+    // passes of eight over two strips with a rest of one to seven), 1 to 24 weight rows
+    // (short strips and tiles, pairs of strips with a strip or a short one after them), an
+    // odd number of blocks (a last pair of blocks half empty).
     for k in [32, 96, 576] {
         for format in formats() {
             let k = k_for(format, k);
-            for (n, m) in [(1, 1), (3, 2), (8, 3), (9, 4), (17, 5), (8, 9)] {
+            for (n, m) in [
+                (1, 1),
+                (3, 2),
+                (8, 3),
+                (9, 4),
+                (17, 5),
+                (8, 9),
+                (17, 12),
+                (24, 15),
+            ] {
                 let seed = (k * n + m) as u64;
                 matches_the_definition_at_every_level(&Case::new(seed, format, k, n, m, 0, 0));
             }
