@@ -200,7 +200,7 @@ pub(super) fn accumulate<E: Element, const C: usize>(
 ) -> [[[f32; LANES]; TILE_W]; C] {
     use safe_arch::zeroed_m256;
     let mut acc: [[m256; TILE_W]; C] = [[zeroed_m256(); TILE_W]; C];
-    sweep::<E, C, _>(w, x, k, &mut acc, lane_step::<E, C>);
+    sweep::<E, C, Lane>(w, x, k, &mut acc);
     // Loops, not `map`: left out of line, it was a tenth of the tile's time.
     let mut lanes = [[[0.0f32; LANES]; TILE_W]; C];
     for (lanes, acc) in lanes.iter_mut().zip(&acc) {
@@ -211,18 +211,55 @@ pub(super) fn accumulate<E: Element, const C: usize>(
     lanes
 }
 
-/// The tiles' loop over a row: `step(w, x, j, acc)` takes values `j..j + 8`. The main loop
+/// One lane group of a tile: values `j..j + 8` of the weight rows `w` and input rows `x`,
+/// into its accumulators. A trait with an always-inlined method rather than a closure or a
+/// function item: LLVM left those out of line for F32's wide tile (its accumulators then
+/// lived in memory, at half the AVX2 tile's speed).
+#[cfg(vector)]
+trait Step<const C: usize> {
+    type Acc;
+    fn step<E: Element>(w: &[&[u8]; TILE_W], x: &[&[f32]; C], j: usize, acc: &mut Self::Acc);
+}
+
+/// [`accumulate`]'s step: [`lane_step`].
+#[cfg(vector)]
+struct Lane;
+
+#[cfg(vector)]
+impl<const C: usize> Step<C> for Lane {
+    type Acc = [[m256; TILE_W]; C];
+    #[allow(clippy::inline_always)] // the tile's inner loop
+    #[inline(always)]
+    fn step<E: Element>(w: &[&[u8]; TILE_W], x: &[&[f32]; C], j: usize, acc: &mut Self::Acc) {
+        lane_step::<E, C>(w, x, j, acc);
+    }
+}
+
+/// [`accumulate_wide`]'s step: [`wide_step`].
+#[cfg(wide)]
+struct Wide;
+
+#[cfg(wide)]
+impl<const C: usize> Step<C> for Wide {
+    type Acc = [[m512; TILE_W / 2]; C];
+    #[allow(clippy::inline_always)] // the tile's inner loop
+    #[inline(always)]
+    fn step<E: Element>(w: &[&[u8]; TILE_W], x: &[&[f32]; C], j: usize, acc: &mut Self::Acc) {
+        wide_step::<E, C>(w, x, j, acc);
+    }
+}
+
+/// The tiles' loop over a row: `S::step` takes values `j..j + 8`. The main loop
 /// takes [`STEP`] values at a time from slices of known length (no bounds checks inside, one
 /// prefetch per row); a row's last values (below a step) follow one lane group at a time.
 #[cfg(vector)]
 #[allow(clippy::inline_always)] // the tile's loop, specialised per type and path
 #[inline(always)]
-fn sweep<E: Element, const C: usize, A>(
+fn sweep<E: Element, const C: usize, S: Step<C>>(
     w: [&[u8]; TILE_W],
     x: [&[f32]; C],
     k: usize,
-    acc: &mut A,
-    step: impl Fn(&[&[u8]; TILE_W], &[&[f32]; C], usize, &mut A),
+    acc: &mut S::Acc,
 ) {
     let whole = k / STEP * STEP;
     let mut j = 0;
@@ -238,12 +275,12 @@ fn sweep<E: Element, const C: usize, A>(
             *inputs = &x[j..][..STEP];
         }
         for s in (0..STEP).step_by(LANES) {
-            step(&weights, &inputs, s, acc);
+            S::step::<E>(&weights, &inputs, s, acc);
         }
         j += STEP;
     }
     while j < k {
-        step(&w, &x, j, acc);
+        S::step::<E>(&w, &x, j, acc);
         j += LANES;
     }
 }
@@ -289,7 +326,7 @@ pub(super) fn accumulate_wide<E: Element, const C: usize>(
 ) -> [[[f32; LANES]; TILE_W]; C] {
     use safe_arch::zeroed_m512;
     let mut acc: [[m512; TILE_W / 2]; C] = [[zeroed_m512(); TILE_W / 2]; C];
-    sweep::<E, C, _>(w, x, k, &mut acc, wide_step::<E, C>);
+    sweep::<E, C, Wide>(w, x, k, &mut acc);
     let mut lanes = [[[0.0f32; LANES]; TILE_W]; C];
     for (lanes, acc) in lanes.iter_mut().zip(&acc) {
         for (p, acc) in acc.iter().enumerate() {
