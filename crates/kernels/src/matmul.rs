@@ -625,11 +625,12 @@ enum Path {
     /// AVX-VNNI's `vpdpbusd`.
     #[cfg(all(vector, target_feature = "avxvnni"))]
     AvxVnni,
-    /// AVX-512 VNNI's `vpdpbusd` (256-bit, EVEX).
+    /// AVX-512 VNNI's `vpdpbusd`: 256-bit (EVEX) for decode steps, 512-bit for batches
+    /// (two strips side by side) and the float weights' tile.
     #[cfg(all(vector, target_feature = "avx512vnni", target_feature = "avx512vl"))]
     Avx512Vnni,
     /// The VNNI paths' arithmetic on AVX2 (the [`vector::Sums`] trait's own `both` over
-    /// AVX2's exact four-product sums), so that every machine's tests run it.
+    /// `vpdpbusd` emulated exactly, with the wide bias), so that every machine's tests run it.
     #[cfg(all(test, vector))]
     Generic,
 }

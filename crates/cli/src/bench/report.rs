@@ -796,6 +796,49 @@ mod tests {
     }
 
     #[test]
+    fn a_level_with_its_own_llama_bench_is_compared_with_it_and_says_so() {
+        let rate = |mean| Rate { mean, stddev: 0.0 };
+        let kernel = |pp, tg| Kernel {
+            pp: rate(pp),
+            tg: rate(tg),
+        };
+        let mut report = sample();
+        report.kernel_models.push(ModelKernel {
+            model: "m".into(),
+            levels: vec![
+                ("avx2".into(), kernel(800.0, 80.0)),
+                ("avx512".into(), kernel(1000.0, 100.0)),
+            ],
+            fast: kernel(500.0, 50.0),
+            llama: kernel(500.0, 50.0),
+            llama_at_levels: vec![("avx2".into(), kernel(400.0, 20.0))],
+        });
+        let md = report.markdown();
+        // The capped level against the llama-bench built for it, named in the row.
+        assert!(
+            md.contains(
+                "| (a) pp512 m at avx2 (llama-bench built for avx2) | 800 | 400 | tok/s | 2.00× |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| (a) tg128 m at avx2 (llama-bench built for avx2) | 80.00 | 20.00 | tok/s | 4.00× |"
+            ),
+            "{md}"
+        );
+        // The machine's own level against the native one.
+        assert!(
+            md.contains("| (a) pp512 m at avx512 | 1000 | 500 | tok/s | 2.00× |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| (a) pp512 m fast kernels | 500 | 500 | tok/s | 1.00× |"),
+            "{md}"
+        );
+    }
+
+    #[test]
     fn both_kernel_modes_stand_beside_llama_bench() {
         let md = serving().markdown();
         assert!(

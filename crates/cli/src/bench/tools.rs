@@ -380,6 +380,35 @@ mod tests {
     }
 
     #[test]
+    fn a_level_s_llama_bench_has_that_level_s_instruction_sets_only() {
+        if !cfg!(target_arch = "x86_64") {
+            assert_eq!(level_flags(Level::Avx2), None);
+            return;
+        }
+        let flags = |level| level_flags(level).unwrap().join(" ");
+        for level in Level::ALL {
+            let flags = flags(level);
+            assert!(flags.contains("-DGGML_NATIVE=OFF"), "{flags}");
+            assert!(!flags.contains("GGML_NATIVE=ON"), "{flags}");
+            assert!(flags.contains("-DGGML_AMX_INT8=OFF"), "{flags}");
+            assert!(flags.contains("-DCMAKE_BUILD_TYPE=Release"), "{flags}");
+        }
+        let avx2 = flags(Level::Avx2);
+        for on in ["AVX2", "FMA", "F16C", "BMI2"] {
+            assert!(avx2.contains(&format!("-DGGML_{on}=ON")), "{avx2}");
+        }
+        for off in ["AVX_VNNI", "AVX512", "AVX512_VNNI"] {
+            assert!(avx2.contains(&format!("-DGGML_{off}=OFF")), "{avx2}");
+        }
+        let vnni = flags(Level::Avx2Vnni);
+        assert!(vnni.contains("-DGGML_AVX_VNNI=ON") && vnni.contains("-DGGML_AVX512=OFF"));
+        let wide = flags(Level::Avx512);
+        assert!(wide.contains("-DGGML_AVX512=ON") && wide.contains("-DGGML_AVX512_VNNI=ON"));
+        let scalar = flags(Level::Scalar);
+        assert!(!scalar.contains("=ON"), "{scalar}");
+    }
+
+    #[test]
     fn knows_the_linked_version() {
         assert!(
             WICK_LLAMA_CPP_SYS.split('.').count() == 3,
