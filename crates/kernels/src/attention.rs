@@ -91,7 +91,74 @@ pub struct Params {
     pub softcap: f32,
 }
 
-/// One `FLASH_ATTN_EXT`: queries F32, keys and values F16 (as bits), mask F16 (as bits).
+/// Keys or values as the KV cache holds them: F16 values (their bits), or ggml's `Q8_0` or
+/// `Q4_0` blocks of 32 values (a view of bytes: strides in bytes, a row of `d` values is
+/// `d / 32` blocks). A block's values are its F16 scale times small integers, exact in F32
+/// (11 bits of scale times at most 8 of integer), so every path and CPU reads the same values.
+#[derive(Debug, Clone, Copy)]
+pub enum Cache<'a> {
+    /// F16 bits.
+    F16(View<'a, u16>),
+    /// `Q8_0` blocks: an F16 scale, 32 signed bytes.
+    Q8_0(View<'a, u8>),
+    /// `Q4_0` blocks: an F16 scale, 32 four-bit values less 8 (values 0–15 in the low
+    /// nibbles, 16–31 in the high ones).
+    Q4_0(View<'a, u8>),
+}
+
+impl Cache<'_> {
+    /// Values per block of a quantized cache.
+    pub const BLOCK_VALUES: usize = 32;
+    /// Bytes per `Q8_0` block.
+    pub const Q8_0_BYTES: usize = 34;
+    /// Bytes per `Q4_0` block.
+    pub const Q4_0_BYTES: usize = 18;
+
+    /// Row `(i1, i2, i3)`'s `out.len()` values, as F32 (exact).
+    fn row_into(&self, i1: usize, i2: usize, i3: usize, out: &mut [f32]) {
+        let blocks = out.len() / Self::BLOCK_VALUES;
+        match self {
+            Cache::F16(view) => convert(out, view.row(i1, i2, i3, out.len())),
+            Cache::Q8_0(view) => {
+                let bytes = view.row(i1, i2, i3, blocks * Self::Q8_0_BYTES);
+                for (out, block) in out
+                    .chunks_exact_mut(Self::BLOCK_VALUES)
+                    .zip(bytes.chunks_exact(Self::Q8_0_BYTES))
+                {
+                    let d = f16_to_f32(u16::from_le_bytes([block[0], block[1]]));
+                    for (x, &q) in out.iter_mut().zip(&block[2..]) {
+                        *x = d * f32::from(q.cast_signed());
+                    }
+                }
+            }
+            Cache::Q4_0(view) => {
+                let bytes = view.row(i1, i2, i3, blocks * Self::Q4_0_BYTES);
+                for (out, block) in out
+                    .chunks_exact_mut(Self::BLOCK_VALUES)
+                    .zip(bytes.chunks_exact(Self::Q4_0_BYTES))
+                {
+                    let d = f16_to_f32(u16::from_le_bytes([block[0], block[1]]));
+                    let (low, high) = out.split_at_mut(Self::BLOCK_VALUES / 2);
+                    for ((l, h), &q) in low.iter_mut().zip(high).zip(&block[2..]) {
+                        *l = d * f32::from(i16::from(q & 0x0f) - 8);
+                        *h = d * f32::from(i16::from(q >> 4) - 8);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether rows of `d` values fit this cache's layout (whole blocks).
+    pub fn holds(&self, d: usize) -> bool {
+        match self {
+            Cache::F16(_) => true,
+            Cache::Q8_0(_) | Cache::Q4_0(_) => d.is_multiple_of(Self::BLOCK_VALUES),
+        }
+    }
+}
+
+/// One `FLASH_ATTN_EXT`: queries F32, keys and values F16 (as bits) or quantized, mask F16
+/// (as bits).
 #[derive(Debug, Clone, Copy)]
 pub struct Attention<'a> {
     /// The sizes.
@@ -100,10 +167,10 @@ pub struct Attention<'a> {
     pub params: Params,
     /// Queries.
     pub q: View<'a, f32>,
-    /// Keys (F16 bits).
-    pub k: View<'a, u16>,
-    /// Values (F16 bits).
-    pub v: View<'a, u16>,
+    /// Keys.
+    pub k: Cache<'a>,
+    /// Values.
+    pub v: Cache<'a>,
     /// The mask (F16 bits), if any.
     pub mask: Option<View<'a, u16>>,
     /// One logit per query head, joined to every row's softmax (attention sinks).
@@ -290,8 +357,8 @@ impl Attention<'_> {
                 if !(n <= cached.len() && cached[..n] == *row_cells) {
                     convert_block(
                         row_cells,
-                        |c| self.k.row(c, kh, ks, dk),
-                        |c| self.v.row(c, vh, vs, dv),
+                        |c, out| self.k.row_into(c, kh, ks, out),
+                        |c, out| self.v.row_into(c, vh, vs, out),
                         dk,
                         dv,
                         kt,
@@ -491,10 +558,10 @@ fn next_block(
 /// registers ([`transpose8`]). Writing each converted element to its column one at a time
 /// cost six times the values' conversion.
 #[allow(clippy::too_many_arguments)]
-fn convert_block<'a>(
+fn convert_block(
     cells: &[usize],
-    key: impl Fn(usize) -> &'a [u16],
-    value: impl Fn(usize) -> &'a [u16],
+    key: impl Fn(usize, &mut [f32]),
+    value: impl Fn(usize, &mut [f32]),
     dk: usize,
     dv: usize,
     kt: &mut [f32],
@@ -504,8 +571,8 @@ fn convert_block<'a>(
     let n = cells.len();
     let filled = n.next_multiple_of(8);
     for (j, &cell) in cells.iter().enumerate() {
-        convert(&mut kr[j * dk..(j + 1) * dk], key(cell));
-        convert(&mut vb[j * dv..(j + 1) * dv], value(cell));
+        key(cell, &mut kr[j * dk..(j + 1) * dk]);
+        value(cell, &mut vb[j * dv..(j + 1) * dv]);
     }
     kr[n * dk..filled * dk].fill(0.0);
     for jb in (0..filled).step_by(8) {

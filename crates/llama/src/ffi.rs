@@ -788,8 +788,9 @@ unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<wick_kernels::matmul::Mat
 }
 
 /// The attention a flash-attention node (or one converted from it) computes, as views, when
-/// the kernel supports it: F32 queries, F16 keys and values, an F16 mask (or none), F32 sinks
-/// (or none), rows contiguous, and an F32 output in ggml's permuted layout.
+/// the kernel supports it: F32 queries, F16, `Q8_0` or `Q4_0` keys and values (the KV cache's
+/// types), an F16 mask (or none), F32 sinks (or none), rows contiguous, and an F32 output in
+/// ggml's permuted layout.
 ///
 /// # Safety
 ///
@@ -822,9 +823,12 @@ unsafe fn attention_of(node: &sys::ggml_tensor) -> Option<wick_kernels::attentio
         mask_heads: mask.map_or(Some(1), |m| dim(m, 2))?,
         mask_streams: mask.map_or(Some(1), |m| dim(m, 3))?,
     };
+    let cache_type = |t: &sys::ggml_tensor| {
+        [sys::GGML_TYPE_F16, sys::GGML_TYPE_Q8_0, sys::GGML_TYPE_Q4_0].contains(&t.type_)
+    };
     let fits = query.type_ == sys::GGML_TYPE_F32
-        && key.type_ == sys::GGML_TYPE_F16
-        && value.type_ == sys::GGML_TYPE_F16
+        && cache_type(key)
+        && cache_type(value)
         && node.type_ == sys::GGML_TYPE_F32
         && dim(query, 0)? == shape.dk
         && dim(value, 1)? == shape.cells
@@ -864,8 +868,8 @@ unsafe fn attention_of(node: &sys::ggml_tensor) -> Option<wick_kernels::attentio
             shape,
             params,
             q: view::<f32>(query)?,
-            k: view::<u16>(key)?,
-            v: view::<u16>(value)?,
+            k: cache(key)?,
+            v: cache(value)?,
             mask: match mask {
                 Some(m) => Some(view::<u16>(m)?),
                 None => None,
@@ -876,6 +880,59 @@ unsafe fn attention_of(node: &sys::ggml_tensor) -> Option<wick_kernels::attentio
             },
         })
     }
+}
+
+/// A KV cache tensor (F16, `Q8_0` or `Q4_0`, as [`attention_of`] checked) as the attention
+/// kernel reads it, when its rows are whole blocks.
+///
+/// # Safety
+///
+/// As [`view`]'s.
+unsafe fn cache(t: &sys::ggml_tensor) -> Option<wick_kernels::attention::Cache<'_>> {
+    use wick_kernels::attention::Cache;
+    let rows = usize::try_from(t.ne[0]).ok()?;
+    // SAFETY: the caller's contract.
+    let cache = unsafe {
+        match t.type_ {
+            sys::GGML_TYPE_F16 => Cache::F16(view::<u16>(t)?),
+            sys::GGML_TYPE_Q8_0 => Cache::Q8_0(block_view(t, Cache::Q8_0_BYTES)?),
+            sys::GGML_TYPE_Q4_0 => Cache::Q4_0(block_view(t, Cache::Q4_0_BYTES)?),
+            _ => return None,
+        }
+    };
+    cache.holds(rows).then_some(cache)
+}
+
+/// A tensor of 32-value blocks of `bytes` bytes each as a byte view (strides in bytes), when
+/// its blocks are contiguous along dimension 0.
+///
+/// # Safety
+///
+/// `t`'s data is allocated and holds such blocks, and is not written while the view lives.
+unsafe fn block_view(
+    t: &sys::ggml_tensor,
+    bytes: usize,
+) -> Option<wick_kernels::attention::View<'_, u8>> {
+    let values = wick_kernels::attention::Cache::BLOCK_VALUES;
+    let ne0 = usize::try_from(t.ne[0]).ok()?;
+    if t.data.is_null() || t.nb[0] != bytes || ne0 == 0 || !ne0.is_multiple_of(values) {
+        return None;
+    }
+    // The last block's first byte, then its bytes.
+    let mut last = (ne0 / values - 1) * bytes;
+    for i in 1..4 {
+        let ne = usize::try_from(t.ne[i]).ok()?;
+        if ne == 0 {
+            return None;
+        }
+        last += (ne - 1) * t.nb[i];
+    }
+    // SAFETY: the caller's contract; the slice ends with the tensor's last block.
+    let data = unsafe { std::slice::from_raw_parts(t.data.cast::<u8>(), last + bytes) };
+    Some(wick_kernels::attention::View {
+        data,
+        stride: [t.nb[1], t.nb[2], t.nb[3]],
+    })
 }
 
 /// A tensor's elements as a [`wick_kernels::attention::View`], when dimension 0 is contiguous and the

@@ -444,10 +444,12 @@ pub(crate) fn model_info(
 }
 
 /// What computes a deterministic model's attention with KV cache types `cache_types` (keys',
-/// values'): wick's kernel reads F16 ones (`ffi`'s `attention_of`), ggml's reference flash
-/// attention the rest.
+/// values'): wick's kernel reads F16, `Q8_0` and `Q4_0` ones (`ffi`'s `attention_of`), ggml's
+/// reference flash attention the rest.
 fn attention_kernel(cache_types: [wick_backend::CacheType; 2]) -> &'static str {
-    if cache_types == [wick_backend::CacheType::F16; 2] {
+    use wick_backend::CacheType;
+    let wick = |t: CacheType| matches!(t, CacheType::F16 | CacheType::Q8_0 | CacheType::Q4_0);
+    if cache_types.into_iter().all(wick) {
         "wick"
     } else {
         "ggml-reference"
@@ -546,7 +548,8 @@ fn ggml_cpu_features() -> String {
 
 /// The revision of wick's deterministic CPU kernels ([`wick_kernels::attention`],
 /// [`wick_kernels::matmul`]): raised whenever a change to them changes a single float.
-const KERNELS_REVISION: u32 = 10;
+/// 11: `Q8_0` and `Q4_0` KV caches run wick's attention (ggml's reference one before).
+const KERNELS_REVISION: u32 = 11;
 
 /// Names the model and the KV layout, so a snapshot from another model or layout is refused.
 pub(crate) fn fingerprint(config: &BackendConfig, info: &ModelInfo) -> String {

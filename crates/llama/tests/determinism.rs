@@ -106,6 +106,8 @@ fn logits_do_not_depend_on_chunking_co_batching_decoding_or_threads() {
 fn a_quantized_kv_cache_is_batch_invariant_too() {
     batch_invariance([CacheType::Q8_0; 2]);
     batch_invariance([CacheType::Q4_0, CacheType::F16]);
+    // ggml's reference attention still computes these.
+    batch_invariance([CacheType::Q5_1, CacheType::Q8_0]);
 }
 
 /// A sequence's logits with KV cache types `cache_types` are the same bits in one batch, in
@@ -114,7 +116,8 @@ fn a_quantized_kv_cache_is_batch_invariant_too() {
 fn batch_invariance(cache_types: [CacheType; 2]) {
     let mut b = backend_with(2, KernelMode::Deterministic, cache_types);
     let attention = b.info().cpu_kernels.as_ref().map(|k| k.attention.clone());
-    let expected = if cache_types == [CacheType::F16; 2] {
+    let wick = |t: &CacheType| matches!(t, CacheType::F16 | CacheType::Q8_0 | CacheType::Q4_0);
+    let expected = if cache_types.iter().all(wick) {
         "wick"
     } else {
         "ggml-reference"
@@ -219,19 +222,24 @@ fn logits_are_the_same_bits_at_every_cpu_level() {
     // The cap is process-wide: other tests running now may run at a lower level for a while,
     // which changes their speed, never their bits (what this test shows).
     let levels = cpu::available();
+    // The default cache, and a quantized one (wick's attention reads its blocks too).
+    let caches = [[CacheType::F16; 2], [CacheType::Q8_0, CacheType::Q4_0]];
     let mut seen = Vec::new();
     for level in &levels {
         cpu::set_cap(*level).expect("an available level");
-        let mut b = backend(2, KernelMode::Deterministic);
-        assert_eq!(
-            b.info().cpu_kernels.as_ref().map(|k| k.level.clone()),
-            Some(level.to_string())
-        );
-        let tokens = prompt(&b);
-        prefill_in_chunks(&mut b, SeqId(0), &tokens[..40], 40);
-        let mut fingerprints = vec![next(&mut b, SeqId(0))];
-        for _ in 0..4 {
+        let mut fingerprints = Vec::new();
+        for cache_types in caches {
+            let mut b = backend_with(2, KernelMode::Deterministic, cache_types);
+            assert_eq!(
+                b.info().cpu_kernels.as_ref().map(|k| k.level.clone()),
+                Some(level.to_string())
+            );
+            let tokens = prompt(&b);
+            prefill_in_chunks(&mut b, SeqId(0), &tokens[..40], 40);
             fingerprints.push(next(&mut b, SeqId(0)));
+            for _ in 0..4 {
+                fingerprints.push(next(&mut b, SeqId(0)));
+            }
         }
         seen.push((*level, fingerprints));
     }

@@ -42,19 +42,31 @@ impl Case {
                 data: &self.q,
                 stride: [s.dk, s.dk * s.rows, s.dk * s.rows * s.heads],
             },
-            k: View {
-                data: &self.k,
-                stride: [s.dk, s.dk * s.cells, s.dk * s.cells * s.k_heads],
-            },
-            v: View {
-                data: &self.v,
-                stride: [s.dv, s.dv * s.cells, s.dv * s.cells * s.v_heads],
-            },
+            k: Cache::F16(self.k_view()),
+            v: Cache::F16(self.v_view()),
             mask: self.mask.as_ref().map(|m| View {
                 data: m,
                 stride: [s.cells, s.cells * s.rows, s.cells * s.rows * s.mask_heads],
             }),
             sinks: self.sinks.as_deref(),
+        }
+    }
+
+    /// The keys' F16 view.
+    fn k_view(&self) -> View<'_, u16> {
+        let s = &self.shape;
+        View {
+            data: &self.k,
+            stride: [s.dk, s.dk * s.cells, s.dk * s.cells * s.k_heads],
+        }
+    }
+
+    /// The values' F16 view.
+    fn v_view(&self) -> View<'_, u16> {
+        let s = &self.shape;
+        View {
+            data: &self.v,
+            stride: [s.dv, s.dv * s.cells, s.dv * s.cells * s.v_heads],
         }
     }
 
@@ -100,7 +112,7 @@ impl Case {
                             }
                             None => 0.0,
                         };
-                        let k = a.k.row(c, kh, ks, s.dk);
+                        let k = self.k_view().row(c, kh, ks, s.dk);
                         let dot: f64 = q
                             .iter()
                             .zip(k)
@@ -124,7 +136,7 @@ impl Case {
                     for &(c, x) in &scores {
                         let p = (x - max).exp();
                         total += p;
-                        let v = a.v.row(c, vh, vs, s.dv);
+                        let v = self.v_view().row(c, vh, vs, s.dv);
                         for d in 0..s.dv {
                             out[at + d] += p * f64::from(f16_to_f32(v[d]));
                         }
@@ -436,6 +448,7 @@ proptest! {
 fn a_block_converts_keys_into_columns_and_values_into_rows_for_every_length() {
     let c = case(shape(32, 16, 1, 2, 1, 96), params(), 11, |_, _| true);
     let a = c.attention();
+    let (k, v) = (c.k_view(), c.v_view());
     let (dk, dv) = (32, 16);
     let (mut kt, mut vb, mut kr) = (
         vec![f32::NAN; dk * BLOCK],
@@ -448,8 +461,8 @@ fn a_block_converts_keys_into_columns_and_values_into_rows_for_every_length() {
         kt.fill(f32::NAN);
         convert_block(
             &cells,
-            |cell| a.k.row(cell, 0, 0, dk),
-            |cell| a.v.row(cell, 0, 0, dv),
+            |cell, out| a.k.row_into(cell, 0, 0, out),
+            |cell, out| a.v.row_into(cell, 0, 0, out),
             dk,
             dv,
             &mut kt,
@@ -460,7 +473,7 @@ fn a_block_converts_keys_into_columns_and_values_into_rows_for_every_length() {
             for j in 0..BLOCK {
                 let want = cells
                     .get(j)
-                    .map_or(0.0, |&cell| f16_to_f32(a.k.row(cell, 0, 0, dk)[d]));
+                    .map_or(0.0, |&cell| f16_to_f32(k.row(cell, 0, 0, dk)[d]));
                 assert_eq!(
                     kt[d * BLOCK + j].to_bits(),
                     want.to_bits(),
@@ -470,9 +483,113 @@ fn a_block_converts_keys_into_columns_and_values_into_rows_for_every_length() {
         }
         for (j, &cell) in cells.iter().enumerate() {
             for d in 0..dv {
-                assert_eq!(vb[j * dv + d], f16_to_f32(a.v.row(cell, 0, 0, dv)[d]));
+                assert_eq!(vb[j * dv + d], f16_to_f32(v.row(cell, 0, 0, dv)[d]));
             }
         }
+    }
+}
+
+/// `x`'s F16 bits, for a normal F16 value or zero that F16 holds exactly.
+fn half_of(x: f32) -> u16 {
+    if x == 0.0 {
+        return 0;
+    }
+    let bits = x.to_bits();
+    let sign = u16::try_from(bits >> 31).unwrap() << 15;
+    let exponent = ((bits >> 23) & 0xff).cast_signed() - 127 + 15;
+    assert!(
+        (1..31).contains(&exponent) && bits.trailing_zeros() >= 13,
+        "{x}"
+    );
+    sign | u16::try_from(exponent << 10).unwrap() | u16::try_from((bits >> 13) & 0x3ff).unwrap()
+}
+
+/// `values` (F16 bits, each `d` times an integer the block type holds) as blocks of 32 with
+/// scale `d`: `Q8_0` (`eight`) or `Q4_0`.
+fn blocks(values: &[u16], d: f32, eight: bool) -> Vec<u8> {
+    let half = half_of(d);
+    let q = |bits: u16| {
+        let n = f16_to_f32(bits) / d;
+        assert_eq!(n.fract(), 0.0);
+        n as i32
+    };
+    let mut out = Vec::new();
+    for block in values.chunks_exact(32) {
+        out.extend_from_slice(&half.to_le_bytes());
+        if eight {
+            out.extend(
+                block
+                    .iter()
+                    .map(|&b| i8::try_from(q(b)).unwrap().cast_unsigned()),
+            );
+        } else {
+            for j in 0..16 {
+                let (low, high) = (q(block[j]) + 8, q(block[j + 16]) + 8);
+                assert!((0..16).contains(&low) && (0..16).contains(&high));
+                out.push(u8::try_from(low | (high << 4)).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn quantized_caches_give_the_bits_of_the_same_values_in_f16() {
+    // Keys and values that `Q8_0` (integers −127..127) and `Q4_0` (−8..7) blocks hold
+    // exactly, scale 2^-4: the kernel's output from the blocks is the F16 cache's, bit for
+    // bit, with grouped heads and a causal mask, on two threads.
+    for eight in [true, false] {
+        let d = 0.0625f32;
+        let span: u64 = if eight { 127 } else { 8 };
+        let mut c = case(shape(64, 64, 4, 2, 2, 40), params(), 7, |row, cell| {
+            cell <= row + 30
+        });
+        let mut rng = Rng(if eight { 3 } else { 5 });
+        let mut value = || {
+            let n = (rng.next() % (2 * span)) as i32 - span as i32;
+            let n = if eight { n.max(-127) } else { n.min(7) };
+            // d · n is exact in F16 (at most 11 significant bits).
+            let bits = half_of(d * n as f32);
+            assert_eq!(f16_to_f32(bits), d * n as f32);
+            bits
+        };
+        c.k.iter_mut().for_each(|k| *k = value());
+        c.v.iter_mut().for_each(|v| *v = value());
+        let want = c.run(2);
+        let s = c.shape;
+        let (k, v) = (blocks(&c.k, d, eight), blocks(&c.v, d, eight));
+        let bytes = if eight {
+            Cache::Q8_0_BYTES
+        } else {
+            Cache::Q4_0_BYTES
+        };
+        let stride = |dims: usize, heads: usize| {
+            let row = dims / 32 * bytes;
+            [row, row * s.cells, row * s.cells * heads]
+        };
+        let mut a = c.attention();
+        let kv = View {
+            data: &k,
+            stride: stride(s.dk, s.k_heads),
+        };
+        let vv = View {
+            data: &v,
+            stride: stride(s.dv, s.v_heads),
+        };
+        (a.k, a.v) = if eight {
+            (Cache::Q8_0(kv), Cache::Q8_0(vv))
+        } else {
+            (Cache::Q4_0(kv), Cache::Q4_0(vv))
+        };
+        let mut got = vec![f32::NAN; want.len()];
+        for ith in 0..2 {
+            a.run(ith, 2, &mut |row, values| {
+                got[row * s.dv..(row + 1) * s.dv].copy_from_slice(values);
+            });
+        }
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&want), "Q8_0: {eight}");
+        assert!(a.k.holds(64) && !a.k.holds(48));
     }
 }
 
