@@ -115,6 +115,8 @@ impl Cache<'_> {
     pub const Q4_0_BYTES: usize = 18;
 
     /// Row `(i1, i2, i3)`'s `out.len()` values, as F32 (exact).
+    #[allow(clippy::inline_always)] // per cell in the block conversion
+    #[inline(always)]
     fn row_into(&self, i1: usize, i2: usize, i3: usize, out: &mut [f32]) {
         let blocks = out.len() / Self::BLOCK_VALUES;
         match self {
@@ -126,8 +128,11 @@ impl Cache<'_> {
                     .zip(bytes.chunks_exact(Self::Q8_0_BYTES))
                 {
                     let d = f16_to_f32(u16::from_le_bytes([block[0], block[1]]));
-                    for (x, &q) in out.iter_mut().zip(&block[2..]) {
-                        *x = d * f32::from(q.cast_signed());
+                    // Fixed lengths: LLVM turns the loop into vector conversions.
+                    let out: &mut [f32; 32] = out.try_into().expect("a block");
+                    let q: &[u8; 32] = block[2..].try_into().expect("a block");
+                    for i in 0..32 {
+                        out[i] = d * f32::from(q[i].cast_signed());
                     }
                 }
             }
@@ -138,10 +143,11 @@ impl Cache<'_> {
                     .zip(bytes.chunks_exact(Self::Q4_0_BYTES))
                 {
                     let d = f16_to_f32(u16::from_le_bytes([block[0], block[1]]));
-                    let (low, high) = out.split_at_mut(Self::BLOCK_VALUES / 2);
-                    for ((l, h), &q) in low.iter_mut().zip(high).zip(&block[2..]) {
-                        *l = d * f32::from(i16::from(q & 0x0f) - 8);
-                        *h = d * f32::from(i16::from(q >> 4) - 8);
+                    let out: &mut [f32; 32] = out.try_into().expect("a block");
+                    let q: &[u8; 16] = block[2..].try_into().expect("a block");
+                    for i in 0..16 {
+                        out[i] = d * f32::from(i16::from(q[i] & 0x0f) - 8);
+                        out[i + 16] = d * f32::from(i16::from(q[i] >> 4) - 8);
                     }
                 }
             }
