@@ -211,7 +211,15 @@ impl Attention<'_> {
     /// Computes thread `ith`'s share (of `nth`) and hands each finished output row to `out`:
     /// its index among the `streams × rows × heads` rows of width `dv` (ggml's permuted
     /// layout) and its values.
+    ///
+    /// # Panics
+    ///
+    /// When a quantized cache's rows are not whole blocks ([`Cache::holds`]).
     pub fn run(&self, ith: usize, nth: usize, out: &mut dyn FnMut(usize, &[f32])) {
+        assert!(
+            self.k.holds(self.shape.dk) && self.v.holds(self.shape.dv),
+            "a quantized KV cache's rows must be whole blocks of 32 values"
+        );
         let slopes: Vec<f32> = (0..self.shape.heads).map(|h| self.slope(h)).collect();
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();

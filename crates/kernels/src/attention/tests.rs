@@ -594,6 +594,24 @@ fn quantized_caches_give_the_bits_of_the_same_values_in_f16() {
 }
 
 #[test]
+#[should_panic(expected = "whole blocks of 32 values")]
+fn a_quantized_cache_of_rows_short_of_a_block_is_refused() {
+    // 48 dimensions: whole lane groups, not whole blocks.
+    let c = case(shape(48, 48, 1, 1, 1, 4), params(), 9, |_, _| true);
+    let bytes = vec![0u8; 4 * 2 * Cache::Q8_0_BYTES];
+    let mut a = c.attention();
+    a.k = Cache::Q8_0(View {
+        data: &bytes,
+        stride: [
+            2 * Cache::Q8_0_BYTES,
+            8 * Cache::Q8_0_BYTES,
+            8 * Cache::Q8_0_BYTES,
+        ],
+    });
+    a.run(0, 1, &mut |_, _| {});
+}
+
+#[test]
 fn transpose8_swaps_rows_and_columns() {
     let rows: [[f32; 8]; 8] = std::array::from_fn(|i| std::array::from_fn(|j| (i * 8 + j) as f32));
     let t = transpose8(rows);
