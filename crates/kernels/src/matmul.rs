@@ -2017,7 +2017,8 @@ mod vector {
             // A natural layout's four pairs are written out, not a loop: each pair's bit
             // positions, table rows and scale half are then constants (immediate shifts; a
             // shift by a register is two micro-operations on Intel). LLVM does not unroll the
-            // loop itself. Q6_K's decode 22 -> 29, Q3_K's 19 -> 25 G/s (AVX2 build).
+            // loop itself. Decode in cache, AVX2 build: Q6_K 22 -> 29, Q3_K 19 -> 25 G/s, and
+            // Q2_K 31 -> 37 as a natural layout (the same loop kept it paired).
             macro_rules! pair {
                 ($j:expr) => {{
                     let j: usize = $j;

@@ -959,6 +959,22 @@ impl Layout for Q2K {
         let half = |h: usize| vector::two_bits(sixteen(16 + 32 * n + 16 * h), (shift, shift + 2));
         (half(0), half(1))
     }
+
+    #[cfg(vector)]
+    const NATURAL: bool = true;
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn blocks(row: &[u8], b: usize) -> (m256i, m256i) {
+        let (n, shift) = Self::places(b);
+        // Block `b + 1` is the next pair of bits of the same 32 bytes.
+        let bytes = vector::load(row, b / 8 * Self::BYTES + 16 + 32 * n);
+        (
+            vector::bits(bytes, shift, 3),
+            vector::bits(bytes, shift + 2, 3),
+        )
+    }
 }
 
 /// AVX2 unpacking, behind `safe_arch`'s safe API.
