@@ -58,9 +58,9 @@ pub struct CpuKernels {
     pub level: String,
     /// The weight types (ggml's names) of wick's matrix kernel.
     pub matmul_types: Vec<String>,
-    /// What computes attention: `wick` (wick's kernel, which reads F16 keys and values, the
-    /// default KV cache, and `Q8_0` or `Q4_0` ones) or `ggml-reference` (ggml's own flash
-    /// attention, for the other cache types: batch-invariant too, its rounding ggml's).
+    /// What computes attention: `wick` (wick's kernel, which reads every KV cache type) or
+    /// `ggml-reference` (ggml's own flash attention, batch-invariant too, its rounding
+    /// ggml's: for a cache type wick's kernel would not read).
     pub attention: String,
 }
 

@@ -91,19 +91,96 @@ pub struct Params {
     pub softcap: f32,
 }
 
-/// Keys or values as the KV cache holds them: F16 values (their bits), or ggml's `Q8_0` or
-/// `Q4_0` blocks of 32 values (a view of bytes: strides in bytes, a row of `d` values is
-/// `d / 32` blocks). A block's values are its F16 scale times small integers, exact in F32
-/// (11 bits of scale times at most 8 of integer), so every path and CPU reads the same values.
+/// Keys or values as the KV cache holds them, one variant per cache type llama.cpp offers: F16,
+/// BF16 (their bits) or F32 values, or ggml's blocks of 32 values (`Q8_0`, `Q4_0`, `Q4_1`,
+/// `Q5_0`, `Q5_1`, `IQ4_NL`: a view of bytes, strides in bytes, a row of `d` values is `d / 32`
+/// blocks). Every type's values are read exactly or by one fixed IEEE operation: BF16 and F16
+/// widen exactly; a block's F16 scale times an integer of at most 8 bits is exact in F32 (11
+/// significant bits times 8); the types with a minimum add it to that exact product, one
+/// rounding. So every path and CPU reads the same values, and the rest is the F16 cache's
+/// arithmetic.
 #[derive(Debug, Clone, Copy)]
 pub enum Cache<'a> {
     /// F16 bits.
     F16(View<'a, u16>),
+    /// bfloat16 bits.
+    BF16(View<'a, u16>),
+    /// F32 values.
+    F32(View<'a, f32>),
     /// `Q8_0` blocks: an F16 scale, 32 signed bytes.
     Q8_0(View<'a, u8>),
     /// `Q4_0` blocks: an F16 scale, 32 four-bit values less 8 (values 0–15 in the low
     /// nibbles, 16–31 in the high ones).
     Q4_0(View<'a, u8>),
+    /// `Q4_1` blocks: an F16 scale and minimum, 32 four-bit values (nibbles as `Q4_0`'s).
+    Q4_1(View<'a, u8>),
+    /// `Q5_0` blocks: an F16 scale, 32 fifth bits (a little-endian word), 32 four-bit values
+    /// (as `Q4_0`'s); values less 16.
+    Q5_0(View<'a, u8>),
+    /// `Q5_1` blocks: an F16 scale and minimum, then `Q5_0`'s bits without the offset.
+    Q5_1(View<'a, u8>),
+    /// `IQ4_NL` blocks: an F16 scale, 32 four-bit indices (as `Q4_0`'s nibbles) into ggml's
+    /// table of 16 signed bytes.
+    IQ4NL(View<'a, u8>),
+}
+
+/// Block `block`'s F16 at byte `at`, as F32.
+#[inline]
+fn half(block: &[u8], at: usize) -> f32 {
+    f16_to_f32(u16::from_le_bytes([block[at], block[at + 1]]))
+}
+
+/// The values of `size`-byte blocks `bytes` into `out`: `d · n`, or `d · n + m` for the types
+/// with a minimum, `n` from `integers(block)` and `(d, m)` from `scales(block)`. `d · n` is
+/// exact in F32, so `+ m` is the one rounding.
+#[allow(clippy::inline_always)] // per cell in the block conversion
+#[inline(always)]
+fn blocks_into(
+    out: &mut [f32],
+    bytes: &[u8],
+    size: usize,
+    scales: impl Fn(&[u8]) -> (f32, Option<f32>),
+    integers: impl Fn(&[u8]) -> [i8; 32],
+) {
+    for (out, block) in out
+        .chunks_exact_mut(Cache::BLOCK_VALUES)
+        .zip(bytes.chunks_exact(size))
+    {
+        let (d, m) = scales(block);
+        let n = integers(block);
+        // Fixed lengths: LLVM turns the loops into vector conversions.
+        let out: &mut [f32; 32] = out.try_into().expect("a block");
+        match m {
+            None => {
+                for i in 0..32 {
+                    out[i] = d * f32::from(n[i]);
+                }
+            }
+            Some(m) => {
+                for i in 0..32 {
+                    out[i] = d * f32::from(n[i]) + m;
+                }
+            }
+        }
+    }
+}
+
+/// A block's 16 bytes of nibbles at `at` as values 0–15 (low nibbles) and 16–31 (high ones),
+/// each plus its fifth bit from the word `high` (bit `i` for value `i`) times 16.
+#[allow(clippy::inline_always, clippy::cast_possible_wrap)] // per block; below 32
+#[inline(always)]
+fn nibbles(block: &[u8], at: usize, high: u32) -> [i8; 32] {
+    let q: &[u8; 16] = block[at..at + 16].try_into().expect("16 bytes");
+    std::array::from_fn(|i| {
+        let nibble = if i < 16 { q[i] & 0x0f } else { q[i - 16] >> 4 };
+        (nibble | (((high >> i) & 1) as u8) << 4) as i8
+    })
+}
+
+/// A `Q5_0`/`Q5_1` block's word of fifth bits at byte `at`.
+#[inline]
+fn fifth_bits(block: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(block[at..at + 4].try_into().expect("4 bytes"))
 }
 
 impl Cache<'_> {
@@ -113,53 +190,90 @@ impl Cache<'_> {
     pub const Q8_0_BYTES: usize = 34;
     /// Bytes per `Q4_0` block.
     pub const Q4_0_BYTES: usize = 18;
+    /// Bytes per `Q4_1` block.
+    pub const Q4_1_BYTES: usize = 20;
+    /// Bytes per `Q5_0` block.
+    pub const Q5_0_BYTES: usize = 22;
+    /// Bytes per `Q5_1` block.
+    pub const Q5_1_BYTES: usize = 24;
+    /// Bytes per `IQ4_NL` block.
+    pub const IQ4_NL_BYTES: usize = 18;
 
-    /// Row `(i1, i2, i3)`'s `out.len()` values, as F32 (exact).
+    /// Bytes per block of a quantized cache (`None` for F16, BF16, F32).
+    fn block_bytes(&self) -> Option<usize> {
+        match self {
+            Cache::F16(_) | Cache::BF16(_) | Cache::F32(_) => None,
+            Cache::Q8_0(_) => Some(Self::Q8_0_BYTES),
+            Cache::Q4_0(_) | Cache::IQ4NL(_) => Some(Self::Q4_0_BYTES),
+            Cache::Q4_1(_) => Some(Self::Q4_1_BYTES),
+            Cache::Q5_0(_) => Some(Self::Q5_0_BYTES),
+            Cache::Q5_1(_) => Some(Self::Q5_1_BYTES),
+        }
+    }
+
+    /// Row `(i1, i2, i3)`'s `out.len()` values, as F32 (see [`Cache`] for how each type's
+    /// values are read).
     #[allow(clippy::inline_always)] // per cell in the block conversion
     #[inline(always)]
     fn row_into(&self, i1: usize, i2: usize, i3: usize, out: &mut [f32]) {
         let blocks = out.len() / Self::BLOCK_VALUES;
+        let n = out.len();
         match self {
             Cache::F16(view) => convert(out, view.row(i1, i2, i3, out.len())),
-            Cache::Q8_0(view) => {
-                let bytes = view.row(i1, i2, i3, blocks * Self::Q8_0_BYTES);
-                for (out, block) in out
-                    .chunks_exact_mut(Self::BLOCK_VALUES)
-                    .zip(bytes.chunks_exact(Self::Q8_0_BYTES))
-                {
-                    let d = f16_to_f32(u16::from_le_bytes([block[0], block[1]]));
-                    // Fixed lengths: LLVM turns the loop into vector conversions.
-                    let out: &mut [f32; 32] = out.try_into().expect("a block");
-                    let q: &[u8; 32] = block[2..].try_into().expect("a block");
-                    for i in 0..32 {
-                        out[i] = d * f32::from(q[i].cast_signed());
-                    }
+            Cache::BF16(view) => {
+                for (x, &b) in out.iter_mut().zip(view.row(i1, i2, i3, n)) {
+                    *x = f32::from_bits(u32::from(b) << 16);
                 }
             }
-            Cache::Q4_0(view) => {
-                let bytes = view.row(i1, i2, i3, blocks * Self::Q4_0_BYTES);
-                for (out, block) in out
-                    .chunks_exact_mut(Self::BLOCK_VALUES)
-                    .zip(bytes.chunks_exact(Self::Q4_0_BYTES))
-                {
-                    let d = f16_to_f32(u16::from_le_bytes([block[0], block[1]]));
-                    let out: &mut [f32; 32] = out.try_into().expect("a block");
-                    let q: &[u8; 16] = block[2..].try_into().expect("a block");
-                    for i in 0..16 {
-                        out[i] = d * f32::from(i16::from(q[i] & 0x0f) - 8);
-                        out[i + 16] = d * f32::from(i16::from(q[i] >> 4) - 8);
-                    }
-                }
-            }
+            Cache::F32(view) => out.copy_from_slice(view.row(i1, i2, i3, out.len())),
+            Cache::Q8_0(view) => blocks_into(
+                out,
+                view.row(i1, i2, i3, blocks * Self::Q8_0_BYTES),
+                Self::Q8_0_BYTES,
+                |b| (half(b, 0), None),
+                |b| std::array::from_fn(|i| b[2 + i].cast_signed()),
+            ),
+            Cache::Q4_0(view) => blocks_into(
+                out,
+                view.row(i1, i2, i3, blocks * Self::Q4_0_BYTES),
+                Self::Q4_0_BYTES,
+                |b| (half(b, 0), None),
+                |b| nibbles(b, 2, 0).map(|n| n - 8),
+            ),
+            Cache::Q4_1(view) => blocks_into(
+                out,
+                view.row(i1, i2, i3, blocks * Self::Q4_1_BYTES),
+                Self::Q4_1_BYTES,
+                |b| (half(b, 0), Some(half(b, 2))),
+                |b| nibbles(b, 4, 0),
+            ),
+            Cache::Q5_0(view) => blocks_into(
+                out,
+                view.row(i1, i2, i3, blocks * Self::Q5_0_BYTES),
+                Self::Q5_0_BYTES,
+                |b| (half(b, 0), None),
+                |b| nibbles(b, 6, fifth_bits(b, 2)).map(|n| n - 16),
+            ),
+            Cache::Q5_1(view) => blocks_into(
+                out,
+                view.row(i1, i2, i3, blocks * Self::Q5_1_BYTES),
+                Self::Q5_1_BYTES,
+                |b| (half(b, 0), Some(half(b, 2))),
+                |b| nibbles(b, 8, fifth_bits(b, 4)),
+            ),
+            Cache::IQ4NL(view) => blocks_into(
+                out,
+                view.row(i1, i2, i3, blocks * Self::IQ4_NL_BYTES),
+                Self::IQ4_NL_BYTES,
+                |b| (half(b, 0), None),
+                |b| crate::matmul::iq4_block(b[2..18].try_into().expect("16 bytes")),
+            ),
         }
     }
 
     /// Whether rows of `d` values fit this cache's layout (whole blocks).
     pub fn holds(&self, d: usize) -> bool {
-        match self {
-            Cache::F16(_) => true,
-            Cache::Q8_0(_) | Cache::Q4_0(_) => d.is_multiple_of(Self::BLOCK_VALUES),
-        }
+        self.block_bytes().is_none() || d.is_multiple_of(Self::BLOCK_VALUES)
     }
 }
 

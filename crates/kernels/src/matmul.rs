@@ -460,7 +460,10 @@ fn quantize_block(values: &[f32], d: f32, q: &mut [i8; QK]) -> [i32; 2] {
 mod floats;
 use floats::Element;
 mod layouts;
+pub(crate) use layouts::iq4_block;
 use layouts::Layout;
+#[cfg(test)]
+pub(crate) use layouts::IQ4;
 
 /// The definition of one pair's product, in scalar code: weight row `w` (its blocks of
 /// `format`) with input row `i` of `x`. The kernel matches it bit for bit at every level.
@@ -1981,6 +1984,7 @@ mod vector {
     /// are grouped, so this gives the definition's bits with one reduction per super-block
     /// instead of one per pair of blocks.
     #[allow(clippy::inline_always)] // the decode path's loop, specialised per format and path
+    #[allow(clippy::too_many_lines)] // the pairs' step, written out for the natural layouts
     #[inline(always)]
     fn direct_super<L: Layout, S: Sums, const C: usize>(
         w: &[&[u8]; TILE_W],

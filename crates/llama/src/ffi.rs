@@ -823,9 +823,7 @@ unsafe fn attention_of(node: &sys::ggml_tensor) -> Option<wick_kernels::attentio
         mask_heads: mask.map_or(Some(1), |m| dim(m, 2))?,
         mask_streams: mask.map_or(Some(1), |m| dim(m, 3))?,
     };
-    let cache_type = |t: &sys::ggml_tensor| {
-        [sys::GGML_TYPE_F16, sys::GGML_TYPE_Q8_0, sys::GGML_TYPE_Q4_0].contains(&t.type_)
-    };
+    let cache_type = |t: &sys::ggml_tensor| CACHE_TYPES.contains(&t.type_);
     let fits = query.type_ == sys::GGML_TYPE_F32
         && cache_type(key)
         && cache_type(value)
@@ -882,7 +880,21 @@ unsafe fn attention_of(node: &sys::ggml_tensor) -> Option<wick_kernels::attentio
     }
 }
 
-/// A KV cache tensor (F16, `Q8_0` or `Q4_0`, as [`attention_of`] checked) as the attention
+/// The KV cache types wick's attention kernel reads: every type llama.cpp offers for its
+/// cache.
+const CACHE_TYPES: [sys::ggml_type; 9] = [
+    sys::GGML_TYPE_F16,
+    sys::GGML_TYPE_BF16,
+    sys::GGML_TYPE_F32,
+    sys::GGML_TYPE_Q8_0,
+    sys::GGML_TYPE_Q4_0,
+    sys::GGML_TYPE_Q4_1,
+    sys::GGML_TYPE_Q5_0,
+    sys::GGML_TYPE_Q5_1,
+    sys::GGML_TYPE_IQ4_NL,
+];
+
+/// A KV cache tensor (of [`CACHE_TYPES`], as [`attention_of`] checked) as the attention
 /// kernel reads it, when its rows are whole blocks.
 ///
 /// # Safety
@@ -895,8 +907,14 @@ unsafe fn cache(t: &sys::ggml_tensor) -> Option<wick_kernels::attention::Cache<'
     let cache = unsafe {
         match t.type_ {
             sys::GGML_TYPE_F16 => Cache::F16(view::<u16>(t)?),
+            sys::GGML_TYPE_BF16 => Cache::BF16(view::<u16>(t)?),
+            sys::GGML_TYPE_F32 => Cache::F32(view::<f32>(t)?),
             sys::GGML_TYPE_Q8_0 => Cache::Q8_0(block_view(t, Cache::Q8_0_BYTES)?),
             sys::GGML_TYPE_Q4_0 => Cache::Q4_0(block_view(t, Cache::Q4_0_BYTES)?),
+            sys::GGML_TYPE_Q4_1 => Cache::Q4_1(block_view(t, Cache::Q4_1_BYTES)?),
+            sys::GGML_TYPE_Q5_0 => Cache::Q5_0(block_view(t, Cache::Q5_0_BYTES)?),
+            sys::GGML_TYPE_Q5_1 => Cache::Q5_1(block_view(t, Cache::Q5_1_BYTES)?),
+            sys::GGML_TYPE_IQ4_NL => Cache::IQ4NL(block_view(t, Cache::IQ4_NL_BYTES)?),
             _ => return None,
         }
     };

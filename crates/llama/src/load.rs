@@ -444,11 +444,22 @@ pub(crate) fn model_info(
 }
 
 /// What computes a deterministic model's attention with KV cache types `cache_types` (keys',
-/// values'): wick's kernel reads F16, `Q8_0` and `Q4_0` ones (`ffi`'s `attention_of`), ggml's
-/// reference flash attention the rest.
+/// values'): wick's kernel reads every type (`ffi`'s `attention_of`); a type added to
+/// [`wick_backend::CacheType`] that it does not read would run ggml's reference flash
+/// attention, and must be named here.
 fn attention_kernel(cache_types: [wick_backend::CacheType; 2]) -> &'static str {
     use wick_backend::CacheType;
-    let wick = |t: CacheType| matches!(t, CacheType::F16 | CacheType::Q8_0 | CacheType::Q4_0);
+    let wick = |t: CacheType| match t {
+        CacheType::F32
+        | CacheType::F16
+        | CacheType::BF16
+        | CacheType::Q8_0
+        | CacheType::Q4_0
+        | CacheType::Q4_1
+        | CacheType::IQ4_NL
+        | CacheType::Q5_0
+        | CacheType::Q5_1 => true,
+    };
     if cache_types.into_iter().all(wick) {
         "wick"
     } else {

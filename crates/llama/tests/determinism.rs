@@ -100,14 +100,14 @@ fn logits_do_not_depend_on_chunking_co_batching_decoding_or_threads() {
     batch_invariance([CacheType::F16; 2]);
 }
 
-/// A quantized KV cache: the attention then runs ggml's reference flash attention (wick's
-/// kernel takes F16 keys and values), batch-invariant too.
+/// Every other KV cache type (wick's attention reads each), batch-invariant too.
 #[test]
-fn a_quantized_kv_cache_is_batch_invariant_too() {
+fn every_kv_cache_type_is_batch_invariant_too() {
     batch_invariance([CacheType::Q8_0; 2]);
     batch_invariance([CacheType::Q4_0, CacheType::F16]);
-    // ggml's reference attention still computes these.
-    batch_invariance([CacheType::Q5_1, CacheType::Q8_0]);
+    batch_invariance([CacheType::Q5_1, CacheType::F32]);
+    batch_invariance([CacheType::Q4_1, CacheType::Q5_0]);
+    batch_invariance([CacheType::IQ4_NL, CacheType::BF16]);
 }
 
 /// A sequence's logits with KV cache types `cache_types` are the same bits in one batch, in
@@ -116,13 +116,7 @@ fn a_quantized_kv_cache_is_batch_invariant_too() {
 fn batch_invariance(cache_types: [CacheType; 2]) {
     let mut b = backend_with(2, KernelMode::Deterministic, cache_types);
     let attention = b.info().cpu_kernels.as_ref().map(|k| k.attention.clone());
-    let wick = |t: &CacheType| matches!(t, CacheType::F16 | CacheType::Q8_0 | CacheType::Q4_0);
-    let expected = if cache_types.iter().all(wick) {
-        "wick"
-    } else {
-        "ggml-reference"
-    };
-    assert_eq!(attention.as_deref(), Some(expected), "{cache_types:?}");
+    assert_eq!(attention.as_deref(), Some("wick"), "{cache_types:?}");
     let tokens = prompt(&b);
     let s0 = SeqId(0);
     let s1 = SeqId(1);
@@ -222,8 +216,12 @@ fn logits_are_the_same_bits_at_every_cpu_level() {
     // The cap is process-wide: other tests running now may run at a lower level for a while,
     // which changes their speed, never their bits (what this test shows).
     let levels = cpu::available();
-    // The default cache, and a quantized one (wick's attention reads its blocks too).
-    let caches = [[CacheType::F16; 2], [CacheType::Q8_0, CacheType::Q4_0]];
+    // The default cache, and quantized ones (wick's attention reads their blocks too).
+    let caches = [
+        [CacheType::F16; 2],
+        [CacheType::Q8_0, CacheType::Q4_0],
+        [CacheType::Q5_1, CacheType::IQ4_NL],
+    ];
     let mut seen = Vec::new();
     for level in &levels {
         cpu::set_cap(*level).expect("an available level");

@@ -660,3 +660,172 @@ fn the_output_is_the_recorded_bits() {
     });
     insta::assert_snapshot!(crate::test_rng::fingerprint(&c.run(3)));
 }
+
+/// Every cache type but F16, with its block size in bytes (0: BF16 or F32 values).
+const CACHE_TYPES: [(&str, usize); 8] = [
+    ("bf16", 0),
+    ("f32", 0),
+    ("q8_0", Cache::Q8_0_BYTES),
+    ("q4_0", Cache::Q4_0_BYTES),
+    ("q4_1", Cache::Q4_1_BYTES),
+    ("q5_0", Cache::Q5_0_BYTES),
+    ("q5_1", Cache::Q5_1_BYTES),
+    ("iq4_nl", Cache::IQ4_NL_BYTES),
+];
+
+/// A cache's data, owned.
+enum Owned {
+    Bits(Vec<u16>),
+    Floats(Vec<f32>),
+    Bytes(Vec<u8>),
+}
+
+/// `cells` rows of `d` values of cache type `name` (of [`CACHE_TYPES`]), random: BF16 and
+/// F32 values and the blocks' F16 scales and minimums as [`float`]'s, random integer bytes.
+fn random_rows(name: &str, size: usize, d: usize, cells: usize, rng: &mut Rng) -> Owned {
+    match name {
+        "bf16" => Owned::Bits(
+            (0..d * cells)
+                .map(|_| (float(rng).to_bits() >> 16) as u16)
+                .collect(),
+        ),
+        "f32" => Owned::Floats((0..d * cells).map(|_| float(rng)).collect()),
+        _ => {
+            let headers = if matches!(name, "q4_1" | "q5_1") {
+                2
+            } else {
+                1
+            };
+            let mut bytes = Vec::new();
+            for _ in 0..d / 32 * cells {
+                for _ in 0..headers {
+                    bytes.extend_from_slice(&rng.half(LOWEST).to_le_bytes());
+                }
+                bytes.extend((2 * headers..size).map(|_| rng.next() as u8));
+            }
+            Owned::Bytes(bytes)
+        }
+    }
+}
+
+/// The cache of type `name` over `owned` (rows of `d` values, `cells` per head, one head).
+fn cache_of<'a>(name: &str, owned: &'a Owned, row_units: usize, cells: usize) -> Cache<'a> {
+    let stride = [row_units, row_units * cells, row_units * cells];
+    match owned {
+        Owned::Bits(data) => Cache::BF16(View { data, stride }),
+        Owned::Floats(data) => Cache::F32(View { data, stride }),
+        Owned::Bytes(data) => {
+            let view = View { data, stride };
+            match name {
+                "q8_0" => Cache::Q8_0(view),
+                "q4_0" => Cache::Q4_0(view),
+                "q4_1" => Cache::Q4_1(view),
+                "q5_0" => Cache::Q5_0(view),
+                "q5_1" => Cache::Q5_1(view),
+                _ => Cache::IQ4NL(view),
+            }
+        }
+    }
+}
+
+/// A block's 32 values by ggml's `dequantize_row_*` for type `name`, one value at a time.
+fn ggml_block(name: &str, b: &[u8]) -> [f32; 32] {
+    let f16 = |at: usize| f16_to_f32(u16::from_le_bytes([b[at], b[at + 1]]));
+    let nibble = |at: usize, j: usize| {
+        if j < 16 {
+            b[at + j] & 0x0f
+        } else {
+            b[at + j - 16] >> 4
+        }
+    };
+    let fifth = |at: usize, j: usize| {
+        let qh = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        ((qh >> j) & 1) as u8
+    };
+    std::array::from_fn(|j| match name {
+        "q8_0" => f16(0) * f32::from(b[2 + j].cast_signed()),
+        "q4_0" => f16(0) * (f32::from(nibble(2, j)) - 8.0),
+        "q4_1" => f16(0) * f32::from(nibble(4, j)) + f16(2),
+        "q5_0" => f16(0) * (f32::from(nibble(6, j) | fifth(2, j) << 4) - 16.0),
+        "q5_1" => f16(0) * f32::from(nibble(8, j) | fifth(4, j) << 4) + f16(2),
+        _ => f16(0) * f32::from(crate::matmul::IQ4[usize::from(nibble(2, j))]),
+    })
+}
+
+#[test]
+fn every_cache_type_reads_the_values_ggml_stores() {
+    let mut rng = Rng(17);
+    for (name, size) in CACHE_TYPES {
+        let (d, cells) = (64, 5);
+        let owned = random_rows(name, size, d, cells, &mut rng);
+        let units = match &owned {
+            Owned::Bytes(_) => d / 32 * size,
+            _ => d,
+        };
+        let cache = cache_of(name, &owned, units, cells);
+        for cell in 0..cells {
+            let mut got = vec![f32::NAN; d];
+            cache.row_into(cell, 0, 0, &mut got);
+            let want: Vec<f32> = match &owned {
+                Owned::Bits(bits) => bits[cell * d..][..d]
+                    .iter()
+                    .map(|&b| f32::from_bits(u32::from(b) << 16))
+                    .collect(),
+                Owned::Floats(values) => values[cell * d..][..d].to_vec(),
+                Owned::Bytes(bytes) => bytes[cell * units..][..units]
+                    .chunks_exact(size)
+                    .flat_map(|block| ggml_block(name, block))
+                    .collect(),
+            };
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{name}, cell {cell}");
+        }
+        assert_eq!(cache.holds(48), size == 0, "{name}");
+    }
+}
+
+#[test]
+fn every_cache_type_gives_the_bits_of_its_values_in_f32() {
+    // Keys of one type and values of another, random; the same values read once more from
+    // F32 caches: the kernel's output is the same bits, with grouped heads and a causal mask,
+    // on two threads. (F32 against F16: the test above this one's F16 half.)
+    let s = shape(64, 64, 3, 2, 1, 37);
+    let c = case(s, params(), 11, |row, cell| cell <= row + 33);
+    let mut rng = Rng(23);
+    for (k, (name, size)) in CACHE_TYPES.iter().enumerate() {
+        let (v_name, v_size) = CACHE_TYPES[(k + 3) % CACHE_TYPES.len()];
+        let keys = random_rows(name, *size, s.dk, s.cells, &mut rng);
+        let values = random_rows(v_name, v_size, s.dv, s.cells, &mut rng);
+        let units = |owned: &Owned, d: usize, size: usize| match owned {
+            Owned::Bytes(_) => d / 32 * size,
+            _ => d,
+        };
+        let kc = cache_of(name, &keys, units(&keys, s.dk, *size), s.cells);
+        let vc = cache_of(v_name, &values, units(&values, s.dv, v_size), s.cells);
+        let floats = |cache: &Cache<'_>, d: usize| {
+            let mut all = vec![0.0f32; d * s.cells];
+            for (cell, row) in all.chunks_exact_mut(d).enumerate() {
+                cache.row_into(cell, 0, 0, row);
+            }
+            all
+        };
+        let (kf, vf) = (floats(&kc, s.dk), floats(&vc, s.dv));
+        let run = |k: Cache<'_>, v: Cache<'_>| {
+            let mut a = c.attention();
+            (a.k, a.v) = (k, v);
+            let mut out = vec![f32::NAN; s.rows * s.heads * s.dv];
+            for ith in 0..2 {
+                a.run(ith, 2, &mut |row, got| {
+                    out[row * s.dv..(row + 1) * s.dv].copy_from_slice(got);
+                });
+            }
+            out.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+        };
+        let want = run(
+            cache_of("f32", &Owned::Floats(kf.clone()), s.dk, s.cells),
+            cache_of("f32", &Owned::Floats(vf.clone()), s.dv, s.cells),
+        );
+        assert!(want.iter().all(|b| f32::from_bits(*b).is_finite()));
+        assert_eq!(run(kc, vc), want, "keys {name}, values {v_name}");
+    }
+}

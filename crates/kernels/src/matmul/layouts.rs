@@ -241,9 +241,30 @@ fn word(row: &[u8], b: usize, blocks: usize, bytes: usize, at: usize) -> u32 {
 }
 
 /// `IQ4_NL`'s and `IQ4_XS`'s 16 values (ggml's `kvalues_iq4nl`).
-pub(super) const IQ4: [i8; 16] = [
+pub(crate) const IQ4: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 ];
+
+/// An `IQ4_NL` block's 16 bytes of nibbles as its 32 table values in value order (the low
+/// nibbles', then the high ones'): how the attention kernel reads an `IQ4_NL` KV cache. One
+/// byte shuffle with the vector paths (a table lookup per value is not vectorised).
+pub(crate) fn iq4_block(qs: &[u8; 16]) -> [i8; 32] {
+    #[cfg(vector)]
+    {
+        let mut bytes = [0u8; 32];
+        bytes[..16].copy_from_slice(qs);
+        let (nibbles, _) = vector::k_nibbles(&bytes);
+        <[i8; 32]>::from(vector::iq4(nibbles))
+    }
+    #[cfg(not(vector))]
+    std::array::from_fn(|j| {
+        IQ4[usize::from(if j < 16 {
+            qs[j] & 0x0F
+        } else {
+            qs[j - 16] >> 4
+        })]
+    })
+}
 
 /// ggml's `Q4_0`: F16 `d`, 16 bytes of nibbles `q`; value `d · (q − 8)`.
 pub(super) struct Q40;
