@@ -68,6 +68,32 @@ impl Level {
         }
     }
 
+    /// Whether this machine's CPU has the level's instruction sets, whatever this build has
+    /// (a build for `x86-64-v3` runs on an AVX-512 machine, say): what a native build of
+    /// llama.cpp would use there.
+    pub fn on_this_cpu(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            let avx2 = has!("avx2") && has!("fma") && has!("f16c");
+            match self {
+                Level::Scalar => true,
+                Level::Avx2 => avx2,
+                Level::Avx2Vnni => avx2 && has!("avxvnni"),
+                Level::Avx512 => {
+                    avx2 && has!("avx512f")
+                        && has!("avx512bw")
+                        && has!("avx512vl")
+                        && has!("avx512vnni")
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self == Level::Scalar
+        }
+    }
+
     fn from_index(i: u8) -> Self {
         Self::ALL[usize::from(i).min(Self::ALL.len() - 1)]
     }
@@ -114,6 +140,16 @@ pub fn best() -> Level {
         .into_iter()
         .rev()
         .find(|l| l.compiled())
+        .unwrap_or(Level::Scalar)
+}
+
+/// The highest level this machine's CPU has ([`Level::on_this_cpu`]), which may be above
+/// this build's [`best`].
+pub fn machine() -> Level {
+    Level::ALL
+        .into_iter()
+        .rev()
+        .find(|l| l.on_this_cpu())
         .unwrap_or(Level::Scalar)
 }
 
@@ -192,6 +228,20 @@ mod tests {
         assert_eq!(levels[0], Level::Scalar);
         assert_eq!(*levels.last().unwrap(), best());
         assert!(levels.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn the_machine_has_every_level_this_build_runs() {
+        // A build only runs on a CPU with its target features, so the CPU has every level
+        // the build has (and may have more: a build for x86-64-v3 on an AVX-512 machine).
+        for level in available() {
+            assert!(level.on_this_cpu(), "{level}");
+        }
+        assert!(machine() >= best());
+        assert!(Level::ALL
+            .into_iter()
+            .filter(|l| *l <= machine())
+            .all(Level::on_this_cpu));
     }
 
     #[test]

@@ -52,9 +52,10 @@ pub(crate) struct BenchArgs {
 
     /// Compare each CPU level below this machine's own with a llama-bench built for that level
     /// (ggml configured without its native flags, with only the level's instruction sets), as
-    /// llama.cpp runs on a CPU of that level; without it every level is compared with the
-    /// native llama-bench. Each such level costs one more llama.cpp build the first time
-    /// (minutes; kept in the cache directory).
+    /// llama.cpp runs on a CPU of that level (also when wick itself was built for a lower
+    /// level than the CPU's, `x86-64-v3` on an AVX-512 machine say); without it every level is
+    /// compared with the native llama-bench. Each such level costs one more llama.cpp build
+    /// the first time (minutes; kept in the cache directory).
     #[arg(long)]
     llama_per_level: bool,
 

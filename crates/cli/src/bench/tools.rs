@@ -112,7 +112,9 @@ pub(crate) fn ensure_bench_at(
     let Some(flags) = level_flags(level) else {
         return Ok(None);
     };
-    if level == wick_kernels::cpu::best() {
+    // The machine's own level is the native llama-bench's (a wick built for a lower level,
+    // x86-64-v3 say, is compared at its best level with a llama-bench built for it too).
+    if level >= wick_kernels::cpu::machine() {
         return Ok(None);
     }
     let root = root(cache, version, None);
