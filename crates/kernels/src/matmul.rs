@@ -782,9 +782,16 @@ impl<'a> MatMul<'a> {
                 };
                 #[cfg(not(wide))]
                 let first = 0;
-                self.panel_with::<TILE_X>(row_bytes, first..self.x.rows, rows, results, |w, i, count| {
-                    self.float_tiles::<E>(path, w, i, count)
-                });
+                let inputs = first..self.x.rows;
+                if E::TILE_X == 2 {
+                    self.panel_with::<2>(row_bytes, inputs, rows, results, |w, i, count| {
+                        self.float_tiles::<E, 2>(path, w, i, count)
+                    });
+                } else {
+                    self.panel_with::<TILE_X>(row_bytes, inputs, rows, results, |w, i, count| {
+                        self.float_tiles::<E, TILE_X>(path, w, i, count)
+                    });
+                }
             }
         );
     }
@@ -881,19 +888,21 @@ impl<'a> MatMul<'a> {
     /// Float weight rows `w` times input rows `first..first + count`, `[input][weight]`.
     #[allow(clippy::inline_always)] // one call per tile
     #[inline(always)]
-    fn float_tiles<E: Element>(
+    fn float_tiles<E: Element, const X: usize>(
         &self,
         path: Path,
         w: [&[u8]; TILE_W],
         first: usize,
         count: usize,
-    ) -> [[f32; TILE_W]; TILE_X] {
+    ) -> [[f32; TILE_W]; X] {
         let row = |c: usize| self.x_row((first + c).min(first + count - 1));
-        let mut tile = [[0.0f32; TILE_W]; TILE_X];
+        let mut tile = [[0.0f32; TILE_W]; X];
         match count {
             1 => tile[..1].copy_from_slice(&float_tile::<E, 1>(path, w, [row(0)], self.k)),
-            2 => tile[..2].copy_from_slice(&float_tile::<E, 2>(path, w, [row(0), row(1)], self.k)),
-            _ => tile = float_tile::<E, TILE_X>(path, w, std::array::from_fn(row), self.k),
+            2 if X > 2 => {
+                tile[..2].copy_from_slice(&float_tile::<E, 2>(path, w, [row(0), row(1)], self.k));
+            }
+            _ => tile = float_tile::<E, X>(path, w, std::array::from_fn(row), self.k),
         }
         tile
     }
