@@ -48,6 +48,18 @@ pub(super) trait Element {
     fn pair(low: &[u8], high: &[u8], j: usize) -> m512;
 }
 
+/// [`Element::TILE_X`] of the 16-bit types: two input rows on builds with AVX2's sixteen
+/// registers, three with AVX-512's thirty-two. Measured on an AVX2 build (x86-64-v3), prefill
+/// of 512 rows, one thread: BF16 (widened by a byte shuffle, whose mask takes a register) 33 ->
+/// 42 G/s, and a BF16 model's first token after a 1439-token prompt 3.75 -> 3.33 s (three rows
+/// with the shuffle spilled an accumulator); F16 35 -> 38 G/s (3.48 -> 3.38 s). With AVX-512's
+/// registers three rows run faster (BF16 at a native build's `avx2` level: 2.74 s against 3.0).
+const HALF_TILE_X: usize = if cfg!(target_feature = "avx512f") {
+    super::TILE_X
+} else {
+    2
+};
+
 /// IEEE half precision.
 pub(super) struct F16;
 /// bfloat16: the top 16 bits of an F32.
@@ -64,6 +76,7 @@ fn sixteen(row: &[u8], at: usize) -> [u8; 16] {
 
 impl Element for F16 {
     const BYTES: usize = 2;
+    const TILE_X: usize = HALF_TILE_X;
 
     #[inline]
     fn get(row: &[u8], j: usize) -> f32 {
@@ -110,15 +123,7 @@ const BF16_SPREAD: [i8; 32] = {
 
 impl Element for BF16 {
     const BYTES: usize = 2;
-    // A build for AVX2 (x86-64-v3), BF16 model, 1439-token prompt: time to first token 3.75 s
-    // (three rows, widened by `vpmovzxwd` and a shift) -> 3.33 s. With AVX-512's thirty-two
-    // registers three rows keep the shuffle's register and run faster (2.74 s against 3.0 at
-    // the `avx2` level of a native build).
-    const TILE_X: usize = if cfg!(target_feature = "avx512f") {
-        super::TILE_X
-    } else {
-        2
-    };
+    const TILE_X: usize = HALF_TILE_X;
 
     #[inline]
     fn get(row: &[u8], j: usize) -> f32 {
