@@ -130,24 +130,81 @@ fn half(block: &[u8], at: usize) -> f32 {
     f16_to_f32(u16::from_le_bytes([block[at], block[at + 1]]))
 }
 
-/// The values of `size`-byte blocks `bytes` into `out`: `d · n`, or `d · n + m` for the types
-/// with a minimum, `n` from `integers(block)` and `(d, m)` from `scales(block)`. `d · n` is
-/// exact in F32, so `+ m` is the one rounding.
+/// A KV cache's block format: a block's value `j` is `d · n_j`, or `d · n_j + m` with a
+/// minimum. A trait with always-inlined methods, not closures: LLVM left a closure giving
+/// `Q8_0`'s integers out of line, and its result, written to the stack and read back as
+/// vectors, stalled the conversion (a fifth of a decode step's time at a 1439-token context).
+trait BlockFormat {
+    /// Bytes per block.
+    const BYTES: usize;
+    /// The block's `(d, m)`.
+    fn scales(block: &[u8]) -> (f32, Option<f32>);
+    /// The block's integers `n`, in value order.
+    fn integers(block: &[u8]) -> [i8; 32];
+}
+
+/// The block formats, by ggml's names.
+struct Q80;
+struct Q40;
+struct Q41;
+struct Q50;
+struct Q51;
+struct IQ4NL;
+
+/// `impl BlockFormat` for a format: its bytes, its scales and its integers.
+macro_rules! block_format {
+    ($t:ty, $bytes:expr, |$b:ident| $scales:expr, $integers:block) => {
+        impl BlockFormat for $t {
+            const BYTES: usize = $bytes;
+            #[allow(clippy::inline_always)] // per block in the conversion
+            #[inline(always)]
+            fn scales($b: &[u8]) -> (f32, Option<f32>) {
+                $scales
+            }
+            #[allow(clippy::inline_always)] // per block in the conversion
+            #[inline(always)]
+            fn integers($b: &[u8]) -> [i8; 32] $integers
+        }
+    };
+}
+
+block_format!(Q80, Cache::Q8_0_BYTES, |b| (half(b, 0), None), {
+    let q: &[u8; 32] = b[2..34].try_into().expect("32 bytes");
+    q.map(u8::cast_signed)
+});
+block_format!(Q40, Cache::Q4_0_BYTES, |b| (half(b, 0), None), {
+    nibbles(b, 2, 0).map(|n| n - 8)
+});
+block_format!(
+    Q41,
+    Cache::Q4_1_BYTES,
+    |b| (half(b, 0), Some(half(b, 2))),
+    { nibbles(b, 4, 0) }
+);
+block_format!(Q50, Cache::Q5_0_BYTES, |b| (half(b, 0), None), {
+    nibbles(b, 6, fifth_bits(b, 2)).map(|n| n - 16)
+});
+block_format!(
+    Q51,
+    Cache::Q5_1_BYTES,
+    |b| (half(b, 0), Some(half(b, 2))),
+    { nibbles(b, 8, fifth_bits(b, 4)) }
+);
+block_format!(IQ4NL, Cache::IQ4_NL_BYTES, |b| (half(b, 0), None), {
+    crate::matmul::iq4_block(b[2..18].try_into().expect("16 bytes"))
+});
+
+/// The values of `F`'s blocks `bytes` into `out`: `d · n`, or `d · n + m` with a minimum.
+/// `d · n` is exact in F32, so `+ m` is the one rounding.
 #[allow(clippy::inline_always)] // per cell in the block conversion
 #[inline(always)]
-fn blocks_into(
-    out: &mut [f32],
-    bytes: &[u8],
-    size: usize,
-    scales: impl Fn(&[u8]) -> (f32, Option<f32>),
-    integers: impl Fn(&[u8]) -> [i8; 32],
-) {
+fn blocks_into<F: BlockFormat>(out: &mut [f32], bytes: &[u8]) {
     for (out, block) in out
         .chunks_exact_mut(Cache::BLOCK_VALUES)
-        .zip(bytes.chunks_exact(size))
+        .zip(bytes.chunks_exact(F::BYTES))
     {
-        let (d, m) = scales(block);
-        let n = integers(block);
+        let (d, m) = F::scales(block);
+        let n = F::integers(block);
         // Fixed lengths: LLVM turns the loops into vector conversions.
         let out: &mut [f32; 32] = out.try_into().expect("a block");
         match m {
@@ -216,58 +273,35 @@ impl Cache<'_> {
     #[allow(clippy::inline_always)] // per cell in the block conversion
     #[inline(always)]
     fn row_into(&self, i1: usize, i2: usize, i3: usize, out: &mut [f32]) {
-        let blocks = out.len() / Self::BLOCK_VALUES;
         let n = out.len();
+        // A row's bytes in blocks of `size` bytes.
+        let bytes = |size: usize| n / Self::BLOCK_VALUES * size;
         match self {
-            Cache::F16(view) => convert(out, view.row(i1, i2, i3, out.len())),
+            Cache::F16(view) => convert(out, view.row(i1, i2, i3, n)),
             Cache::BF16(view) => {
                 for (x, &b) in out.iter_mut().zip(view.row(i1, i2, i3, n)) {
                     *x = f32::from_bits(u32::from(b) << 16);
                 }
             }
-            Cache::F32(view) => out.copy_from_slice(view.row(i1, i2, i3, out.len())),
-            Cache::Q8_0(view) => blocks_into(
-                out,
-                view.row(i1, i2, i3, blocks * Self::Q8_0_BYTES),
-                Self::Q8_0_BYTES,
-                |b| (half(b, 0), None),
-                |b| std::array::from_fn(|i| b[2 + i].cast_signed()),
-            ),
-            Cache::Q4_0(view) => blocks_into(
-                out,
-                view.row(i1, i2, i3, blocks * Self::Q4_0_BYTES),
-                Self::Q4_0_BYTES,
-                |b| (half(b, 0), None),
-                |b| nibbles(b, 2, 0).map(|n| n - 8),
-            ),
-            Cache::Q4_1(view) => blocks_into(
-                out,
-                view.row(i1, i2, i3, blocks * Self::Q4_1_BYTES),
-                Self::Q4_1_BYTES,
-                |b| (half(b, 0), Some(half(b, 2))),
-                |b| nibbles(b, 4, 0),
-            ),
-            Cache::Q5_0(view) => blocks_into(
-                out,
-                view.row(i1, i2, i3, blocks * Self::Q5_0_BYTES),
-                Self::Q5_0_BYTES,
-                |b| (half(b, 0), None),
-                |b| nibbles(b, 6, fifth_bits(b, 2)).map(|n| n - 16),
-            ),
-            Cache::Q5_1(view) => blocks_into(
-                out,
-                view.row(i1, i2, i3, blocks * Self::Q5_1_BYTES),
-                Self::Q5_1_BYTES,
-                |b| (half(b, 0), Some(half(b, 2))),
-                |b| nibbles(b, 8, fifth_bits(b, 4)),
-            ),
-            Cache::IQ4NL(view) => blocks_into(
-                out,
-                view.row(i1, i2, i3, blocks * Self::IQ4_NL_BYTES),
-                Self::IQ4_NL_BYTES,
-                |b| (half(b, 0), None),
-                |b| crate::matmul::iq4_block(b[2..18].try_into().expect("16 bytes")),
-            ),
+            Cache::F32(view) => out.copy_from_slice(view.row(i1, i2, i3, n)),
+            Cache::Q8_0(view) => {
+                blocks_into::<Q80>(out, view.row(i1, i2, i3, bytes(Q80::BYTES)));
+            }
+            Cache::Q4_0(view) => {
+                blocks_into::<Q40>(out, view.row(i1, i2, i3, bytes(Q40::BYTES)));
+            }
+            Cache::Q4_1(view) => {
+                blocks_into::<Q41>(out, view.row(i1, i2, i3, bytes(Q41::BYTES)));
+            }
+            Cache::Q5_0(view) => {
+                blocks_into::<Q50>(out, view.row(i1, i2, i3, bytes(Q50::BYTES)));
+            }
+            Cache::Q5_1(view) => {
+                blocks_into::<Q51>(out, view.row(i1, i2, i3, bytes(Q51::BYTES)));
+            }
+            Cache::IQ4NL(view) => {
+                blocks_into::<IQ4NL>(out, view.row(i1, i2, i3, bytes(IQ4NL::BYTES)));
+            }
         }
     }
 

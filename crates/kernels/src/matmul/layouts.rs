@@ -248,6 +248,7 @@ pub(crate) const IQ4: [i8; 16] = [
 /// An `IQ4_NL` block's 16 bytes of nibbles as its 32 table values in value order (the low
 /// nibbles', then the high ones'): how the attention kernel reads an `IQ4_NL` KV cache. One
 /// byte shuffle with the vector paths (a table lookup per value is not vectorised).
+#[inline]
 pub(crate) fn iq4_block(qs: &[u8; 16]) -> [i8; 32] {
     #[cfg(vector)]
     {
