@@ -31,9 +31,7 @@ pub(super) trait Element {
     const BYTES: usize;
 
     /// Input rows per tile of the vector paths below AVX-512's own: three (twelve accumulators
-    /// with four weight rows), or two where widening the weights needs a register of its own
-    /// (BF16's byte shuffle) and the build has AVX2's sixteen: three then left them one short,
-    /// and an accumulator went to the stack.
+    /// with four weight rows), or for the 16-bit types [`HALF_TILE_X`].
     const TILE_X: usize = super::TILE_X;
 
     /// Value `j` of `row`, as F32 (exact).
@@ -49,12 +47,14 @@ pub(super) trait Element {
 }
 
 /// [`Element::TILE_X`] of the 16-bit types: two input rows on builds with AVX2's sixteen
-/// registers, three with AVX-512's thirty-two. Measured on an AVX2 build (x86-64-v3), prefill
+/// registers, three with AVX-512's thirty-two (AVX-512 VL: `ymm16`–`ymm31`). BF16's byte
+/// shuffle keeps its mask in a register; with three rows that left AVX2's sixteen one short,
+/// and an accumulator went to the stack. Measured on an AVX2 build (x86-64-v3), prefill
 /// of 512 rows, one thread: BF16 (widened by a byte shuffle, whose mask takes a register) 33 ->
 /// 42 G/s, and a BF16 model's first token after a 1439-token prompt 3.75 -> 3.33 s (three rows
 /// with the shuffle spilled an accumulator); F16 35 -> 38 G/s (3.48 -> 3.38 s). With AVX-512's
 /// registers three rows run faster (BF16 at a native build's `avx2` level: 2.74 s against 3.0).
-const HALF_TILE_X: usize = if cfg!(target_feature = "avx512f") {
+const HALF_TILE_X: usize = if cfg!(target_feature = "avx512vl") {
     super::TILE_X
 } else {
     2
