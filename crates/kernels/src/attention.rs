@@ -256,18 +256,6 @@ impl Cache<'_> {
     /// Bytes per `IQ4_NL` block.
     pub const IQ4_NL_BYTES: usize = 18;
 
-    /// Bytes per block of a quantized cache (`None` for F16, BF16, F32).
-    fn block_bytes(&self) -> Option<usize> {
-        match self {
-            Cache::F16(_) | Cache::BF16(_) | Cache::F32(_) => None,
-            Cache::Q8_0(_) => Some(Self::Q8_0_BYTES),
-            Cache::Q4_0(_) | Cache::IQ4NL(_) => Some(Self::Q4_0_BYTES),
-            Cache::Q4_1(_) => Some(Self::Q4_1_BYTES),
-            Cache::Q5_0(_) => Some(Self::Q5_0_BYTES),
-            Cache::Q5_1(_) => Some(Self::Q5_1_BYTES),
-        }
-    }
-
     /// Row `(i1, i2, i3)`'s `out.len()` values, as F32 (see [`Cache`] for how each type's
     /// values are read).
     #[allow(clippy::inline_always)] // per cell in the block conversion
@@ -307,7 +295,8 @@ impl Cache<'_> {
 
     /// Whether rows of `d` values fit this cache's layout (whole blocks).
     pub fn holds(&self, d: usize) -> bool {
-        self.block_bytes().is_none() || d.is_multiple_of(Self::BLOCK_VALUES)
+        matches!(self, Cache::F16(_) | Cache::BF16(_) | Cache::F32(_))
+            || d.is_multiple_of(Self::BLOCK_VALUES)
     }
 }
 

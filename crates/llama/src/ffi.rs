@@ -788,7 +788,7 @@ unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<wick_kernels::matmul::Mat
 }
 
 /// The attention a flash-attention node (or one converted from it) computes, as views, when
-/// the kernel supports it: F32 queries, F16, `Q8_0` or `Q4_0` keys and values (the KV cache's
+/// the kernel supports it: F32 queries, keys and values of [`CACHE_TYPES`] (the KV cache's
 /// types), an F16 mask (or none), F32 sinks (or none), rows contiguous, and an F32 output in
 /// ggml's permuted layout.
 ///

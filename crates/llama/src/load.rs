@@ -560,7 +560,8 @@ fn ggml_cpu_features() -> String {
 /// The revision of wick's deterministic CPU kernels ([`wick_kernels::attention`],
 /// [`wick_kernels::matmul`]): raised whenever a change to them changes a single float.
 /// 11: `Q8_0` and `Q4_0` KV caches run wick's attention (ggml's reference one before).
-const KERNELS_REVISION: u32 = 11;
+/// 12: so do `BF16`, `F32`, `Q4_1`, `Q5_0`, `Q5_1` and `IQ4_NL` caches.
+const KERNELS_REVISION: u32 = 12;
 
 /// Names the model and the KV layout, so a snapshot from another model or layout is refused.
 pub(crate) fn fingerprint(config: &BackendConfig, info: &ModelInfo) -> String {
