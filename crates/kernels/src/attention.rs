@@ -333,9 +333,7 @@ impl Attention<'_> {
     /// Whether the shape is one this kernel computes (the caller leaves others to ggml).
     pub fn supported(shape: &Shape) -> bool {
         let divides = |a: usize, b: usize| b != 0 && a.is_multiple_of(b);
-        shape.dk.is_multiple_of(LANES)
-            && shape.dv.is_multiple_of(LANES)
-            && shape.dk > 0
+        shape.dk > 0
             && shape.dv > 0
             && divides(shape.heads, shape.k_heads)
             && divides(shape.heads, shape.v_heads)
@@ -726,8 +724,11 @@ fn convert_block(
         value(cell, &mut vb[j * dv..(j + 1) * dv]);
     }
     kr[n * dk..filled * dk].fill(0.0);
+    // Whole tiles of eight dimensions, then the dimensions past them (a head size that is not
+    // a multiple of 8) one at a time.
+    let tiled = dk - dk % 8;
     for jb in (0..filled).step_by(8) {
-        for db in (0..dk).step_by(8) {
+        for db in (0..tiled).step_by(8) {
             let rows: [[f32; 8]; 8] = std::array::from_fn(|i| {
                 let at = (jb + i) * dk + db;
                 kr[at..at + 8].try_into().expect("eight dimensions")
@@ -735,6 +736,11 @@ fn convert_block(
             for (d, column) in transpose8(rows).iter().enumerate() {
                 let at = (db + d) * BLOCK + jb;
                 kt[at..at + 8].copy_from_slice(column);
+            }
+        }
+        for d in tiled..dk {
+            for j in jb..jb + 8 {
+                kt[d * BLOCK + j] = kr[j * dk + d];
             }
         }
     }
@@ -831,16 +837,12 @@ impl Block<'_> {
         let live: [bool; N] = std::array::from_fn(|h| state.maxes[h] != f32::NEG_INFINITY);
         let acc = &mut state.acc[..N * self.dv];
         if live.iter().all(|&x| x) {
-            if self.dv.is_multiple_of(64) {
-                accumulate::<N, 64>(acc, &p, self.n, self.vb, self.dv);
-            } else {
-                accumulate::<N, LANES>(acc, &p, self.n, self.vb, self.dv);
-            }
+            accumulate_all::<N>(acc, &p, self.n, self.vb, self.dv);
         } else {
             // A head whose every key so far is masked by an infinite bias adds nothing.
             for (h, acc) in acc.chunks_exact_mut(self.dv).enumerate() {
                 if live[h] {
-                    accumulate::<1, LANES>(acc, &[p[h]], self.n, self.vb, self.dv);
+                    accumulate_all::<1>(acc, &[p[h]], self.n, self.vb, self.dv);
                 }
             }
         }
@@ -947,17 +949,39 @@ fn scores<const N: usize>(qs: [&[f32]; N], kt: &[f32]) -> [[f32; BLOCK]; N] {
     s
 }
 
-/// `acc_h += Σ_j p_h[j] · vb[j]` for `N` heads (their accumulators one after another in
-/// `acc`), in key order, `W` lanes of each at a time (held in registers); the heads share each
-/// load of a value row.
-fn accumulate<const N: usize, const W: usize>(
+/// [`accumulate`] over every value dimension, in the widest lane groups `dv` divides into (64,
+/// 16 or 8), one dimension at a time past the last whole group of 8. Each dimension's sum is
+/// its own chain in key order, so the grouping changes no bits.
+fn accumulate_all<const N: usize>(
     acc: &mut [f32],
     p: &[[f32; BLOCK]; N],
     n: usize,
     vb: &[f32],
     dv: usize,
 ) {
-    for g in (0..dv).step_by(W) {
+    if dv.is_multiple_of(64) {
+        accumulate::<N, 64>(acc, p, n, vb, dv, 0..dv);
+    } else if dv.is_multiple_of(LANES) {
+        accumulate::<N, LANES>(acc, p, n, vb, dv, 0..dv);
+    } else {
+        let grouped = dv - dv % 8;
+        accumulate::<N, 8>(acc, p, n, vb, dv, 0..grouped);
+        accumulate::<N, 1>(acc, p, n, vb, dv, grouped..dv);
+    }
+}
+
+/// `acc_h += Σ_j p_h[j] · vb[j]` for `N` heads (their accumulators one after another in
+/// `acc`), in key order, over the value dimensions `dims` (a multiple of `W` long), `W` lanes
+/// of each at a time (held in registers); the heads share each load of a value row.
+fn accumulate<const N: usize, const W: usize>(
+    acc: &mut [f32],
+    p: &[[f32; BLOCK]; N],
+    n: usize,
+    vb: &[f32],
+    dv: usize,
+    dims: Range<usize>,
+) {
+    for g in dims.step_by(W) {
         let mut a: [[f32; W]; N] = std::array::from_fn(|h| {
             acc[h * dv + g..h * dv + g + W]
                 .try_into()

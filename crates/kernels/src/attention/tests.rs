@@ -256,9 +256,17 @@ fn exp_is_within_two_ulp_and_zero_at_minus_infinity() {
 
 #[test]
 fn matches_the_definition_with_a_causal_mask_and_grouped_heads() {
-    for (dk, dv, rows, heads, k_heads) in
-        [(64, 64, 70, 9, 3), (128, 80, 5, 4, 4), (32, 48, 1, 6, 2)]
-    {
+    // Head sizes of every kind: multiples of 64 and of 16, of 8 only (40, 72) and of
+    // neither (20, 13, 1), where the kernel takes the dimensions past the last whole group one
+    // at a time.
+    for (dk, dv, rows, heads, k_heads) in [
+        (64, 64, 70, 9, 3),
+        (128, 80, 5, 4, 4),
+        (32, 48, 1, 6, 2),
+        (40, 72, 33, 2, 1),
+        (20, 13, 9, 3, 3),
+        (13, 1, 4, 2, 1),
+    ] {
         let cells = 256;
         let start = 150;
         let c = case(
@@ -330,7 +338,19 @@ fn sequence_case(
     query_rows: &[usize],
     seed: u64,
 ) -> Case {
-    let (dk, dv, heads, k_heads) = (64, 64, 9, 3);
+    sequence_case_of((64, 64), len, cells, place, query_rows, seed)
+}
+
+/// [`sequence_case`] with head sizes `(dk, dv)`.
+fn sequence_case_of(
+    (dk, dv): (usize, usize),
+    len: usize,
+    cells: usize,
+    place: &dyn Fn(usize) -> usize,
+    query_rows: &[usize],
+    seed: u64,
+) -> Case {
+    let (heads, k_heads) = (9, 3);
     let mut s = shape(dk, dv, query_rows.len(), heads, k_heads, cells);
     s.rows = query_rows.len();
     let mut tokens = Rng(seed | 1);
@@ -421,9 +441,10 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     /// Any chunk of queries over any placement of the cells gives each row the bits it gets
-    /// alone.
+    /// alone, whatever the head sizes.
     #[test]
     fn rows_are_batch_invariant(
+        dims in prop::sample::select(vec![(64, 64), (128, 128), (80, 48), (40, 24), (20, 13)]),
         len in 1usize..200,
         first in 0usize..200,
         count in 1usize..50,
@@ -435,10 +456,10 @@ proptest! {
         let rows: Vec<usize> = (first..(first + count).min(len)).collect();
         let cells = stride * len + 64;
         let place = |p: usize| stride * p;
-        let batch = sequence_case(len, cells, &place, &rows, seed);
+        let batch = sequence_case_of(dims, len, cells, &place, &rows, seed);
         let out = batch.run(nth);
         for &p in &rows {
-            let alone = sequence_case(len, len + 1, &|p| p, &[p], seed);
+            let alone = sequence_case_of(dims, len, len + 1, &|p| p, &[p], seed);
             prop_assert_eq!(rows_of(&batch, &out, &rows, p), rows_of(&alone, &alone.run(1), &[p], p));
         }
     }
@@ -446,10 +467,15 @@ proptest! {
 
 #[test]
 fn a_block_converts_keys_into_columns_and_values_into_rows_for_every_length() {
-    let c = case(shape(32, 16, 1, 2, 1, 96), params(), 11, |_, _| true);
+    for (dk, dv) in [(32, 16), (20, 13)] {
+        converts_keys_into_columns_and_values_into_rows(dk, dv);
+    }
+}
+
+fn converts_keys_into_columns_and_values_into_rows(dk: usize, dv: usize) {
+    let c = case(shape(dk, dv, 1, 2, 1, 96), params(), 11, |_, _| true);
     let a = c.attention();
     let (k, v) = (c.k_view(), c.v_view());
-    let (dk, dv) = (32, 16);
     let (mut kt, mut vb, mut kr) = (
         vec![f32::NAN; dk * BLOCK],
         vec![f32::NAN; BLOCK * dv],
