@@ -1,5 +1,7 @@
 //! wick's batch-invariant CPU kernels, with no llama.cpp in them: the matrix product of
-//! quantized weights with F32 inputs ([`matmul`]) and flash attention ([`attention`]).
+//! quantized weights with F32 inputs ([`matmul`]), flash attention ([`attention`]), and the
+//! activations ([`activation`]) and normalisations ([`norm`]) whose ggml versions round by the
+//! instruction set.
 //!
 //! Each kernel keeps one fixed arithmetic per output (per (weight row, input row) pair, per
 //! attention row) whatever the batch, the chunking or the thread split, and the same bits at
@@ -13,5 +15,6 @@ pub mod attention;
 pub mod cpu;
 mod intrinsics;
 pub mod matmul;
+pub mod norm;
 #[cfg(test)]
 mod test_rng;

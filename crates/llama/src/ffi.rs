@@ -439,9 +439,9 @@ struct CustomOpParams {
 const SAVED_PARAMS: usize = 8;
 const _: () = assert!(std::mem::size_of::<CustomOpParams>() <= SAVED_PARAMS * 4);
 
-/// The CPU backend's `graph_compute`, with every flash attention and matrix product wick's
-/// kernels support turned into custom ops that run them ([`attention_op`], [`matmul_op`])
-/// first. A node is converted once: a graph llama.cpp reuses keeps it converted.
+/// The CPU backend's `graph_compute`, with every flash attention, matrix product, `SWIGLU`
+/// and `NORM` wick's kernels support turned into custom ops that run them ([`attention_op`],
+/// [`matmul_op`], [`swiglu_op`], [`norm_op`]) first. A node is converted once: a graph llama.cpp reuses keeps it converted.
 unsafe extern "C" fn graph_compute_hook(
     backend: sys::ggml_backend_t,
     cgraph: *mut sys::ggml_cgraph,
@@ -475,6 +475,22 @@ unsafe extern "C" fn graph_compute_hook(
                     node.op_params[SAVED_PARAMS] = swapped;
                     let custom = CustomOpParams {
                         fun: Some(swiglu_op),
+                        n_tasks: -1, // GGML_N_TASKS_MAX: every thread
+                        userdata: std::ptr::null_mut(),
+                    };
+                    std::ptr::write_unaligned(
+                        node.op_params.as_mut_ptr().cast::<CustomOpParams>(),
+                        custom,
+                    );
+                    node.op = sys::GGML_OP_CUSTOM;
+                }
+                continue;
+            }
+            if node.op == sys::GGML_OP_NORM {
+                if norm_of(node).is_some() {
+                    node.op_params[SAVED_PARAMS] = node.op_params[0];
+                    let custom = CustomOpParams {
+                        fun: Some(norm_op),
                         n_tasks: -1, // GGML_N_TASKS_MAX: every thread
                         userdata: std::ptr::null_mut(),
                     };
@@ -567,6 +583,121 @@ unsafe extern "C" fn swiglu_op(
             wick_kernels::activation::swiglu(x, g, out);
         }
     }
+}
+
+/// ggml's per-thread call of a converted `NORM` (layer norm).
+unsafe extern "C" fn norm_op(
+    dst: *mut sys::ggml_tensor,
+    ith: std::ffi::c_int,
+    nth: std::ffi::c_int,
+    _userdata: *mut std::ffi::c_void,
+) {
+    // SAFETY: ggml passes the converted node, whose source and data are live for the op; both
+    // were checked by `norm_of` when it was converted (F32, contiguous rows inside each
+    // tensor's data, the output either the source itself or apart from it). Each row is
+    // written by exactly one thread (`rows_of` splits them by `ith`): its `width` source
+    // floats are copied to its output row (the same floats when the two are one), which is
+    // then normalised in place; no other thread reads or writes either row meanwhile.
+    unsafe {
+        let node = &*dst;
+        let Some(norm) = norm_of(node) else {
+            return;
+        };
+        let Some((ith, nth)) = thread_of(ith, nth) else {
+            return;
+        };
+        let eps = f32::from_ne_bytes(node.op_params[SAVED_PARAMS].to_ne_bytes());
+        for row in wick_kernels::activation::rows_of(norm.rows, ith, nth) {
+            let (from, to) = norm.row(row);
+            let out = norm.out.add(to);
+            std::ptr::copy(norm.x.add(from), out, norm.width);
+            wick_kernels::norm::layer_norm_in_place(
+                std::slice::from_raw_parts_mut(out, norm.width),
+                eps,
+            );
+        }
+    }
+}
+
+/// One `NORM`: `rows` rows of `width` floats, each at its offset (floats) from `x` and from
+/// `out`, through ggml's strides of dimensions 1–3 (in floats).
+struct Norm {
+    x: *const f32,
+    out: *mut f32,
+    width: usize,
+    rows: usize,
+    /// Dimensions 1 and 2's sizes (a row's index → its position).
+    ne: [usize; 2],
+    x_stride: [usize; 3],
+    out_stride: [usize; 3],
+}
+
+impl Norm {
+    /// Row `row`'s offsets (floats) in the source and in the output.
+    fn row(&self, row: usize) -> (usize, usize) {
+        let at = [
+            row % self.ne[0],
+            row / self.ne[0] % self.ne[1],
+            row / (self.ne[0] * self.ne[1]),
+        ];
+        let offset = |stride: &[usize; 3]| at.iter().zip(stride).map(|(i, s)| i * s).sum();
+        (offset(&self.x_stride), offset(&self.out_stride))
+    }
+}
+
+/// The `NORM` a node (or one converted from it) computes, when wick's layer norm does: F32
+/// source and output of one shape, each row contiguous, strides in whole floats, and the
+/// output either the source itself (same data, same strides) or apart from it.
+///
+/// # Safety
+///
+/// `node` is a live `GGML_OP_NORM` node (or one `graph_compute_hook` converted) whose source's
+/// data is allocated.
+unsafe fn norm_of(node: &sys::ggml_tensor) -> Option<Norm> {
+    // SAFETY: the caller's contract: source 0 is set.
+    let x = unsafe { node.src[0].as_ref()? };
+    let dims = |t: &sys::ggml_tensor| -> Option<[usize; 4]> {
+        let mut d = [0; 4];
+        for (d, &ne) in d.iter_mut().zip(&t.ne) {
+            *d = usize::try_from(ne).ok().filter(|&n| n > 0)?;
+        }
+        Some(d)
+    };
+    let strides = |t: &sys::ggml_tensor| -> Option<[usize; 3]> {
+        let s = [t.nb[1], t.nb[2], t.nb[3]];
+        s.iter()
+            .all(|b| b.is_multiple_of(4))
+            .then(|| s.map(|b| b / 4))
+    };
+    let f32_rows =
+        |t: &sys::ggml_tensor| t.type_ == sys::GGML_TYPE_F32 && t.nb[0] == 4 && !t.data.is_null();
+    let shape = dims(node)?;
+    if !(f32_rows(node) && f32_rows(x) && dims(x)? == shape) {
+        return None;
+    }
+    let (x_stride, out_stride) = (strides(x)?, strides(node)?);
+    // The floats a tensor's rows span, from its first.
+    let span = |stride: &[usize; 3]| {
+        shape[0]
+            + (1..4)
+                .map(|i| (shape[i] - 1) * stride[i - 1])
+                .sum::<usize>()
+    };
+    let (x_at, out_at) = (x.data as usize, node.data as usize);
+    let same = x_at == out_at && x_stride == out_stride;
+    let apart = out_at + 4 * span(&out_stride) <= x_at || x_at + 4 * span(&x_stride) <= out_at;
+    if !(same || apart) {
+        return None;
+    }
+    Some(Norm {
+        x: x.data.cast::<f32>(),
+        out: node.data.cast::<f32>(),
+        width: shape[0],
+        rows: shape[1] * shape[2] * shape[3],
+        ne: [shape[1], shape[2]],
+        x_stride,
+        out_stride,
+    })
 }
 
 /// One `SWIGLU`'s inputs: `rows` rows of `width` values, `x` (activated) and `g` (gate), and
@@ -1569,6 +1700,112 @@ mod tests {
                 at = at.add(1);
             }
             Some(names)
+        }
+    }
+
+    /// Computes the graph `build` makes (from the input tensors it makes in the context it is
+    /// given, filled with `inputs` in order) on a reference CPU backend, with wick's hook when
+    /// `hook`, on two threads; returns the output's floats and whether the hook turned the
+    /// output's op into wick's (a custom op).
+    fn computed(
+        hook: bool,
+        inputs: &[&[f32]],
+        build: impl FnOnce(
+            *mut sys::ggml_context,
+        ) -> (Vec<*mut sys::ggml_tensor>, *mut sys::ggml_tensor),
+    ) -> (Vec<f32>, bool) {
+        crate::load::runtime().expect("llama.cpp initialises");
+        // SAFETY: a context sized for the tensors and the graph (`no_alloc`), its tensors'
+        // data allocated in one CPU buffer before they are set and read, each copy spanning
+        // its tensor's bytes (asserted); the backend is new, hooked before it computes, and
+        // everything is freed once at the end.
+        unsafe {
+            let ctx = sys::ggml_init(sys::ggml_init_params {
+                mem_size: 16 * sys::ggml_tensor_overhead() + sys::ggml_graph_overhead(),
+                mem_buffer: std::ptr::null_mut(),
+                no_alloc: true,
+            });
+            assert!(!ctx.is_null());
+            let (tensors, out) = build(ctx);
+            let graph = sys::ggml_new_graph(ctx);
+            sys::ggml_build_forward_expand(graph, out);
+            let buffer = sys::ggml_backend_alloc_ctx_tensors_from_buft(
+                ctx,
+                sys::ggml_backend_cpu_buffer_type(),
+            );
+            assert!(!buffer.is_null());
+            for (&t, values) in tensors.iter().zip(inputs) {
+                assert_eq!(sys::ggml_nbytes(t), 4 * values.len());
+                sys::ggml_backend_tensor_set(t, values.as_ptr().cast(), 0, 4 * values.len());
+            }
+            let backend = sys::ggml_backend_cpu_init();
+            assert!(!backend.is_null());
+            sys::ggml_backend_cpu_set_use_ref(backend, true);
+            sys::ggml_backend_cpu_set_n_threads(backend, 2);
+            if hook {
+                install_attention(backend);
+            }
+            assert_eq!(
+                sys::ggml_backend_graph_compute(backend, graph),
+                sys::GGML_STATUS_SUCCESS
+            );
+            let mut values = vec![0f32; sys::ggml_nbytes(out) / 4];
+            sys::ggml_backend_tensor_get(out, values.as_mut_ptr().cast(), 0, 4 * values.len());
+            let converted = (*out).op == sys::GGML_OP_CUSTOM;
+            sys::ggml_backend_free(backend);
+            sys::ggml_backend_buffer_free(buffer);
+            sys::ggml_free(ctx);
+            (values, converted)
+        }
+    }
+
+    /// Rows like a model's activations, with a few large values.
+    fn activations(n: usize, seed: u64) -> Vec<f32> {
+        let mut draw = wick_testutil::Draw::new(seed);
+        (0..n)
+            .map(|i| draw.next() * 4.0 + if i % 97 == 5 { 30.0 } else { 0.0 })
+            .collect()
+    }
+
+    fn bits(values: &[f32]) -> Vec<u32> {
+        values.iter().map(|v| v.to_bits()).collect()
+    }
+
+    /// ggml's `NORM`, in place or not, runs wick's layer norm in the hooked graph: the node is
+    /// converted and gives the kernel's bits, and ggml's own (which sums by the build's vector
+    /// width: on this test's 400 rows an AVX-512 build and an x86-64-v3 build of it differed
+    /// from wick's in 9 and 11 rows, wick's were the same in both) stays within rounding of it.
+    #[test]
+    fn a_layer_norm_in_the_graph_runs_wick_s_kernel_in_place_or_not() {
+        let (width, rows) = (2563usize, 400usize);
+        let x = activations(width * rows, 3);
+        let mut want = vec![0f32; x.len()];
+        for (row, out) in x.chunks_exact(width).zip(want.chunks_exact_mut(width)) {
+            wick_kernels::norm::layer_norm(row, 1e-5, out);
+        }
+        for in_place in [false, true] {
+            let norm = |hook| {
+                computed(hook, &[&x], |ctx| {
+                    // SAFETY: `ctx` is the live context `computed` made for these tensors.
+                    unsafe {
+                        let t = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_F32, 2563, 400);
+                        let out = if in_place {
+                            sys::ggml_norm_inplace(ctx, t, 1e-5)
+                        } else {
+                            sys::ggml_norm(ctx, t, 1e-5)
+                        };
+                        (vec![t], out)
+                    }
+                })
+            };
+            let (got, converted) = norm(true);
+            assert!(converted, "in place: {in_place}");
+            assert_eq!(bits(&got), bits(&want), "in place: {in_place}");
+            let (ggml, converted) = norm(false);
+            assert!(!converted);
+            for (a, b) in ggml.iter().zip(&want) {
+                assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{a} against {b}");
+            }
         }
     }
 
