@@ -1,5 +1,5 @@
-//! Layer normalisation whose bits do not depend on the instruction set: wick's `NORM`, run in
-//! place of ggml's in the deterministic mode.
+//! Normalisations whose bits do not depend on the instruction set: wick's `NORM` (layer norm)
+//! and `SOFT_MAX`, run in place of ggml's in the deterministic mode.
 //!
 //! ggml's `NORM` (the layer norm of GPT-2, Phi, `StableLM`, Falcon, BLOOM, Command-R and other
 //! architectures) sums a row's squared deviations in vectors of the build's width (16 lanes
@@ -9,6 +9,11 @@
 //! tree. A square of an F32 is exact in F64 (48 significant bits), so only the sums round, each
 //! the same way on every CPU; the compiler vectorises the lanes. (RMS norm needs none of this:
 //! ggml sums its squares in F64 in one scalar loop, the same on every CPU.)
+//!
+//! ggml's `SOFT_MAX` (a mixture-of-experts model's router) has the same two faults as its
+//! `SwiGLU`: an exponential written once per instruction set, with the C library's `expf` for
+//! the lanes past the last whole vector, and a sum shaped by the vector width. [`softmax`]
+//! uses [`crate::activation::exp`] and the same fixed F64 sum.
 
 /// Lanes of the two sums.
 const LANES: usize = 8;
@@ -44,6 +49,31 @@ pub fn layer_norm_in_place(row: &mut [f32], eps: f32) {
     let scale = 1.0 / (variance + eps).sqrt();
     for x in row.iter_mut() {
         *x *= scale;
+    }
+}
+
+/// `row[i] = e^(scale·row[i] − m) / Σ_j e^(scale·row[j] − m)`, `m` the largest `scale·row[j]`
+/// (ggml's `SOFT_MAX` without a mask or sinks): the exponentials by
+/// [`crate::activation::exp`], their sum in F64 in a fixed order, each value times the sum's
+/// F32 reciprocal. A row of −∞ (nothing to weigh) becomes zeros.
+pub fn softmax(row: &mut [f32], scale: f32) {
+    let mut max = f32::NEG_INFINITY;
+    for x in row.iter_mut() {
+        *x *= scale;
+        max = if *x > max { *x } else { max };
+    }
+    if max == f32::NEG_INFINITY {
+        row.fill(0.0);
+        return;
+    }
+    for x in row.iter_mut() {
+        *x = crate::activation::exp(*x - max);
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    // at least 1 (the maximum's term), at most the length
+    let inverse = (1.0 / lane_sum(row, f64::from)) as f32;
+    for x in row.iter_mut() {
+        *x *= inverse;
     }
 }
 
@@ -144,6 +174,55 @@ mod tests {
         assert_eq!(lane_sum(&x, f64::from), 0.0);
         // In index order the ones would survive: (1e16 − 1e16) + 1 + 1 = 2.
         assert_eq!(x.iter().map(|&v| f64::from(v)).sum::<f64>(), 2.0);
+    }
+
+    #[test]
+    fn softmax_matches_the_definition_and_sums_to_one() {
+        for (n, scale) in [
+            (1usize, 1.0f32),
+            (8, 1.0),
+            (60, 0.5),
+            (128, 1.0),
+            (257, 2.0),
+        ] {
+            let x = row(n, 5 + n as u64);
+            let mut got = x.clone();
+            softmax(&mut got, scale);
+            let max = x
+                .iter()
+                .fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v * scale)));
+            let e: Vec<f64> = x
+                .iter()
+                .map(|&v| (f64::from(v * scale) - max).exp())
+                .collect();
+            let sum: f64 = e.iter().sum();
+            for (i, (&g, w)) in got.iter().zip(e.iter().map(|v| v / sum)).enumerate() {
+                assert!(
+                    (f64::from(g) - w).abs() <= 1e-6 * w.max(1e-3),
+                    "n {n}, {i}: {g} against {w}"
+                );
+            }
+            let total: f64 = got.iter().map(|&v| f64::from(v)).sum();
+            assert!((total - 1.0).abs() < 1e-5, "n {n}: {total}");
+        }
+        let mut closed = [f32::NEG_INFINITY; 3];
+        softmax(&mut closed, 1.0);
+        assert_eq!(closed, [0.0; 3]);
+        let mut one = [f32::NEG_INFINITY, 2.0, f32::NEG_INFINITY];
+        softmax(&mut one, 1.0);
+        assert_eq!(one, [0.0, 1.0, 0.0]);
+    }
+
+    /// The same bits on every machine, recorded.
+    #[test]
+    fn softmax_gives_the_recorded_bits() {
+        let mut all = Vec::new();
+        for n in [5usize, 64, 129] {
+            let mut x = row(n, 31 + n as u64);
+            softmax(&mut x, 0.7);
+            all.extend(x);
+        }
+        insta::assert_snapshot!(crate::test_rng::fingerprint(&all));
     }
 
     /// The same bits on every machine, recorded.

@@ -439,9 +439,10 @@ struct CustomOpParams {
 const SAVED_PARAMS: usize = 8;
 const _: () = assert!(std::mem::size_of::<CustomOpParams>() <= SAVED_PARAMS * 4);
 
-/// The CPU backend's `graph_compute`, with every flash attention, matrix product, `SWIGLU`
-/// and `NORM` wick's kernels support turned into custom ops that run them ([`attention_op`],
-/// [`matmul_op`], [`swiglu_op`], [`norm_op`]) first. A node is converted once: a graph llama.cpp reuses keeps it converted.
+/// The CPU backend's `graph_compute`, with every flash attention, matrix product (also per
+/// expert), `SWIGLU`, `SILU`, `NORM` and maskless `SOFT_MAX` wick's kernels support turned
+/// into custom ops that run them ([`attention_op`], [`matmul_op`], [`matmul_id_op`],
+/// [`swiglu_op`], [`silu_op`], [`norm_op`], [`softmax_op`]) first. A node is converted once: a graph llama.cpp reuses keeps it converted.
 unsafe extern "C" fn graph_compute_hook(
     backend: sys::ggml_backend_t,
     cgraph: *mut sys::ggml_cgraph,
@@ -457,6 +458,19 @@ unsafe extern "C" fn graph_compute_hook(
             if node.op == sys::GGML_OP_MUL_MAT && matmul_of(node).is_some() {
                 let custom = CustomOpParams {
                     fun: Some(matmul_op),
+                    n_tasks: -1, // GGML_N_TASKS_MAX: every thread
+                    userdata: std::ptr::null_mut(),
+                };
+                std::ptr::write_unaligned(
+                    node.op_params.as_mut_ptr().cast::<CustomOpParams>(),
+                    custom,
+                );
+                node.op = sys::GGML_OP_CUSTOM;
+                continue;
+            }
+            if node.op == sys::GGML_OP_MUL_MAT_ID && matmul_id_of(node).is_some() {
+                let custom = CustomOpParams {
+                    fun: Some(matmul_id_op),
                     n_tasks: -1, // GGML_N_TASKS_MAX: every thread
                     userdata: std::ptr::null_mut(),
                 };
@@ -486,11 +500,27 @@ unsafe extern "C" fn graph_compute_hook(
                 }
                 continue;
             }
-            if node.op == sys::GGML_OP_NORM {
-                if norm_of(node).is_some() {
+            let row_op = match node.op {
+                sys::GGML_OP_NORM => Some(norm_op as CustomOp),
+                // Without a mask or sinks (a router's): the mask's broadcast and ALiBi stay
+                // ggml's (wick's attention computes its own softmax).
+                sys::GGML_OP_SOFT_MAX if node.src[1].is_null() && node.src[2].is_null() => {
+                    Some(softmax_op as CustomOp)
+                }
+                sys::GGML_OP_UNARY
+                    if u32::try_from(node.op_params[0])
+                        .is_ok_and(|op| op == sys::GGML_UNARY_OP_SILU) =>
+                {
+                    Some(silu_op as CustomOp)
+                }
+                _ => None,
+            };
+            if let Some(fun) = row_op {
+                if row_op_of(node).is_some() {
+                    // The first parameter: `NORM`'s epsilon, `SOFT_MAX`'s scale.
                     node.op_params[SAVED_PARAMS] = node.op_params[0];
                     let custom = CustomOpParams {
-                        fun: Some(norm_op),
+                        fun: Some(fun),
                         n_tasks: -1, // GGML_N_TASKS_MAX: every thread
                         userdata: std::ptr::null_mut(),
                     };
@@ -585,6 +615,14 @@ unsafe extern "C" fn swiglu_op(
     }
 }
 
+/// A custom op's per-thread function, as ggml calls it.
+type CustomOp = unsafe extern "C" fn(
+    *mut sys::ggml_tensor,
+    std::ffi::c_int,
+    std::ffi::c_int,
+    *mut std::ffi::c_void,
+);
+
 /// ggml's per-thread call of a converted `NORM` (layer norm).
 unsafe extern "C" fn norm_op(
     dst: *mut sys::ggml_tensor,
@@ -592,36 +630,84 @@ unsafe extern "C" fn norm_op(
     nth: std::ffi::c_int,
     _userdata: *mut std::ffi::c_void,
 ) {
-    // SAFETY: ggml passes the converted node, whose source and data are live for the op; both
-    // were checked by `norm_of` when it was converted (F32, contiguous rows inside each
-    // tensor's data, the output either the source itself or apart from it). Each row is
-    // written by exactly one thread (`rows_of` splits them by `ith`): its `width` source
-    // floats are copied to its output row (the same floats when the two are one), which is
-    // then normalised in place; no other thread reads or writes either row meanwhile.
+    // SAFETY: as `each_row`'s: `dst` is a node converted from `NORM`.
     unsafe {
-        let node = &*dst;
-        let Some(norm) = norm_of(node) else {
+        let eps = f32::from_ne_bytes((*dst).op_params[SAVED_PARAMS].to_ne_bytes());
+        each_row(dst, ith, nth, |row| {
+            wick_kernels::norm::layer_norm_in_place(row, eps);
+        });
+    }
+}
+
+/// ggml's per-thread call of a converted `SOFT_MAX` (without a mask or sinks).
+unsafe extern "C" fn softmax_op(
+    dst: *mut sys::ggml_tensor,
+    ith: std::ffi::c_int,
+    nth: std::ffi::c_int,
+    _userdata: *mut std::ffi::c_void,
+) {
+    // SAFETY: as `each_row`'s: `dst` is a node converted from `SOFT_MAX`.
+    unsafe {
+        let scale = f32::from_ne_bytes((*dst).op_params[SAVED_PARAMS].to_ne_bytes());
+        each_row(dst, ith, nth, |row| wick_kernels::norm::softmax(row, scale));
+    }
+}
+
+/// ggml's per-thread call of a converted `SILU` (unary).
+unsafe extern "C" fn silu_op(
+    dst: *mut sys::ggml_tensor,
+    ith: std::ffi::c_int,
+    nth: std::ffi::c_int,
+    _userdata: *mut std::ffi::c_void,
+) {
+    // SAFETY: as `each_row`'s: `dst` is a node converted from `SILU`.
+    unsafe {
+        each_row(dst, ith, nth, |row| {
+            for x in row {
+                *x = wick_kernels::activation::silu(*x);
+            }
+        });
+    }
+}
+
+/// Thread `ith`'s share (of `nth`) of a converted row-wise node: each of its rows copied from
+/// the source to the output and `op` applied there.
+///
+/// # Safety
+///
+/// `dst` is a node `graph_compute_hook` converted from a row-wise op, whose source and data
+/// are live while ggml runs it.
+unsafe fn each_row(
+    dst: *mut sys::ggml_tensor,
+    ith: std::ffi::c_int,
+    nth: std::ffi::c_int,
+    op: impl Fn(&mut [f32]),
+) {
+    // SAFETY: the caller's contract; source and output were checked by `row_op_of` when the
+    // node was converted (F32, contiguous rows inside each tensor's data, the output either
+    // the source itself or apart from it). Each row is written by exactly one thread
+    // (`rows_of` splits them by `ith`): its `width` source floats are copied to its output
+    // row (the same floats when the two are one), which `op` then rewrites; no other thread
+    // reads or writes either row meanwhile.
+    unsafe {
+        let Some(rows) = row_op_of(&*dst) else {
             return;
         };
         let Some((ith, nth)) = thread_of(ith, nth) else {
             return;
         };
-        let eps = f32::from_ne_bytes(node.op_params[SAVED_PARAMS].to_ne_bytes());
-        for row in wick_kernels::activation::rows_of(norm.rows, ith, nth) {
-            let (from, to) = norm.row(row);
-            let out = norm.out.add(to);
-            std::ptr::copy(norm.x.add(from), out, norm.width);
-            wick_kernels::norm::layer_norm_in_place(
-                std::slice::from_raw_parts_mut(out, norm.width),
-                eps,
-            );
+        for row in wick_kernels::activation::rows_of(rows.rows, ith, nth) {
+            let (from, to) = rows.row(row);
+            let out = rows.out.add(to);
+            std::ptr::copy(rows.x.add(from), out, rows.width);
+            op(std::slice::from_raw_parts_mut(out, rows.width));
         }
     }
 }
 
-/// One `NORM`: `rows` rows of `width` floats, each at its offset (floats) from `x` and from
-/// `out`, through ggml's strides of dimensions 1–3 (in floats).
-struct Norm {
+/// A row-wise op's rows: `rows` rows of `width` floats, each at its offset (floats) from `x`
+/// and from `out`, through ggml's strides of dimensions 1–3 (in floats).
+struct RowOp {
     x: *const f32,
     out: *mut f32,
     width: usize,
@@ -632,7 +718,7 @@ struct Norm {
     out_stride: [usize; 3],
 }
 
-impl Norm {
+impl RowOp {
     /// Row `row`'s offsets (floats) in the source and in the output.
     fn row(&self, row: usize) -> (usize, usize) {
         let at = [
@@ -645,15 +731,15 @@ impl Norm {
     }
 }
 
-/// The `NORM` a node (or one converted from it) computes, when wick's layer norm does: F32
-/// source and output of one shape, each row contiguous, strides in whole floats, and the
-/// output either the source itself (same data, same strides) or apart from it.
+/// The rows of a row-wise node (`NORM`, `SOFT_MAX`, `SILU`, or one converted from them) when wick's
+/// kernels can take them: F32 source 0 and output of one shape, each row contiguous, strides
+/// in whole floats, and the output either the source itself (same data, same strides) or
+/// apart from it.
 ///
 /// # Safety
 ///
-/// `node` is a live `GGML_OP_NORM` node (or one `graph_compute_hook` converted) whose source's
-/// data is allocated.
-unsafe fn norm_of(node: &sys::ggml_tensor) -> Option<Norm> {
+/// `node` is a live node whose source 0 is set and allocated.
+unsafe fn row_op_of(node: &sys::ggml_tensor) -> Option<RowOp> {
     // SAFETY: the caller's contract: source 0 is set.
     let x = unsafe { node.src[0].as_ref()? };
     let dims = |t: &sys::ggml_tensor| -> Option<[usize; 4]> {
@@ -689,7 +775,7 @@ unsafe fn norm_of(node: &sys::ggml_tensor) -> Option<Norm> {
     if !(same || apart) {
         return None;
     }
-    Some(Norm {
+    Some(RowOp {
         x: x.data.cast::<f32>(),
         out: node.data.cast::<f32>(),
         width: shape[0],
@@ -722,8 +808,10 @@ impl SwiGlu<'_> {
 }
 
 /// The `SWIGLU` a `GGML_OP_GLU` node (or one converted from it) computes, when wick's
-/// activation does: F32 throughout, 2-D, contiguous rows, one source split in halves (which
-/// half is activated: `swapped`) or two sources, and an output that overlaps neither.
+/// activation does: F32 throughout, contiguous rows one stride apart (2-D, or 3-D/4-D whose
+/// higher dimensions continue the rows: a mixture of experts' slots × tokens), one source
+/// split in halves (which half is activated: `swapped`) or two sources, and an output that
+/// overlaps neither.
 ///
 /// # Safety
 ///
@@ -733,31 +821,30 @@ unsafe fn swiglu_of(node: &sys::ggml_tensor, swapped: bool) -> Option<SwiGlu<'_>
     // SAFETY: the caller's contract: source 0 is set, source 1 may be.
     let (a, b) = unsafe { (node.src[0].as_ref()?, node.src[1].as_ref()) };
     let dim = |t: &sys::ggml_tensor, i: usize| usize::try_from(t.ne[i]).ok();
-    let flat = |t: &sys::ggml_tensor| t.ne[2] == 1 && t.ne[3] == 1;
+    // Rows one stride apart through dimensions 1–3 (2-D, or a mixture of experts' 3-D
+    // activations: slots × tokens), as many as the output's.
+    let (width, rows) = (dim(node, 0)?, dim(node, 1)? * dim(node, 2)? * dim(node, 3)?);
+    let flat = |t: &sys::ggml_tensor| {
+        t.ne[1..] == node.ne[1..]
+            && (t.ne[2] == 1 || t.nb[2] == t.nb[1] * dim(t, 1).unwrap_or(0))
+            && (t.ne[3] == 1 || t.nb[3] == t.nb[2] * dim(t, 2).unwrap_or(0))
+    };
     let f32_rows = |t: &sys::ggml_tensor| {
         t.type_ == sys::GGML_TYPE_F32
             && t.nb[0] == 4
             && t.nb[1].is_multiple_of(4)
             && !t.data.is_null()
     };
-    let (width, rows) = (dim(node, 0)?, dim(node, 1)?);
     let fits = width > 0
         && rows > 0
         && f32_rows(node)
         && f32_rows(a)
         && flat(node)
         && flat(a)
-        && dim(a, 1)? == rows
         && node.nb[1] >= 4 * width
         && match b {
             None => dim(a, 0)? == 2 * width,
-            Some(b) => {
-                f32_rows(b)
-                    && flat(b)
-                    && dim(a, 0)? == width
-                    && dim(b, 0)? == width
-                    && dim(b, 1)? == rows
-            }
+            Some(b) => f32_rows(b) && flat(b) && dim(a, 0)? == width && dim(b, 0)? == width,
         };
     if !fits {
         return None;
@@ -829,6 +916,221 @@ unsafe extern "C" fn matmul_op(
                 values.len(),
             );
         });
+    }
+}
+
+/// ggml's per-thread call of a converted `MUL_MAT_ID` (a mixture of experts' products).
+unsafe extern "C" fn matmul_id_op(
+    dst: *mut sys::ggml_tensor,
+    ith: std::ffi::c_int,
+    nth: std::ffi::c_int,
+    _userdata: *mut std::ffi::c_void,
+) {
+    // SAFETY: ggml passes the converted node, whose sources and data are live for the op;
+    // `matmul_id_of` checked them when it was converted (types, shapes, strides, no overlap
+    // of the output with the inputs or the expert ids). The expert ids were computed before
+    // this op (they are its source), `I32` at whole-element strides (checked); one out of
+    // range is skipped. Each output element is written by exactly one thread (each expert's
+    // product splits its weight rows between `nth` threads by `ith`), at
+    // `slot · nb[1] + token · nb[2] + 4 · row` bytes (strides in whole floats, checked) inside
+    // `dst`'s data, `slot`, `token` and `row` below their sizes.
+    unsafe {
+        let node = &*dst;
+        let Some(product) = matmul_id_of(node) else {
+            return;
+        };
+        let Some((ith, nth)) = thread_of(ith, nth) else {
+            return;
+        };
+        let ids = &*node.src[2];
+        let id = |slot: usize, token: usize| {
+            let at = ids.data.cast::<i32>().add(slot + token * (ids.nb[1] / 4));
+            usize::try_from(at.read()).ok()
+        };
+        let base = node.data.cast::<f32>();
+        let (slot_stride, token_stride) = (node.nb[1] / 4, node.nb[2] / 4);
+        GATHERED.with(|gathered| {
+            let mut gathered = gathered.borrow_mut();
+            let (pairs, inputs) = &mut *gathered;
+            for expert in 0..product.experts {
+                // The (slot, token) pairs routed to this expert, in order, and their inputs.
+                pairs.clear();
+                inputs.clear();
+                for token in 0..product.tokens {
+                    for slot in 0..product.slots {
+                        if id(slot, token) == Some(expert) {
+                            pairs.push((slot, token));
+                            inputs.extend_from_slice(product.input(slot, token));
+                        }
+                    }
+                }
+                if pairs.is_empty() {
+                    continue;
+                }
+                let matmul = product.of(expert, inputs);
+                matmul.run(ith, nth, &mut |i, first, values| {
+                    let (slot, token) = pairs[i];
+                    let at = slot * slot_stride + token * token_stride + first;
+                    std::ptr::copy_nonoverlapping(values.as_ptr(), base.add(at), values.len());
+                });
+            }
+        });
+    }
+}
+
+/// One expert's (slot, token) pairs and their inputs, gathered.
+type Gathered = (Vec<(usize, usize)>, Vec<f32>);
+
+thread_local! {
+    /// Per thread: what [`matmul_id_op`] gathers for each expert in turn.
+    static GATHERED: std::cell::RefCell<Gathered> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// A `MUL_MAT_ID`'s views: `experts` weight matrices of `rows` rows of `k` values one after
+/// another, and F32 inputs per (slot, token) (a slot past the inputs' own reads their slot 0:
+/// ggml's broadcast).
+struct MatMulId<'a> {
+    format: wick_kernels::matmul::Format,
+    k: usize,
+    rows: usize,
+    experts: usize,
+    slots: usize,
+    tokens: usize,
+    weights: &'a [u8],
+    /// Bytes from one weight row to the next, and from one expert to the next.
+    w_stride: [usize; 2],
+    x: &'a [f32],
+    /// The inputs' slots, and floats from one slot and one token to the next.
+    x_slots: usize,
+    x_stride: [usize; 2],
+}
+
+impl MatMulId<'_> {
+    /// The input row of `slot` and `token`.
+    fn input(&self, slot: usize, token: usize) -> &[f32] {
+        let at = (slot % self.x_slots) * self.x_stride[0] + token * self.x_stride[1];
+        &self.x[at..at + self.k]
+    }
+
+    /// The product of `expert`'s weights with `inputs` (rows of `k`).
+    fn of<'b>(&'b self, expert: usize, inputs: &'b [f32]) -> wick_kernels::matmul::MatMul<'b> {
+        use wick_kernels::matmul::{Inputs, MatMul, Weights};
+        let row_bytes = self.k / self.format.block_values() * self.format.block_bytes();
+        let first = expert * self.w_stride[1];
+        MatMul {
+            k: self.k,
+            w: Weights {
+                format: self.format,
+                data: &self.weights[first..first + (self.rows - 1) * self.w_stride[0] + row_bytes],
+                stride: self.w_stride[0],
+                rows: self.rows,
+            },
+            x: Inputs {
+                data: inputs,
+                stride: self.k,
+                rows: inputs.len() / self.k,
+            },
+        }
+    }
+}
+
+/// The products a `GGML_OP_MUL_MAT_ID` node (or one converted from it) computes, when wick's
+/// kernel computes them: weights of one of its types (3-D: experts of 2-D matrices, plain
+/// host memory, blocks contiguous in each row), F32 inputs (3-D: slots × tokens, each row
+/// contiguous), `I32` expert ids (slots × tokens), and an F32 output (rows × slots × tokens,
+/// each row contiguous) that overlaps none of them.
+///
+/// # Safety
+///
+/// `node` is a live `GGML_OP_MUL_MAT_ID` node (or one `graph_compute_hook` converted) whose
+/// sources' data is allocated.
+unsafe fn matmul_id_of(node: &sys::ggml_tensor) -> Option<MatMulId<'_>> {
+    // SAFETY: the caller's contract: sources 0–2 are set.
+    let (w, x, ids) = unsafe {
+        (
+            node.src[0].as_ref()?,
+            node.src[1].as_ref()?,
+            node.src[2].as_ref()?,
+        )
+    };
+    let dim = |t: &sys::ggml_tensor, i: usize| usize::try_from(t.ne[i]).ok().filter(|&n| n > 0);
+    let (k, rows, experts) = (dim(w, 0)?, dim(w, 1)?, dim(w, 2)?);
+    let (slots, tokens) = (dim(ids, 0)?, dim(ids, 1)?);
+    let x_slots = dim(x, 1)?;
+    let format = kernel_format(w.type_)?;
+    // SAFETY: a weight's buffer (null for none, checked) and its type are ggml's, alive with it.
+    let plain = unsafe {
+        !w.buffer.is_null()
+            && sys::ggml_backend_buft_is_host(sys::ggml_backend_buffer_get_type(w.buffer))
+    };
+    let (block, values) = (format.block_bytes(), format.block_values());
+    let row_bytes = k / values * block;
+    let fits = plain
+        && wick_kernels::matmul::supports(format)
+        && x.type_ == sys::GGML_TYPE_F32
+        && ids.type_ == sys::GGML_TYPE_I32
+        && node.type_ == sys::GGML_TYPE_F32
+        && k.is_multiple_of(format.row_multiple())
+        && w.ne[3] == 1
+        && x.ne[3] == 1
+        && ids.ne[2] == 1
+        && ids.ne[3] == 1
+        && node.ne[3] == 1
+        && dim(x, 0)? == k
+        && dim(x, 2)? == tokens
+        && (x_slots == 1 || x_slots == slots)
+        && dim(node, 0)? == rows
+        && dim(node, 1)? == slots
+        && dim(node, 2)? == tokens
+        && w.nb[0] == block
+        && w.nb[1] >= row_bytes
+        && w.nb[2] >= (rows - 1) * w.nb[1] + row_bytes
+        && x.nb[0] == 4
+        && x.nb[1].is_multiple_of(4)
+        && x.nb[2].is_multiple_of(4)
+        && ids.nb[0] == 4
+        && ids.nb[1].is_multiple_of(4)
+        && node.nb[0] == 4
+        && node.nb[1].is_multiple_of(4)
+        && node.nb[2].is_multiple_of(4)
+        && node.nb[1] >= 4 * rows
+        && node.nb[2] >= node.nb[1] * slots
+        && !w.data.is_null()
+        && !x.data.is_null()
+        && !ids.data.is_null()
+        && !node.data.is_null();
+    if !fits {
+        return None;
+    }
+    let w_len = (experts - 1) * w.nb[2] + (rows - 1) * w.nb[1] + row_bytes;
+    let x_len = ((x_slots - 1) * x.nb[1] + (tokens - 1) * x.nb[2]) / 4 + k;
+    let ids_bytes = (slots - 1) * ids.nb[0] + (tokens - 1) * ids.nb[1] + 4;
+    let out_bytes = (slots - 1) * node.nb[1] + (tokens - 1) * node.nb[2] + 4 * rows;
+    let out_start = node.data as usize;
+    let overlaps =
+        |start: usize, len: usize| start < out_start + out_bytes && out_start < start + len;
+    if overlaps(x.data as usize, 4 * x_len) || overlaps(ids.data as usize, ids_bytes) {
+        return None;
+    }
+    // SAFETY: each slice spans its tensor's elements as ggml addresses them (the last
+    // element ends the slice), inside the tensor's allocated data, with the element type
+    // checked above; they are only read while the op runs, and the output does not overlap
+    // them (checked above).
+    unsafe {
+        Some(MatMulId {
+            format,
+            k,
+            rows,
+            experts,
+            slots,
+            tokens,
+            weights: std::slice::from_raw_parts(w.data.cast::<u8>(), w_len),
+            w_stride: [w.nb[1], w.nb[2]],
+            x: std::slice::from_raw_parts(x.data.cast::<f32>(), x_len),
+            x_slots,
+            x_stride: [x.nb[1] / 4, x.nb[2] / 4],
+        })
     }
 }
 
@@ -1709,7 +2011,7 @@ mod tests {
     /// output's op into wick's (a custom op).
     fn computed(
         hook: bool,
-        inputs: &[&[f32]],
+        inputs: &[&[u8]],
         build: impl FnOnce(
             *mut sys::ggml_context,
         ) -> (Vec<*mut sys::ggml_tensor>, *mut sys::ggml_tensor),
@@ -1734,9 +2036,9 @@ mod tests {
                 sys::ggml_backend_cpu_buffer_type(),
             );
             assert!(!buffer.is_null());
-            for (&t, values) in tensors.iter().zip(inputs) {
-                assert_eq!(sys::ggml_nbytes(t), 4 * values.len());
-                sys::ggml_backend_tensor_set(t, values.as_ptr().cast(), 0, 4 * values.len());
+            for (&t, bytes) in tensors.iter().zip(inputs) {
+                assert_eq!(sys::ggml_nbytes(t), bytes.len());
+                sys::ggml_backend_tensor_set(t, bytes.as_ptr().cast(), 0, bytes.len());
             }
             let backend = sys::ggml_backend_cpu_init();
             assert!(!backend.is_null());
@@ -1771,6 +2073,159 @@ mod tests {
         values.iter().map(|v| v.to_bits()).collect()
     }
 
+    /// Values' bytes, as a tensor holds them.
+    fn bytes<T: Copy>(values: &[T], of: impl Fn(T) -> [u8; 4]) -> Vec<u8> {
+        values.iter().flat_map(|&v| of(v)).collect()
+    }
+
+    fn f32_bytes(values: &[f32]) -> Vec<u8> {
+        bytes(values, f32::to_ne_bytes)
+    }
+
+    /// A mixture of experts' products (`MUL_MAT_ID`) run wick's kernel per expert: each
+    /// (slot, token)'s output is the bits of its expert's weights times its input alone,
+    /// whichever other inputs the expert's product gathered, with the inputs per slot or one
+    /// per token (broadcast to every slot).
+    #[test]
+    fn a_mixture_of_experts_runs_wick_s_product_per_expert() {
+        use wick_kernels::matmul::{Format, MatMul};
+        let (k, rows, experts, slots, tokens) = (256usize, 40usize, 4usize, 2usize, 5usize);
+        let dims = |v: usize| i64::try_from(v).unwrap();
+        // Token t's slots: experts t % 4 and (t + 1) % 4, in either order; expert 3 unused by
+        // token 0, every expert used by some token.
+        let ids: Vec<i32> = (0..tokens)
+            .flat_map(|t| {
+                let (a, b) = (t % experts, (t + 1) % experts);
+                if t % 2 == 0 {
+                    [a, b]
+                } else {
+                    [b, a]
+                }
+            })
+            .map(|e| i32::try_from(e).unwrap())
+            .collect();
+        for format in [Format::Q4_0, Format::Q4_K, Format::F16] {
+            let weights = ggml_quantize(format, &activations(k * rows * experts, 9), k);
+            let per_expert = weights.len() / experts;
+            for x_slots in [slots, 1] {
+                let x = activations(k * x_slots * tokens, 10);
+                let (got, converted) = computed(
+                    true,
+                    &[&weights, &f32_bytes(&x), &bytes(&ids, i32::to_ne_bytes)],
+                    |ctx| {
+                        // SAFETY: `ctx` is the live context `computed` made for these tensors.
+                        unsafe {
+                            let w = sys::ggml_new_tensor_3d(
+                                ctx,
+                                ggml_type_of(format),
+                                dims(k),
+                                dims(rows),
+                                dims(experts),
+                            );
+                            let b = sys::ggml_new_tensor_3d(
+                                ctx,
+                                sys::GGML_TYPE_F32,
+                                dims(k),
+                                dims(x_slots),
+                                dims(tokens),
+                            );
+                            let id = sys::ggml_new_tensor_2d(
+                                ctx,
+                                sys::GGML_TYPE_I32,
+                                dims(slots),
+                                dims(tokens),
+                            );
+                            (vec![w, b, id], sys::ggml_mul_mat_id(ctx, w, b, id))
+                        }
+                    },
+                );
+                assert!(converted, "{}", format.name());
+                for token in 0..tokens {
+                    for slot in 0..slots {
+                        let expert = usize::try_from(ids[token * slots + slot]).unwrap();
+                        let input = &x[((slot % x_slots) + token * x_slots) * k..][..k];
+                        let w = &weights[expert * per_expert..][..per_expert];
+                        let mut want = vec![0f32; rows];
+                        MatMul::packed(format, k, w, input).run(0, 1, &mut |_, first, v| {
+                            want[first..first + v.len()].copy_from_slice(v);
+                        });
+                        let at = (token * slots + slot) * rows;
+                        assert_eq!(
+                            bits(&got[at..at + rows]),
+                            bits(&want),
+                            "{}, {x_slots} input slots, token {token}, slot {slot}",
+                            format.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A router's `SOFT_MAX` (no mask), a mixture of experts' 3-D `SWIGLU` and a `SILU`
+    /// (in place or not) run wick's kernels.
+    #[test]
+    fn a_router_s_softmax_the_experts_swiglu_and_silu_run_wick_s_kernels() {
+        let x = activations(70 * 3, 24);
+        for in_place in [false, true] {
+            let (got, converted) = computed(true, &[&f32_bytes(&x)], |ctx| {
+                // SAFETY: `ctx` is the live context `computed` made for these tensors.
+                unsafe {
+                    let t = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_F32, 70, 3);
+                    let out = if in_place {
+                        sys::ggml_silu_inplace(ctx, t)
+                    } else {
+                        sys::ggml_silu(ctx, t)
+                    };
+                    (vec![t], out)
+                }
+            });
+            assert!(converted);
+            let want: Vec<f32> = x
+                .iter()
+                .map(|&v| wick_kernels::activation::silu(v))
+                .collect();
+            assert_eq!(bits(&got), bits(&want), "in place: {in_place}");
+        }
+
+        let (n, rows) = (60usize, 9usize);
+        let x = activations(n * rows, 21);
+        let (got, converted) = computed(true, &[&f32_bytes(&x)], |ctx| {
+            // SAFETY: `ctx` is the live context `computed` made for these tensors.
+            unsafe {
+                let t = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_F32, 60, 9);
+                (
+                    vec![t],
+                    sys::ggml_soft_max_ext(ctx, t, std::ptr::null_mut(), 0.5, 0.0),
+                )
+            }
+        });
+        assert!(converted);
+        let mut want = x.clone();
+        for row in want.chunks_exact_mut(n) {
+            wick_kernels::norm::softmax(row, 0.5);
+        }
+        assert_eq!(bits(&got), bits(&want));
+
+        let (width, slots, tokens) = (96usize, 2usize, 3usize);
+        let (a, g) = (
+            activations(width * slots * tokens, 22),
+            activations(width * slots * tokens, 23),
+        );
+        let (got, converted) = computed(true, &[&f32_bytes(&a), &f32_bytes(&g)], |ctx| {
+            // SAFETY: `ctx` is the live context `computed` made for these tensors.
+            unsafe {
+                let three = |ctx| sys::ggml_new_tensor_3d(ctx, sys::GGML_TYPE_F32, 96, 2, 3);
+                let (a, g) = (three(ctx), three(ctx));
+                (vec![a, g], sys::ggml_swiglu_split(ctx, a, g))
+            }
+        });
+        assert!(converted);
+        let mut want = vec![0f32; a.len()];
+        wick_kernels::activation::swiglu(&a, &g, &mut want);
+        assert_eq!(bits(&got), bits(&want));
+    }
+
     /// ggml's `NORM`, in place or not, runs wick's layer norm in the hooked graph: the node is
     /// converted and gives the kernel's bits, and ggml's own (which sums by the build's vector
     /// width: on this test's 400 rows an AVX-512 build and an x86-64-v3 build of it differed
@@ -1785,7 +2240,7 @@ mod tests {
         }
         for in_place in [false, true] {
             let norm = |hook| {
-                computed(hook, &[&x], |ctx| {
+                computed(hook, &[&f32_bytes(&x)], |ctx| {
                     // SAFETY: `ctx` is the live context `computed` made for these tensors.
                     unsafe {
                         let t = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_F32, 2563, 400);
