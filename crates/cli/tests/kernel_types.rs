@@ -79,9 +79,10 @@ fn together(server: &Server) -> Vec<Value> {
 }
 
 /// The deterministic mode's distributions against llama.cpp's fast kernels on the same
-/// model (`wick perplexity --kl-divergence`, one 256-token chunk): close, whatever the type.
-/// A kernel that misread a layout scores like noise (a KL divergence of several nats).
-fn close_to_the_fast_kernels(kind: &str, model: &std::path::Path) {
+/// model (`wick perplexity --kl-divergence`, one 256-token chunk): close, whatever the type
+/// (a KL divergence below `bound`, top-1 agreement above 0.8). A kernel that misread a layout
+/// scores like noise (a KL divergence of several nats).
+fn close_to_the_fast_kernels(kind: &str, model: &std::path::Path, bound: f64) {
     let out = Command::new(env!("CARGO_BIN_EXE_wick"))
         .args(["perplexity", "--kl-divergence", "--json", "--chunks", "1"])
         .args(["--ctx-size", "256", "--threads", "2", "-m"])
@@ -97,7 +98,7 @@ fn close_to_the_fast_kernels(kind: &str, model: &std::path::Path) {
     let kl = scores["kl_divergence"].as_f64().unwrap();
     let top1 = scores["top1_agreement"].as_f64().unwrap();
     eprintln!("{kind}: KL divergence {kl:.5}, top-1 agreement {top1:.3} against the fast kernels");
-    assert!(kl < 0.05 && top1 > 0.8, "{kind}: {scores}");
+    assert!(kl < bound && top1 > 0.8, "{kind}: {scores}");
 }
 
 #[test]
@@ -122,39 +123,65 @@ fn every_weight_type_is_batch_invariant_and_the_same_at_every_cpu_level() {
                 .any(|(t, _)| t.eq_ignore_ascii_case(tensor_type)),
             "{kind}: the model holds {tensor_type} tensors: {held:?}"
         );
-        close_to_the_fast_kernels(kind, &model);
-        let mut first: Option<(Level, Value)> = None;
-        for level in &levels {
-            let server =
-                Server::start_model(&model, &["--parallel", "4", "--cpu-level", level.name()]);
-            let models: Value = client()
-                .get(server.url("/v1/models"))
-                .send()
-                .unwrap()
-                .json()
-                .unwrap();
-            let meta = &models["data"][0]["meta"];
-            assert_eq!(meta["deterministic"], true, "{kind}: {meta}");
-            assert_eq!(meta["cpu_kernels"]["level"], level.name(), "{kind}: {meta}");
-            assert_eq!(meta["cpu_kernels"]["attention"], "wick", "{kind}: {meta}");
-            let wick_types = meta["cpu_kernels"]["matmul_types"].to_string();
-            // Every type the issue lists runs on wick's kernel; `meta` says so.
-            assert!(
-                wick_types.contains(&format!("\"{tensor_type}\"")),
-                "{kind} at {level}: {tensor_type} is not among wick's kernel types {wick_types}"
-            );
-            let alone = answer(&server, PROMPTS[0]);
-            assert!(
-                !alone["text"].as_str().unwrap_or_default().is_empty(),
-                "{kind} at {level}: {alone}"
-            );
-            let batch = together(&server);
-            assert_eq!(batch[0], alone, "{kind} at {level}: in a batch of four");
-            match &first {
-                None => first = Some((*level, alone)),
-                Some((base, want)) => {
-                    assert_eq!(&alone, want, "{kind}: {level} against {base}");
-                }
+        close_to_the_fast_kernels(kind, &model, 0.05);
+        the_same_alone_in_a_batch_and_at_every_level(kind, &model, tensor_type, &levels);
+    }
+}
+
+/// A mixture of experts (the test model's layers as four experts, two per token: llama.cpp's
+/// `MUL_MAT_ID` products, the router's softmax, the experts' 3-D `SwiGLU`, all wick's in the
+/// deterministic mode) holds the same properties: batch-invariant, the same bits at every CPU
+/// level, close to llama.cpp's fast kernels. Close is looser than for a dense model: where a
+/// token's top two experts nearly tie, either kernel's rounding can pick another pair, and
+/// this model's experts differ by up to 4×. Measured over four chunks: wick's kernels 0.073
+/// nats from the fast kernels' distributions (one chunk: 0.054), ggml's own reference
+/// products in their place 0.081; the dense model 0.006.
+#[test]
+fn a_mixture_of_experts_is_batch_invariant_and_the_same_at_every_cpu_level() {
+    let model = serve_util::mixture_of_experts();
+    close_to_the_fast_kernels("MoE", &model, 0.15);
+    the_same_alone_in_a_batch_and_at_every_level("MoE", &model, "q4_1", &cpu::available());
+}
+
+/// `model` served at each of `levels`: `meta` names the level, wick's attention and
+/// `tensor_type` among wick's kernel types; a greedy answer with its log-probabilities is the
+/// same bits alone and in a batch of four, and the same at every level.
+fn the_same_alone_in_a_batch_and_at_every_level(
+    kind: &str,
+    model: &std::path::Path,
+    tensor_type: &str,
+    levels: &[Level],
+) {
+    let mut first: Option<(Level, Value)> = None;
+    for level in levels {
+        let server = Server::start_model(model, &["--parallel", "4", "--cpu-level", level.name()]);
+        let models: Value = client()
+            .get(server.url("/v1/models"))
+            .send()
+            .unwrap()
+            .json()
+            .unwrap();
+        let meta = &models["data"][0]["meta"];
+        assert_eq!(meta["deterministic"], true, "{kind}: {meta}");
+        assert_eq!(meta["cpu_kernels"]["level"], level.name(), "{kind}: {meta}");
+        assert_eq!(meta["cpu_kernels"]["attention"], "wick", "{kind}: {meta}");
+        let wick_types = meta["cpu_kernels"]["matmul_types"].to_string();
+        // Every type the issue lists runs on wick's kernel; `meta` says so.
+        assert!(
+            wick_types.contains(&format!("\"{tensor_type}\"")),
+            "{kind} at {level}: {tensor_type} is not among wick's kernel types {wick_types}"
+        );
+        let alone = answer(&server, PROMPTS[0]);
+        assert!(
+            !alone["text"].as_str().unwrap_or_default().is_empty(),
+            "{kind} at {level}: {alone}"
+        );
+        let batch = together(&server);
+        assert_eq!(batch[0], alone, "{kind} at {level}: in a batch of four");
+        match &first {
+            None => first = Some((*level, alone)),
+            Some((base, want)) => {
+                assert_eq!(&alone, want, "{kind}: {level} against {base}");
             }
         }
     }

@@ -15,6 +15,7 @@ mod draw;
 mod gguf;
 mod hub;
 mod lora;
+mod moe;
 mod projector;
 mod split;
 
@@ -22,6 +23,7 @@ pub use draw::Draw;
 pub use gguf::{synthetic_gguf, synthetic_gguf_with, SYNTHETIC_TEMPLATE};
 pub use hub::{FakeHub, Logged, FAKE_COMMIT};
 pub use lora::lora_adapter;
+pub use moe::mixture_of_experts;
 pub use projector::{png, vision_projector};
 pub use split::split_gguf;
 

@@ -49,7 +49,8 @@ pub fn split_gguf(bytes: &[u8], count: u16) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn put_key(out: &mut Vec<u8>, key: &str, ty: u32) {
+/// A key and its value type (the value follows).
+pub(crate) fn put_key(out: &mut Vec<u8>, key: &str, ty: u32) {
     out.extend_from_slice(&(key.len() as u64).to_le_bytes());
     out.extend_from_slice(key.as_bytes());
     out.extend_from_slice(&ty.to_le_bytes());
@@ -57,19 +58,34 @@ fn put_key(out: &mut Vec<u8>, key: &str, ty: u32) {
 
 /// One tensor: its info without the offset, and its data up to the next tensor's (padding
 /// included, so every re-based offset stays aligned).
-struct Tensor<'a> {
-    info: &'a [u8],
-    data: &'a [u8],
+pub(crate) struct Tensor<'a> {
+    pub(crate) info: &'a [u8],
+    pub(crate) data: &'a [u8],
 }
 
-struct Parsed<'a> {
-    kvs: Vec<&'a [u8]>,
-    tensors: Vec<Tensor<'a>>,
-    alignment: usize,
+impl Tensor<'_> {
+    /// The tensor's name, dimensions and ggml type, read from its info.
+    pub(crate) fn describe(&self) -> (String, Vec<u64>, u32) {
+        let mut r = Cursor {
+            bytes: self.info,
+            pos: 0,
+        };
+        let name = r.string();
+        let dims = (0..r.u32()).map(|_| r.u64()).collect();
+        (name, dims, r.u32())
+    }
+}
+
+/// A GGUF file's parts, borrowed: each key-value pair's bytes (`split.*` keys left out), the
+/// tensors in data order, the data alignment.
+pub(crate) struct Parsed<'a> {
+    pub(crate) kvs: Vec<&'a [u8]>,
+    pub(crate) tensors: Vec<Tensor<'a>>,
+    pub(crate) alignment: usize,
 }
 
 impl<'a> Parsed<'a> {
-    fn new(bytes: &'a [u8]) -> Self {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
         assert_eq!(&bytes[..4], b"GGUF", "not a GGUF file");
         let mut r = Cursor { bytes, pos: 8 };
         let n_tensors = r.u64();

@@ -260,6 +260,24 @@ pub(crate) fn requantized(kind: &str) -> std::path::PathBuf {
     out
 }
 
+/// The test model as a mixture of four experts, two used per token
+/// ([`wick_testutil::mixture_of_experts`]), made once into `$WICK_HOME/test-models`.
+pub(crate) fn mixture_of_experts() -> std::path::PathBuf {
+    let dir = wick_home().join("test-models");
+    let out = dir.join("SmolLM2-135M-Instruct.Q4_1.MoE-4x2.gguf");
+    if out.is_file() {
+        return out;
+    }
+    std::fs::create_dir_all(&dir).expect("the test-models directory");
+    let dense = std::fs::read(wick_testutil::model_path()).expect("the test model reads");
+    let moe = wick_testutil::mixture_of_experts(&dense, 4, 2, 7);
+    // Written aside, then renamed: a test run cut short leaves no half file behind.
+    let part = dir.join(format!("moe.{}.part", std::process::id()));
+    std::fs::write(&part, moe).expect("the model is written");
+    std::fs::rename(&part, &out).expect("the model is renamed into place");
+    out
+}
+
 /// `$WICK_HOME`, as `scripts/common.sh` sets it (default: the user cache dir + `/wick`).
 pub(crate) fn wick_home() -> std::path::PathBuf {
     use std::path::PathBuf;
