@@ -30,8 +30,8 @@ pub struct BackendConfig {
     /// become positions through it (default none: text only).
     pub mmproj: Option<PathBuf>,
     /// The KV cache's type for keys and for values (default [`CacheType::F16`] for both). A
-    /// quantized cache holds more tokens in the same memory; in the deterministic mode its
-    /// attention runs ggml's batch-invariant reference kernel instead of wick's.
+    /// quantized cache holds more tokens in the same memory; in the deterministic mode every
+    /// type runs wick's attention kernel.
     pub cache_types: [CacheType; 2],
 }
 

@@ -131,9 +131,8 @@ pub(crate) struct LoadArgs {
 pub(crate) struct CacheTypes {
     /// The KV cache's type for keys: `f32`, `f16`, `bf16`, `q8_0`, `q4_0`, `q4_1`, `iq4_nl`,
     /// `q5_0` or `q5_1`. A quantized cache holds more tokens in the same memory (`q8_0`: about
-    /// half of `f16`'s), at some accuracy; with the deterministic kernels its attention runs
-    /// ggml's batch-invariant reference kernel instead of wick's own (answers stay
-    /// bit-identical warm, cold and concurrent; long prompts prefill slower).
+    /// half of `f16`'s), at some accuracy. Every type runs wick's deterministic attention:
+    /// answers stay bit-identical warm, cold, concurrent and at every CPU level.
     #[arg(
         long,
         visible_alias = "ctk",
