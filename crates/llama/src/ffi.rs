@@ -450,95 +450,22 @@ unsafe extern "C" fn graph_compute_hook(
     // SAFETY: ggml calls this in place of the CPU backend's `graph_compute`, with a live graph
     // that only this call computes; its nodes are live tensors, rewritten before any thread
     // computes them. A converted node keeps its sources and shape; its `op_params` (16 `i32`s)
-    // take the custom op's parameters at the start and keep an attention's three floats at
-    // `SAVED_PARAMS` (a matrix product has no parameters).
+    // take the custom op's parameters at the start and keep the parameters its op reads
+    // (`saved`, at most three) at `SAVED_PARAMS`.
     unsafe {
         for i in 0..sys::ggml_graph_n_nodes(cgraph) {
             let node = &mut *sys::ggml_graph_node(cgraph, i);
-            if node.op == sys::GGML_OP_MUL_MAT && matmul_of(node).is_some() {
-                let custom = CustomOpParams {
-                    fun: Some(matmul_op),
-                    n_tasks: -1, // GGML_N_TASKS_MAX: every thread
-                    userdata: std::ptr::null_mut(),
-                };
-                std::ptr::write_unaligned(
-                    node.op_params.as_mut_ptr().cast::<CustomOpParams>(),
-                    custom,
-                );
-                node.op = sys::GGML_OP_CUSTOM;
+            let Some((fun, saved)) = custom_op_of(node) else {
                 continue;
-            }
-            if node.op == sys::GGML_OP_MUL_MAT_ID && matmul_id_of(node).is_some() {
-                let custom = CustomOpParams {
-                    fun: Some(matmul_id_op),
-                    n_tasks: -1, // GGML_N_TASKS_MAX: every thread
-                    userdata: std::ptr::null_mut(),
-                };
-                std::ptr::write_unaligned(
-                    node.op_params.as_mut_ptr().cast::<CustomOpParams>(),
-                    custom,
-                );
-                node.op = sys::GGML_OP_CUSTOM;
-                continue;
-            }
-            if node.op == sys::GGML_OP_GLU {
-                let swapped = node.op_params[1];
-                let is_swiglu =
-                    u32::try_from(node.op_params[0]).is_ok_and(|op| op == sys::GGML_GLU_OP_SWIGLU);
-                if is_swiglu && swiglu_of(node, swapped != 0).is_some() {
-                    node.op_params[SAVED_PARAMS] = swapped;
-                    let custom = CustomOpParams {
-                        fun: Some(swiglu_op),
-                        n_tasks: -1, // GGML_N_TASKS_MAX: every thread
-                        userdata: std::ptr::null_mut(),
-                    };
-                    std::ptr::write_unaligned(
-                        node.op_params.as_mut_ptr().cast::<CustomOpParams>(),
-                        custom,
-                    );
-                    node.op = sys::GGML_OP_CUSTOM;
-                }
-                continue;
-            }
-            let row_op = match node.op {
-                sys::GGML_OP_NORM => Some(norm_op as CustomOp),
-                // Without a mask or sinks (a router's): the mask's broadcast and ALiBi stay
-                // ggml's (wick's attention computes its own softmax).
-                sys::GGML_OP_SOFT_MAX if node.src[1].is_null() && node.src[2].is_null() => {
-                    Some(softmax_op as CustomOp)
-                }
-                sys::GGML_OP_UNARY
-                    if u32::try_from(node.op_params[0])
-                        .is_ok_and(|op| op == sys::GGML_UNARY_OP_SILU) =>
-                {
-                    Some(silu_op as CustomOp)
-                }
-                _ => None,
             };
-            if let Some(fun) = row_op {
-                if row_op_of(node).is_some() {
-                    // The first parameter: `NORM`'s epsilon, `SOFT_MAX`'s scale.
-                    node.op_params[SAVED_PARAMS] = node.op_params[0];
-                    let custom = CustomOpParams {
-                        fun: Some(fun),
-                        n_tasks: -1, // GGML_N_TASKS_MAX: every thread
-                        userdata: std::ptr::null_mut(),
-                    };
-                    std::ptr::write_unaligned(
-                        node.op_params.as_mut_ptr().cast::<CustomOpParams>(),
-                        custom,
-                    );
-                    node.op = sys::GGML_OP_CUSTOM;
-                }
-                continue;
+            let mut kept = [0i32; 3];
+            for (k, &p) in kept.iter_mut().zip(saved) {
+                *k = node.op_params[p];
             }
-            if node.op != sys::GGML_OP_FLASH_ATTN_EXT || attention_of(node).is_none() {
-                continue;
-            }
-            let saved = [node.op_params[0], node.op_params[1], node.op_params[2]];
-            node.op_params[SAVED_PARAMS..SAVED_PARAMS + 3].copy_from_slice(&saved);
+            node.op_params[SAVED_PARAMS..SAVED_PARAMS + saved.len()]
+                .copy_from_slice(&kept[..saved.len()]);
             let custom = CustomOpParams {
-                fun: Some(attention_op),
+                fun: Some(fun),
                 n_tasks: -1, // GGML_N_TASKS_MAX: every thread
                 userdata: std::ptr::null_mut(),
             };
@@ -549,6 +476,42 @@ unsafe extern "C" fn graph_compute_hook(
             .get()
             .expect("saved before the hook is installed");
         original(backend, cgraph)
+    }
+}
+
+/// The custom op that computes `node` with wick's kernels, when one does, and which of the
+/// node's `op_params` it reads (saved at `SAVED_PARAMS`, in order): an attention's scale,
+/// maximum bias and soft cap; `SWIGLU`'s swap flag; `NORM`'s epsilon; `SOFT_MAX`'s scale.
+///
+/// # Safety
+///
+/// `node` is a live node of a graph about to be computed, its sources' data allocated.
+unsafe fn custom_op_of(node: &sys::ggml_tensor) -> Option<(CustomOp, &'static [usize])> {
+    let param = |i: usize| u32::try_from(node.op_params[i]).ok();
+    // SAFETY: the caller's contract, which each `*_of` check takes.
+    unsafe {
+        match node.op {
+            sys::GGML_OP_MUL_MAT => matmul_of(node).map(|_| (matmul_op as CustomOp, &[][..])),
+            sys::GGML_OP_MUL_MAT_ID => {
+                matmul_id_of(node).map(|_| (matmul_id_op as CustomOp, &[][..]))
+            }
+            sys::GGML_OP_FLASH_ATTN_EXT => {
+                attention_of(node).map(|_| (attention_op as CustomOp, &[0, 1, 2][..]))
+            }
+            sys::GGML_OP_GLU if param(0) == Some(sys::GGML_GLU_OP_SWIGLU) => {
+                swiglu_of(node, node.op_params[1] != 0).map(|_| (swiglu_op as CustomOp, &[1][..]))
+            }
+            sys::GGML_OP_NORM => row_op_of(node).map(|_| (norm_op as CustomOp, &[0][..])),
+            // Without a mask or sinks (a router's): the mask's broadcast and ALiBi stay
+            // ggml's (wick's attention computes its own softmax).
+            sys::GGML_OP_SOFT_MAX if node.src[1].is_null() && node.src[2].is_null() => {
+                row_op_of(node).map(|_| (softmax_op as CustomOp, &[0][..]))
+            }
+            sys::GGML_OP_UNARY if param(0) == Some(sys::GGML_UNARY_OP_SILU) => {
+                row_op_of(node).map(|_| (silu_op as CustomOp, &[][..]))
+            }
+            _ => None,
+        }
     }
 }
 
