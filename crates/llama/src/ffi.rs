@@ -442,7 +442,8 @@ const _: () = assert!(std::mem::size_of::<CustomOpParams>() <= SAVED_PARAMS * 4)
 /// The CPU backend's `graph_compute`, with every flash attention, matrix product (also per
 /// expert), `SWIGLU`, `SILU`, `NORM` and maskless `SOFT_MAX` wick's kernels support turned
 /// into custom ops that run them ([`attention_op`], [`matmul_op`], [`matmul_id_op`],
-/// [`swiglu_op`], [`silu_op`], [`norm_op`], [`softmax_op`]) first. A node is converted once: a graph llama.cpp reuses keeps it converted.
+/// [`swiglu_op`], [`silu_op`], [`norm_op`], [`softmax_op`]) first ([`custom_op_of`] says
+/// which). A node is converted once: a graph llama.cpp reuses keeps it converted.
 unsafe extern "C" fn graph_compute_hook(
     backend: sys::ggml_backend_t,
     cgraph: *mut sys::ggml_cgraph,
