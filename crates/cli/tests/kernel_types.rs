@@ -143,6 +143,17 @@ fn a_mixture_of_experts_is_batch_invariant_and_the_same_at_every_cpu_level() {
     the_same_alone_in_a_batch_and_at_every_level("MoE", &model, "q4_1", &cpu::available());
 }
 
+/// A model of another family (the test model as `starcoder2`: layer norms, GELU, biases; its
+/// `NORM` wick's in the deterministic mode) holds the same properties. Its answers are not
+/// good ones (its feed-forward networks lost their gates), so it is not compared with the fast
+/// kernels' distributions; batch invariance and the same bits at every level are what it
+/// checks.
+#[test]
+fn a_layer_norm_model_is_batch_invariant_and_the_same_at_every_cpu_level() {
+    let model = serve_util::layer_norm_model();
+    the_same_alone_in_a_batch_and_at_every_level("starcoder2", &model, "q4_1", &cpu::available());
+}
+
 /// `model` served at each of `levels`: `meta` names the level, wick's attention and
 /// `tensor_type` among wick's kernel types; a greedy answer with its log-probabilities is the
 /// same bits alone and in a batch of four, and the same at every level.

@@ -1,7 +1,7 @@
 //! A mixture-of-experts model made from the real test model, for the tests of wick's kernels
 //! on mixture-of-experts graphs (`MUL_MAT_ID`, the router's `SOFT_MAX`, 3-D `SWIGLU`).
 
-use crate::split::{put_key, Parsed};
+use crate::split::{put_key, write_gguf, Parsed, TensorData};
 
 /// The dense `llama` model `bytes` (SmolLM2-135M) as a `llama` mixture of experts, the layout
 /// of Mixtral's GGUF files: each layer's feed-forward network becomes `experts` experts, of
@@ -32,7 +32,7 @@ pub fn mixture_of_experts(bytes: &[u8], experts: u32, used: u32, seed: u64) -> V
     );
     let mut draw = crate::Draw::new(seed);
     // (name, dims, type, data) of every tensor of the new file.
-    let mut tensors: Vec<(String, Vec<u64>, u32, Vec<u8>)> = Vec::new();
+    let mut tensors: Vec<TensorData> = Vec::new();
     for ((name, dims, ty), data) in &described {
         let ffn = ["ffn_gate", "ffn_up", "ffn_down"]
             .iter()
@@ -77,40 +77,17 @@ pub fn mixture_of_experts(bytes: &[u8], experts: u32, used: u32, seed: u64) -> V
             ));
         }
     }
-    let mut out = Vec::new();
-    out.extend_from_slice(b"GGUF");
-    out.extend_from_slice(&3u32.to_le_bytes());
-    out.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
-    out.extend_from_slice(&(file.kvs.len() as u64 + 2).to_le_bytes());
-    for kv in &file.kvs {
-        out.extend_from_slice(kv);
-    }
+    let mut kvs: Vec<Vec<u8>> = file.kvs.iter().map(|kv| kv.to_vec()).collect();
     for (key, value) in [
         ("llama.expert_count", experts),
         ("llama.expert_used_count", used),
     ] {
-        put_key(&mut out, key, 4); // u32
-        out.extend_from_slice(&value.to_le_bytes());
+        let mut kv = Vec::new();
+        put_key(&mut kv, key, 4); // u32
+        kv.extend_from_slice(&value.to_le_bytes());
+        kvs.push(kv);
     }
-    let align = |n: usize| n.div_ceil(file.alignment) * file.alignment;
-    let mut offset = 0usize;
-    for (name, dims, ty, data) in &tensors {
-        out.extend_from_slice(&(name.len() as u64).to_le_bytes());
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(&u32::try_from(dims.len()).expect("few dims").to_le_bytes());
-        for d in dims {
-            out.extend_from_slice(&d.to_le_bytes());
-        }
-        out.extend_from_slice(&ty.to_le_bytes());
-        out.extend_from_slice(&(offset as u64).to_le_bytes());
-        offset = align(offset + data.len());
-    }
-    out.resize(align(out.len()), 0);
-    for (_, _, _, data) in &tensors {
-        out.extend_from_slice(data);
-        out.resize(align(out.len()), 0);
-    }
-    out
+    write_gguf(&kvs, &tensors, file.alignment)
 }
 
 /// A 32-value block type's bytes per block, and whether an F16 minimum follows its F16 scale.
@@ -129,6 +106,18 @@ fn block_layout(ty: u32) -> (usize, bool) {
 fn tensor_bytes(dims: &[u64], ty: u32) -> usize {
     let elements: u64 = dims.iter().product();
     usize::try_from(elements / 32).expect("a tensor in memory") * block_layout(ty).0
+}
+
+/// The bytes of a tensor of `dims` in ggml type `ty`: F32, F16 or one of [`block_layout`]'s;
+/// `usize::MAX` for another (its data is then taken as it lies, padding included).
+pub(crate) fn tensor_bytes_of(dims: &[u64], ty: u32) -> usize {
+    let elements = usize::try_from(dims.iter().product::<u64>()).expect("a tensor in memory");
+    match ty {
+        0 => 4 * elements,
+        1 => 2 * elements,
+        2 | 3 | 6 | 7 | 8 => tensor_bytes(dims, ty),
+        _ => usize::MAX,
+    }
 }
 
 /// Every block's values times `2^shift`: its F16 scale (and minimum) with the exponent moved,

@@ -49,6 +49,46 @@ pub fn split_gguf(bytes: &[u8], count: u16) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// A tensor to write: its name, dimensions, ggml type and data.
+pub(crate) type TensorData = (String, Vec<u64>, u32, Vec<u8>);
+
+/// A GGUF v3 file of the key-value pairs `kvs` (each pair's bytes) and `tensors`, in order,
+/// each tensor's data aligned to `alignment`.
+pub(crate) fn write_gguf(kvs: &[Vec<u8>], tensors: &[TensorData], alignment: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(b"GGUF");
+    out.extend_from_slice(&3u32.to_le_bytes());
+    out.extend_from_slice(&(tensors.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(kvs.len() as u64).to_le_bytes());
+    for kv in kvs {
+        out.extend_from_slice(kv);
+    }
+    let align = |n: usize| n.div_ceil(alignment) * alignment;
+    let mut offset = 0usize;
+    for (name, dims, ty, data) in tensors {
+        out.extend_from_slice(&(name.len() as u64).to_le_bytes());
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(&u32::try_from(dims.len()).expect("few dims").to_le_bytes());
+        for d in dims {
+            out.extend_from_slice(&d.to_le_bytes());
+        }
+        out.extend_from_slice(&ty.to_le_bytes());
+        out.extend_from_slice(&(offset as u64).to_le_bytes());
+        offset = align(offset + data.len());
+    }
+    out.resize(align(out.len()), 0);
+    for (_, _, _, data) in tensors {
+        out.extend_from_slice(data);
+        out.resize(align(out.len()), 0);
+    }
+    out
+}
+
+/// A key-value pair's key (its bytes: `kv` as [`Parsed::kvs`] holds it).
+pub(crate) fn key_of(kv: &[u8]) -> String {
+    Cursor { bytes: kv, pos: 0 }.string()
+}
+
 /// A key and its value type (the value follows).
 pub(crate) fn put_key(out: &mut Vec<u8>, key: &str, ty: u32) {
     out.extend_from_slice(&(key.len() as u64).to_le_bytes());

@@ -263,17 +263,31 @@ pub(crate) fn requantized(kind: &str) -> std::path::PathBuf {
 /// The test model as a mixture of four experts, two used per token
 /// ([`wick_testutil::mixture_of_experts`]), made once into `$WICK_HOME/test-models`.
 pub(crate) fn mixture_of_experts() -> std::path::PathBuf {
+    made_once("SmolLM2-135M-Instruct.Q4_1.MoE-4x2.gguf", |dense| {
+        wick_testutil::mixture_of_experts(dense, 4, 2, 7)
+    })
+}
+
+/// The test model as a `starcoder2` model (layer norms, GELU, biases:
+/// [`wick_testutil::layer_norm_model`]), made once into `$WICK_HOME/test-models`.
+pub(crate) fn layer_norm_model() -> std::path::PathBuf {
+    made_once("SmolLM2-135M-Instruct.Q4_1.starcoder2.gguf", |dense| {
+        wick_testutil::layer_norm_model(dense, 11)
+    })
+}
+
+/// `$WICK_HOME/test-models/name`, made once by `make` from the test model's bytes: written
+/// aside, then renamed, so a run cut short leaves no half file behind.
+fn made_once(name: &str, make: impl FnOnce(&[u8]) -> Vec<u8>) -> std::path::PathBuf {
     let dir = wick_home().join("test-models");
-    let out = dir.join("SmolLM2-135M-Instruct.Q4_1.MoE-4x2.gguf");
+    let out = dir.join(name);
     if out.is_file() {
         return out;
     }
     std::fs::create_dir_all(&dir).expect("the test-models directory");
     let dense = std::fs::read(wick_testutil::model_path()).expect("the test model reads");
-    let moe = wick_testutil::mixture_of_experts(&dense, 4, 2, 7);
-    // Written aside, then renamed: a test run cut short leaves no half file behind.
-    let part = dir.join(format!("moe.{}.part", std::process::id()));
-    std::fs::write(&part, moe).expect("the model is written");
+    let part = dir.join(format!("{name}.{}.part", std::process::id()));
+    std::fs::write(&part, make(&dense)).expect("the model is written");
     std::fs::rename(&part, &out).expect("the model is renamed into place");
     out
 }

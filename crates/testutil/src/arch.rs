@@ -1,0 +1,153 @@
+//! The test model as another architecture, for the tests of wick's kernels on graphs unlike
+//! `llama`'s: layer norm (`NORM`), GELU, biases.
+
+use crate::split::{key_of, put_key, write_gguf, Parsed, TensorData};
+
+/// The dense `llama` model `bytes` (SmolLM2-135M) as a `starcoder2` model: layer norms with
+/// biases where it has RMS norms (the same weights, biases drawn from `seed`), a GELU network
+/// of its `ffn_up` and `ffn_down` (its `ffn_gate` dropped; biases drawn), biases on the
+/// attention's output, rotary positions of llama.cpp's `NEOX` kind. Its answers are not the
+/// test model's; they are those of a real llama.cpp graph of another family (`starcoder2`:
+/// GPT-2-style blocks with grouped-query attention), computed with ggml's `NORM` and `GELU`.
+///
+/// # Panics
+///
+/// When `bytes` is not a dense `llama` GGUF file: this is test support.
+pub fn layer_norm_model(bytes: &[u8], seed: u64) -> Vec<u8> {
+    const ARCH: &str = "starcoder2";
+    let file = Parsed::new(bytes);
+    let mut kvs: Vec<Vec<u8>> = Vec::new();
+    for kv in &file.kvs {
+        let key = key_of(kv);
+        let value = &kv[8 + key.len()..];
+        let mut out = Vec::new();
+        if key == "general.architecture" {
+            put_key(&mut out, &key, 8); // string
+            out.extend_from_slice(&(ARCH.len() as u64).to_le_bytes());
+            out.extend_from_slice(ARCH.as_bytes());
+        } else if let Some(rest) = key.strip_prefix("llama.") {
+            let renamed = format!("{ARCH}.{rest}");
+            out.extend_from_slice(&(renamed.len() as u64).to_le_bytes());
+            out.extend_from_slice(renamed.as_bytes());
+            out.extend_from_slice(value);
+        } else {
+            out.extend_from_slice(kv);
+        }
+        kvs.push(out);
+    }
+    let mut eps = Vec::new();
+    put_key(&mut eps, &format!("{ARCH}.attention.layer_norm_epsilon"), 6); // f32
+    eps.extend_from_slice(&1e-5f32.to_le_bytes());
+    kvs.push(eps);
+
+    let mut draw = crate::Draw::new(seed);
+    let mut bias = |name: String, len: u64| -> TensorData {
+        let data = (0..len)
+            .flat_map(|_| (draw.next() * 0.02).to_le_bytes())
+            .collect();
+        (name, vec![len], 0, data) // F32
+    };
+    let mut tensors: Vec<TensorData> = Vec::new();
+    for t in &file.tensors {
+        let (name, dims, ty) = t.describe();
+        if name.ends_with(".ffn_gate.weight") {
+            continue;
+        }
+        let bytes = crate::moe::tensor_bytes_of(&dims, ty).min(t.data.len());
+        let biased = [
+            "attn_norm",
+            "attn_output",
+            "ffn_norm",
+            "ffn_up",
+            "ffn_down",
+            "output_norm",
+        ]
+        .iter()
+        .find(|b| name.ends_with(&format!("{b}.weight")))
+        .map(|b| {
+            // A bias as long as the weight's output: rows for a matrix, the length for a
+            // norm's vector.
+            let len = if dims.len() == 2 { dims[1] } else { dims[0] };
+            (
+                name.replace(&format!("{b}.weight"), &format!("{b}.bias")),
+                len,
+            )
+        });
+        tensors.push((name, dims, ty, t.data[..bytes].to_vec()));
+        if let Some((name, len)) = biased {
+            tensors.push(bias(name, len));
+        }
+    }
+    write_gguf(&kvs, &tensors, file.alignment)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_keys_are_renamed_the_gate_dropped_and_biases_added() {
+        let mut file = Vec::new();
+        file.extend_from_slice(b"GGUF");
+        file.extend_from_slice(&3u32.to_le_bytes());
+        file.extend_from_slice(&3u64.to_le_bytes());
+        file.extend_from_slice(&3u64.to_le_bytes());
+        put_key(&mut file, "general.architecture", 8);
+        file.extend_from_slice(&5u64.to_le_bytes());
+        file.extend_from_slice(b"llama");
+        put_key(&mut file, "llama.block_count", 4);
+        file.extend_from_slice(&1u32.to_le_bytes());
+        put_key(&mut file, "tokenizer.ggml.model", 8);
+        file.extend_from_slice(&4u64.to_le_bytes());
+        file.extend_from_slice(b"gpt2");
+        let mut offset = 0u64;
+        for (name, dims) in [
+            ("blk.0.attn_norm.weight", vec![8u64]),
+            ("blk.0.ffn_gate.weight", vec![8, 4]),
+            ("blk.0.ffn_up.weight", vec![8, 4]),
+        ] {
+            file.extend_from_slice(&(name.len() as u64).to_le_bytes());
+            file.extend_from_slice(name.as_bytes());
+            file.extend_from_slice(&u32::try_from(dims.len()).unwrap().to_le_bytes());
+            for d in &dims {
+                file.extend_from_slice(&d.to_le_bytes());
+            }
+            file.extend_from_slice(&0u32.to_le_bytes()); // F32
+            file.extend_from_slice(&offset.to_le_bytes());
+            offset += 4 * dims.iter().product::<u64>();
+            offset = offset.div_ceil(32) * 32;
+        }
+        file.resize(file.len().div_ceil(32) * 32, 0);
+        file.resize(file.len() + usize::try_from(offset).unwrap(), 1);
+        let out = layer_norm_model(&file, 3);
+        let parsed = Parsed::new(&out);
+        let keys: Vec<String> = parsed.kvs.iter().map(|kv| key_of(kv)).collect();
+        assert_eq!(
+            keys,
+            [
+                "general.architecture",
+                "starcoder2.block_count",
+                "tokenizer.ggml.model",
+                "starcoder2.attention.layer_norm_epsilon"
+            ]
+        );
+        assert!(parsed.kvs[0].ends_with(b"starcoder2"));
+        let names: Vec<(String, Vec<u64>)> = parsed
+            .tensors
+            .iter()
+            .map(|t| {
+                let (n, d, _) = t.describe();
+                (n, d)
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("blk.0.attn_norm.weight".to_string(), vec![8]),
+                ("blk.0.attn_norm.bias".to_string(), vec![8]),
+                ("blk.0.ffn_up.weight".to_string(), vec![8, 4]),
+                ("blk.0.ffn_up.bias".to_string(), vec![4]),
+            ]
+        );
+    }
+}
