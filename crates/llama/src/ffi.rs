@@ -915,25 +915,50 @@ unsafe extern "C" fn matmul_id_op(
         let (slot_stride, token_stride) = (node.nb[1] / 4, node.nb[2] / 4);
         GATHERED.with(|gathered| {
             let mut gathered = gathered.borrow_mut();
-            let (pairs, inputs) = &mut *gathered;
+            let Gathered {
+                starts,
+                pairs,
+                inputs,
+            } = &mut *gathered;
+            // The (slot, token) pairs grouped by expert in one pass (a counting sort, in token
+            // then slot order within an expert): `pairs[starts[e]..starts[e + 1]]` are expert
+            // `e`'s. An id out of range is left out.
+            let routed = || {
+                (0..product.tokens).flat_map(|token| {
+                    (0..product.slots).filter_map(move |slot| {
+                        id(slot, token)
+                            .filter(|&e| e < product.experts)
+                            .map(|e| (e, slot, token))
+                    })
+                })
+            };
+            starts.clear();
+            starts.resize(product.experts + 1, 0);
+            for (e, _, _) in routed() {
+                starts[e + 1] += 1;
+            }
+            for e in 0..product.experts {
+                starts[e + 1] += starts[e];
+            }
+            pairs.clear();
+            pairs.resize(starts[product.experts], (0, 0));
+            let mut next = starts.clone();
+            for (e, slot, token) in routed() {
+                pairs[next[e]] = (slot, token);
+                next[e] += 1;
+            }
             for expert in 0..product.experts {
-                // The (slot, token) pairs routed to this expert, in order, and their inputs.
-                pairs.clear();
-                inputs.clear();
-                for token in 0..product.tokens {
-                    for slot in 0..product.slots {
-                        if id(slot, token) == Some(expert) {
-                            pairs.push((slot, token));
-                            inputs.extend_from_slice(product.input(slot, token));
-                        }
-                    }
-                }
-                if pairs.is_empty() {
+                let routed = &pairs[starts[expert]..starts[expert + 1]];
+                if routed.is_empty() {
                     continue;
+                }
+                inputs.clear();
+                for &(slot, token) in routed {
+                    inputs.extend_from_slice(product.input(slot, token));
                 }
                 let matmul = product.of(expert, inputs);
                 matmul.run(ith, nth, &mut |i, first, values| {
-                    let (slot, token) = pairs[i];
+                    let (slot, token) = routed[i];
                     let at = slot * slot_stride + token * token_stride + first;
                     std::ptr::copy_nonoverlapping(values.as_ptr(), base.add(at), values.len());
                 });
@@ -942,13 +967,17 @@ unsafe extern "C" fn matmul_id_op(
     }
 }
 
-/// One expert's (slot, token) pairs and their inputs, gathered.
-type Gathered = (Vec<(usize, usize)>, Vec<f32>);
+/// What [`matmul_id_op`] gathers, per thread: the (slot, token) pairs grouped by expert
+/// (`starts[e]..starts[e + 1]` are expert `e`'s), and one expert's inputs at a time.
+#[derive(Default)]
+struct Gathered {
+    starts: Vec<usize>,
+    pairs: Vec<(usize, usize)>,
+    inputs: Vec<f32>,
+}
 
 thread_local! {
-    /// Per thread: what [`matmul_id_op`] gathers for each expert in turn.
-    static GATHERED: std::cell::RefCell<Gathered> =
-        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    static GATHERED: std::cell::RefCell<Gathered> = std::cell::RefCell::new(Gathered::default());
 }
 
 /// A `MUL_MAT_ID`'s views: `experts` weight matrices of `rows` rows of `k` values one after
