@@ -914,7 +914,7 @@ impl Block<'_> {
                 part[l] += chunk[l];
             }
         }
-        *sum += tree_sum(&part);
+        *sum += crate::tree_sum(part);
     }
 }
 
@@ -1002,19 +1002,6 @@ fn accumulate<const N: usize, const W: usize>(
             acc[h * dv + g..h * dv + g + W].copy_from_slice(lanes);
         }
     }
-}
-
-/// The sum of 16 lanes in a fixed pairwise order.
-fn tree_sum(part: &[f32; LANES]) -> f32 {
-    let mut x = *part;
-    let mut width = LANES / 2;
-    while width > 0 {
-        for l in 0..width {
-            x[l] += x[l + width];
-        }
-        width /= 2;
-    }
-    x[0]
 }
 
 /// `e^x` for `x ≤ 0` (−∞ gives 0), within 2 ulp: Cephes' polynomial after a reduction by

@@ -18,3 +18,19 @@ pub mod matmul;
 pub mod norm;
 #[cfg(test)]
 mod test_rng;
+
+/// The sum of `N` lanes (a power of two) in the kernels' fixed pairwise order: lane `l` takes
+/// lane `l + N/2`, then the same over the first half, down to lane 0. Every kernel that sums
+/// lanes ends with it, so its order is part of each kernel's definition.
+#[inline]
+pub(crate) fn tree_sum<T: Copy + std::ops::Add<Output = T>, const N: usize>(mut x: [T; N]) -> T {
+    const { assert!(N.is_power_of_two()) };
+    let mut width = N / 2;
+    while width > 0 {
+        for l in 0..width {
+            x[l] = x[l] + x[l + width];
+        }
+        width /= 2;
+    }
+    x[0]
+}

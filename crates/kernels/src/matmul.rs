@@ -573,10 +573,11 @@ fn super_product<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> f32 {
     }
 }
 
-/// The eight lanes summed in a fixed tree (ggml's `hsum_float_8`).
+/// The eight lanes summed in the kernels' fixed tree ([`crate::tree_sum`]: the order of
+/// ggml's `hsum_float_8`).
 #[inline]
 fn lane_sum(a: [f32; 8]) -> f32 {
-    ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))
+    crate::tree_sum(a)
 }
 
 /// Thread `ith`'s share (of `nth`) of `n` weight rows: even, in whole strips.

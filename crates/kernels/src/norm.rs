@@ -90,14 +90,7 @@ fn lane_sum(x: &[f32], term: impl Fn(f32) -> f64) -> f64 {
     for (lane, &v) in lanes.iter_mut().zip(chunks.remainder()) {
         *lane += term(v);
     }
-    let mut width = LANES / 2;
-    while width > 0 {
-        for l in 0..width {
-            lanes[l] += lanes[l + width];
-        }
-        width /= 2;
-    }
-    lanes[0]
+    crate::tree_sum(lanes)
 }
 
 #[cfg(test)]
