@@ -154,6 +154,15 @@ fn a_layer_norm_model_is_batch_invariant_and_the_same_at_every_cpu_level() {
     the_same_alone_in_a_batch_and_at_every_level("starcoder2", &model, "q4_1", &cpu::available());
 }
 
+/// A Gemma 2 graph (the test model as `gemma2`: attention and final soft caps, `GEGLU`,
+/// post-norms, every other layer on a sliding window of 4 tokens, which every prompt and
+/// answer crosses) holds the same properties.
+#[test]
+fn a_gemma2_model_is_batch_invariant_and_the_same_at_every_cpu_level() {
+    let model = serve_util::gemma2_model();
+    the_same_alone_in_a_batch_and_at_every_level("gemma2", &model, "q4_1", &cpu::available());
+}
+
 /// `model` served at each of `levels`: `meta` names the level, wick's attention and
 /// `tensor_type` among wick's kernel types; a greedy answer with its log-probabilities is the
 /// same bits alone and in a batch of four, and the same at every level.

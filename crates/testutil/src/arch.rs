@@ -1,5 +1,6 @@
-//! The test model as another architecture, for the tests of wick's kernels on graphs unlike
-//! `llama`'s: layer norm (`NORM`), GELU, biases.
+//! The test model as other architectures, for the tests of wick's kernels on graphs unlike
+//! `llama`'s: layer norm (`NORM`), GELU, biases (`starcoder2`); soft caps, `GEGLU`, post-norms
+//! and sliding-window attention (`gemma2`).
 
 use crate::split::{key_of, put_key, write_gguf, Parsed, TensorData};
 
@@ -16,29 +17,11 @@ use crate::split::{key_of, put_key, write_gguf, Parsed, TensorData};
 pub fn layer_norm_model(bytes: &[u8], seed: u64) -> Vec<u8> {
     const ARCH: &str = "starcoder2";
     let file = Parsed::new(bytes);
-    let mut kvs: Vec<Vec<u8>> = Vec::new();
-    for kv in &file.kvs {
-        let key = key_of(kv);
-        let value = &kv[8 + key.len()..];
-        let mut out = Vec::new();
-        if key == "general.architecture" {
-            put_key(&mut out, &key, 8); // string
-            out.extend_from_slice(&(ARCH.len() as u64).to_le_bytes());
-            out.extend_from_slice(ARCH.as_bytes());
-        } else if let Some(rest) = key.strip_prefix("llama.") {
-            let renamed = format!("{ARCH}.{rest}");
-            out.extend_from_slice(&(renamed.len() as u64).to_le_bytes());
-            out.extend_from_slice(renamed.as_bytes());
-            out.extend_from_slice(value);
-        } else {
-            out.extend_from_slice(kv);
-        }
-        kvs.push(out);
-    }
-    let mut eps = Vec::new();
-    put_key(&mut eps, &format!("{ARCH}.attention.layer_norm_epsilon"), 6); // f32
-    eps.extend_from_slice(&1e-5f32.to_le_bytes());
-    kvs.push(eps);
+    let mut kvs = renamed_keys(&file, ARCH);
+    kvs.push(f32_kv(
+        &format!("{ARCH}.attention.layer_norm_epsilon"),
+        1e-5,
+    ));
 
     let mut draw = crate::Draw::new(seed);
     let mut bias = |name: String, len: u64| -> TensorData {
@@ -48,12 +31,10 @@ pub fn layer_norm_model(bytes: &[u8], seed: u64) -> Vec<u8> {
         (name, vec![len], 0, data) // F32
     };
     let mut tensors: Vec<TensorData> = Vec::new();
-    for t in &file.tensors {
-        let (name, dims, ty) = t.describe();
+    for (name, dims, ty, data) in tensors_of(&file) {
         if name.ends_with(".ffn_gate.weight") {
             continue;
         }
-        let bytes = crate::moe::tensor_bytes_of(&dims, ty).min(t.data.len());
         let biased = [
             "attn_norm",
             "attn_output",
@@ -73,7 +54,7 @@ pub fn layer_norm_model(bytes: &[u8], seed: u64) -> Vec<u8> {
                 len,
             )
         });
-        tensors.push((name, dims, ty, t.data[..bytes].to_vec()));
+        tensors.push((name, dims, ty, data));
         if let Some((name, len)) = biased {
             tensors.push(bias(name, len));
         }
@@ -81,12 +62,97 @@ pub fn layer_norm_model(bytes: &[u8], seed: u64) -> Vec<u8> {
     write_gguf(&kvs, &tensors, file.alignment)
 }
 
+/// The dense `llama` model `bytes` (SmolLM2-135M) as a `gemma2` model: the same tensors, plus
+/// the norms after attention and after the feed-forward network (copies of the layer's norms
+/// before them), GELU-gated networks (llama.cpp's `GEGLU`), the input embedding scaled by
+/// `sqrt(n_embd)`, attention logits soft-capped at 50 and final logits at 30, and every other
+/// layer attending to a sliding window of `window` tokens. Its answers are poor; its graph is
+/// Gemma 2's.
+///
+/// # Panics
+///
+/// When `bytes` is not a dense `llama` GGUF file: this is test support.
+pub fn gemma2_model(bytes: &[u8], window: u32) -> Vec<u8> {
+    const ARCH: &str = "gemma2";
+    let file = Parsed::new(bytes);
+    let mut kvs = renamed_keys(&file, ARCH);
+    kvs.push(f32_kv(&format!("{ARCH}.attn_logit_softcapping"), 50.0));
+    kvs.push(f32_kv(&format!("{ARCH}.final_logit_softcapping"), 30.0));
+    let mut kv = Vec::new();
+    put_key(&mut kv, &format!("{ARCH}.attention.sliding_window"), 4); // u32
+    kv.extend_from_slice(&window.to_le_bytes());
+    kvs.push(kv);
+    let mut tensors: Vec<TensorData> = Vec::new();
+    for (name, dims, ty, data) in tensors_of(&file) {
+        let post = [
+            ("attn_norm", "post_attention_norm"),
+            ("ffn_norm", "post_ffw_norm"),
+        ]
+        .iter()
+        .find(|(before, _)| name.ends_with(&format!(".{before}.weight")))
+        .map(|(before, after)| {
+            let name = name.replace(&format!(".{before}."), &format!(".{after}."));
+            (name, dims.clone(), ty, data.clone())
+        });
+        tensors.push((name, dims, ty, data));
+        tensors.extend(post);
+    }
+    write_gguf(&kvs, &tensors, file.alignment)
+}
+
+/// `file`'s key-value pairs for architecture `arch`: `general.architecture` set to it, the
+/// `llama.` keys renamed to `arch.`, the others as they are.
+fn renamed_keys(file: &Parsed<'_>, arch: &str) -> Vec<Vec<u8>> {
+    file.kvs
+        .iter()
+        .map(|kv| {
+            let key = key_of(kv);
+            let value = &kv[8 + key.len()..];
+            let mut out = Vec::new();
+            if key == "general.architecture" {
+                put_key(&mut out, &key, 8); // string
+                out.extend_from_slice(&(arch.len() as u64).to_le_bytes());
+                out.extend_from_slice(arch.as_bytes());
+            } else if let Some(rest) = key.strip_prefix("llama.") {
+                let renamed = format!("{arch}.{rest}");
+                out.extend_from_slice(&(renamed.len() as u64).to_le_bytes());
+                out.extend_from_slice(renamed.as_bytes());
+                out.extend_from_slice(value);
+            } else {
+                out.extend_from_slice(kv);
+            }
+            out
+        })
+        .collect()
+}
+
+/// A key-value pair holding an F32.
+fn f32_kv(key: &str, value: f32) -> Vec<u8> {
+    let mut kv = Vec::new();
+    put_key(&mut kv, key, 6); // f32
+    kv.extend_from_slice(&value.to_le_bytes());
+    kv
+}
+
+/// `file`'s tensors, each with its data (without the padding after it, for the types whose
+/// size is known).
+fn tensors_of(file: &Parsed<'_>) -> Vec<TensorData> {
+    file.tensors
+        .iter()
+        .map(|t| {
+            let (name, dims, ty) = t.describe();
+            let bytes = crate::moe::tensor_bytes_of(&dims, ty).min(t.data.len());
+            (name, dims, ty, t.data[..bytes].to_vec())
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_keys_are_renamed_the_gate_dropped_and_biases_added() {
+    /// A one-layer dense `llama` file: the two norms and the gate, F32.
+    fn dense() -> Vec<u8> {
         let mut file = Vec::new();
         file.extend_from_slice(b"GGUF");
         file.extend_from_slice(&3u32.to_le_bytes());
@@ -119,7 +185,52 @@ mod tests {
         }
         file.resize(file.len().div_ceil(32) * 32, 0);
         file.resize(file.len() + usize::try_from(offset).unwrap(), 1);
-        let out = layer_norm_model(&file, 3);
+        file
+    }
+
+    fn names_and_dims(file: &Parsed<'_>) -> Vec<(String, Vec<u64>)> {
+        file.tensors
+            .iter()
+            .map(|t| {
+                let (n, d, _) = t.describe();
+                (n, d)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn gemma2_gets_its_keys_and_post_norms() {
+        let out = gemma2_model(&dense(), 64);
+        let parsed = Parsed::new(&out);
+        let keys: Vec<String> = parsed.kvs.iter().map(|kv| key_of(kv)).collect();
+        assert_eq!(
+            keys,
+            [
+                "general.architecture",
+                "gemma2.block_count",
+                "tokenizer.ggml.model",
+                "gemma2.attn_logit_softcapping",
+                "gemma2.final_logit_softcapping",
+                "gemma2.attention.sliding_window",
+            ]
+        );
+        assert!(parsed.kvs[0].ends_with(b"gemma2"));
+        assert!(parsed.kvs[5].ends_with(&64u32.to_le_bytes()));
+        assert_eq!(
+            names_and_dims(&parsed),
+            [
+                ("blk.0.attn_norm.weight".to_string(), vec![8]),
+                ("blk.0.post_attention_norm.weight".to_string(), vec![8]),
+                ("blk.0.ffn_gate.weight".to_string(), vec![8, 4]),
+                ("blk.0.ffn_up.weight".to_string(), vec![8, 4]),
+            ]
+        );
+        assert_eq!(parsed.tensors[0].data[..32], parsed.tensors[1].data[..32]);
+    }
+
+    #[test]
+    fn the_keys_are_renamed_the_gate_dropped_and_biases_added() {
+        let out = layer_norm_model(&dense(), 3);
         let parsed = Parsed::new(&out);
         let keys: Vec<String> = parsed.kvs.iter().map(|kv| key_of(kv)).collect();
         assert_eq!(
@@ -132,16 +243,8 @@ mod tests {
             ]
         );
         assert!(parsed.kvs[0].ends_with(b"starcoder2"));
-        let names: Vec<(String, Vec<u64>)> = parsed
-            .tensors
-            .iter()
-            .map(|t| {
-                let (n, d, _) = t.describe();
-                (n, d)
-            })
-            .collect();
         assert_eq!(
-            names,
+            names_and_dims(&parsed),
             [
                 ("blk.0.attn_norm.weight".to_string(), vec![8]),
                 ("blk.0.attn_norm.bias".to_string(), vec![8]),

@@ -276,6 +276,15 @@ pub(crate) fn layer_norm_model() -> std::path::PathBuf {
     })
 }
 
+/// The test model as a `gemma2` model (soft caps, `GEGLU`, post-norms, a sliding window of 4
+/// tokens on every other layer: [`wick_testutil::gemma2_model`]), made once into
+/// `$WICK_HOME/test-models`.
+pub(crate) fn gemma2_model() -> std::path::PathBuf {
+    made_once("SmolLM2-135M-Instruct.Q4_1.gemma2-swa4.gguf", |dense| {
+        wick_testutil::gemma2_model(dense, 4)
+    })
+}
+
 /// `$WICK_HOME/test-models/name`, made once by `make` from the test model's bytes: written
 /// aside, then renamed, so a run cut short leaves no half file behind.
 fn made_once(name: &str, make: impl FnOnce(&[u8]) -> Vec<u8>) -> std::path::PathBuf {
