@@ -2,7 +2,7 @@
 //! `llama`'s: layer norm (`NORM`), GELU, biases (`starcoder2`); soft caps, `GEGLU`, post-norms
 //! and sliding-window attention (`gemma2`).
 
-use crate::split::{key_of, put_key, write_gguf, Parsed, TensorData};
+use crate::split::{key_of, kv, string_value, write_gguf, Parsed, TensorData};
 
 /// The dense `llama` model `bytes` (SmolLM2-135M) as a `starcoder2` model: layer norms with
 /// biases where it has RMS norms (the same weights, biases drawn from `seed`), a GELU network
@@ -18,10 +18,8 @@ pub fn layer_norm_model(bytes: &[u8], seed: u64) -> Vec<u8> {
     const ARCH: &str = "starcoder2";
     let file = Parsed::new(bytes);
     let mut kvs = renamed_keys(&file, ARCH);
-    kvs.push(f32_kv(
-        &format!("{ARCH}.attention.layer_norm_epsilon"),
-        1e-5,
-    ));
+    let eps = format!("{ARCH}.attention.layer_norm_epsilon");
+    kvs.push(kv(&eps, 6, &1e-5f32.to_le_bytes())); // f32
 
     let mut draw = crate::Draw::new(seed);
     let mut bias = |name: String, len: u64| -> TensorData {
@@ -31,7 +29,7 @@ pub fn layer_norm_model(bytes: &[u8], seed: u64) -> Vec<u8> {
         (name, vec![len], 0, data) // F32
     };
     let mut tensors: Vec<TensorData> = Vec::new();
-    for (name, dims, ty, data) in tensors_of(&file) {
+    for (name, dims, ty, data) in file.tensor_data() {
         if name.ends_with(".ffn_gate.weight") {
             continue;
         }
@@ -76,14 +74,23 @@ pub fn gemma2_model(bytes: &[u8], window: u32) -> Vec<u8> {
     const ARCH: &str = "gemma2";
     let file = Parsed::new(bytes);
     let mut kvs = renamed_keys(&file, ARCH);
-    kvs.push(f32_kv(&format!("{ARCH}.attn_logit_softcapping"), 50.0));
-    kvs.push(f32_kv(&format!("{ARCH}.final_logit_softcapping"), 30.0));
-    let mut kv = Vec::new();
-    put_key(&mut kv, &format!("{ARCH}.attention.sliding_window"), 4); // u32
-    kv.extend_from_slice(&window.to_le_bytes());
-    kvs.push(kv);
+    kvs.push(kv(
+        &format!("{ARCH}.attn_logit_softcapping"),
+        6,
+        &50f32.to_le_bytes(),
+    )); // f32
+    kvs.push(kv(
+        &format!("{ARCH}.final_logit_softcapping"),
+        6,
+        &30f32.to_le_bytes(),
+    ));
+    kvs.push(kv(
+        &format!("{ARCH}.attention.sliding_window"),
+        4,
+        &window.to_le_bytes(),
+    )); // u32
     let mut tensors: Vec<TensorData> = Vec::new();
-    for (name, dims, ty, data) in tensors_of(&file) {
+    for (name, dims, ty, data) in file.tensor_data() {
         let post = [
             ("attn_norm", "post_attention_norm"),
             ("ffn_norm", "post_ffw_norm"),
@@ -105,44 +112,19 @@ pub fn gemma2_model(bytes: &[u8], window: u32) -> Vec<u8> {
 fn renamed_keys(file: &Parsed<'_>, arch: &str) -> Vec<Vec<u8>> {
     file.kvs
         .iter()
-        .map(|kv| {
-            let key = key_of(kv);
-            let value = &kv[8 + key.len()..];
-            let mut out = Vec::new();
+        .map(|pair| {
+            let key = key_of(pair);
+            // After the key's length and bytes: the value's type and the value.
+            let typed_value = &pair[8 + key.len()..];
             if key == "general.architecture" {
-                put_key(&mut out, &key, 8); // string
-                out.extend_from_slice(&(arch.len() as u64).to_le_bytes());
-                out.extend_from_slice(arch.as_bytes());
+                kv(&key, 8, &string_value(arch))
             } else if let Some(rest) = key.strip_prefix("llama.") {
-                let renamed = format!("{arch}.{rest}");
-                out.extend_from_slice(&(renamed.len() as u64).to_le_bytes());
-                out.extend_from_slice(renamed.as_bytes());
-                out.extend_from_slice(value);
+                let mut out = string_value(&format!("{arch}.{rest}"));
+                out.extend_from_slice(typed_value);
+                out
             } else {
-                out.extend_from_slice(kv);
+                pair.to_vec()
             }
-            out
-        })
-        .collect()
-}
-
-/// A key-value pair holding an F32.
-fn f32_kv(key: &str, value: f32) -> Vec<u8> {
-    let mut kv = Vec::new();
-    put_key(&mut kv, key, 6); // f32
-    kv.extend_from_slice(&value.to_le_bytes());
-    kv
-}
-
-/// `file`'s tensors, each with its data (without the padding after it, for the types whose
-/// size is known).
-fn tensors_of(file: &Parsed<'_>) -> Vec<TensorData> {
-    file.tensors
-        .iter()
-        .map(|t| {
-            let (name, dims, ty) = t.describe();
-            let bytes = crate::moe::tensor_bytes_of(&dims, ty).min(t.data.len());
-            (name, dims, ty, t.data[..bytes].to_vec())
         })
         .collect()
 }
@@ -151,41 +133,29 @@ fn tensors_of(file: &Parsed<'_>) -> Vec<TensorData> {
 mod tests {
     use super::*;
 
-    /// A one-layer dense `llama` file: the two norms and the gate, F32.
+    /// A one-layer dense `llama` file: a norm, the gate and the up projection, F32.
     fn dense() -> Vec<u8> {
-        let mut file = Vec::new();
-        file.extend_from_slice(b"GGUF");
-        file.extend_from_slice(&3u32.to_le_bytes());
-        file.extend_from_slice(&3u64.to_le_bytes());
-        file.extend_from_slice(&3u64.to_le_bytes());
-        put_key(&mut file, "general.architecture", 8);
-        file.extend_from_slice(&5u64.to_le_bytes());
-        file.extend_from_slice(b"llama");
-        put_key(&mut file, "llama.block_count", 4);
-        file.extend_from_slice(&1u32.to_le_bytes());
-        put_key(&mut file, "tokenizer.ggml.model", 8);
-        file.extend_from_slice(&4u64.to_le_bytes());
-        file.extend_from_slice(b"gpt2");
-        let mut offset = 0u64;
-        for (name, dims) in [
+        let kvs = [
+            kv("general.architecture", 8, &string_value("llama")),
+            kv("llama.block_count", 4, &1u32.to_le_bytes()),
+            kv("tokenizer.ggml.model", 8, &string_value("gpt2")),
+        ];
+        let tensors: Vec<TensorData> = [
             ("blk.0.attn_norm.weight", vec![8u64]),
             ("blk.0.ffn_gate.weight", vec![8, 4]),
             ("blk.0.ffn_up.weight", vec![8, 4]),
-        ] {
-            file.extend_from_slice(&(name.len() as u64).to_le_bytes());
-            file.extend_from_slice(name.as_bytes());
-            file.extend_from_slice(&u32::try_from(dims.len()).unwrap().to_le_bytes());
-            for d in &dims {
-                file.extend_from_slice(&d.to_le_bytes());
-            }
-            file.extend_from_slice(&0u32.to_le_bytes()); // F32
-            file.extend_from_slice(&offset.to_le_bytes());
-            offset += 4 * dims.iter().product::<u64>();
-            offset = offset.div_ceil(32) * 32;
-        }
-        file.resize(file.len().div_ceil(32) * 32, 0);
-        file.resize(file.len() + usize::try_from(offset).unwrap(), 1);
-        file
+        ]
+        .into_iter()
+        .map(|(name, dims)| {
+            let bytes = 4 * usize::try_from(dims.iter().product::<u64>()).unwrap();
+            (name.to_string(), dims, 0, vec![1; bytes])
+        })
+        .collect();
+        write_gguf(&kvs, &tensors, 32)
+    }
+
+    fn keys(file: &Parsed<'_>) -> Vec<String> {
+        file.kvs.iter().map(|kv| key_of(kv)).collect()
     }
 
     fn names_and_dims(file: &Parsed<'_>) -> Vec<(String, Vec<u64>)> {
@@ -202,9 +172,8 @@ mod tests {
     fn gemma2_gets_its_keys_and_post_norms() {
         let out = gemma2_model(&dense(), 64);
         let parsed = Parsed::new(&out);
-        let keys: Vec<String> = parsed.kvs.iter().map(|kv| key_of(kv)).collect();
         assert_eq!(
-            keys,
+            keys(&parsed),
             [
                 "general.architecture",
                 "gemma2.block_count",
@@ -232,9 +201,8 @@ mod tests {
     fn the_keys_are_renamed_the_gate_dropped_and_biases_added() {
         let out = layer_norm_model(&dense(), 3);
         let parsed = Parsed::new(&out);
-        let keys: Vec<String> = parsed.kvs.iter().map(|kv| key_of(kv)).collect();
         assert_eq!(
-            keys,
+            keys(&parsed),
             [
                 "general.architecture",
                 "starcoder2.block_count",

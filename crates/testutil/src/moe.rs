@@ -1,7 +1,7 @@
 //! A mixture-of-experts model made from the real test model, for the tests of wick's kernels
 //! on mixture-of-experts graphs (`MUL_MAT_ID`, the router's `SOFT_MAX`, 3-D `SWIGLU`).
 
-use crate::split::{put_key, write_gguf, Parsed, TensorData};
+use crate::split::{kv, write_gguf, Parsed, TensorData};
 
 /// The dense `llama` model `bytes` (SmolLM2-135M) as a `llama` mixture of experts, the layout
 /// of Mixtral's GGUF files: each layer's feed-forward network becomes `experts` experts, of
@@ -19,26 +19,20 @@ use crate::split::{put_key, write_gguf, Parsed, TensorData};
 /// `Q4_1`, `Q5_0`, `Q5_1` or `Q8_0`: this is test support.
 pub fn mixture_of_experts(bytes: &[u8], experts: u32, used: u32, seed: u64) -> Vec<u8> {
     let file = Parsed::new(bytes);
-    let described: Vec<_> = file
-        .tensors
-        .iter()
-        .map(|t| (t.describe(), t.data))
-        .collect();
+    let dense = file.tensor_data();
     assert!(
-        described
-            .iter()
-            .any(|((n, _, _), _)| n.ends_with(".ffn_up.weight")),
+        dense.iter().any(|(n, ..)| n.ends_with(".ffn_up.weight")),
         "a dense model with feed-forward layers"
     );
     let mut draw = crate::Draw::new(seed);
     // (name, dims, type, data) of every tensor of the new file.
     let mut tensors: Vec<TensorData> = Vec::new();
-    for ((name, dims, ty), data) in &described {
+    for (name, dims, ty, data) in dense {
         let ffn = ["ffn_gate", "ffn_up", "ffn_down"]
             .iter()
             .find(|f| name.ends_with(&format!(".{f}.weight")));
         let Some(ffn) = ffn else {
-            tensors.push((name.clone(), dims.clone(), *ty, data.to_vec()));
+            tensors.push((name, dims, ty, data));
             continue;
         };
         let layer: usize = name
@@ -46,13 +40,14 @@ pub fn mixture_of_experts(bytes: &[u8], experts: u32, used: u32, seed: u64) -> V
             .and_then(|rest| rest.split('.').next())
             .and_then(|l| l.parse().ok())
             .unwrap_or_else(|| panic!("a layer tensor: {name}"));
-        let bytes = tensor_bytes(dims, *ty);
+        // Each expert's copy without the padding after the tensor.
+        let bytes = tensor_bytes(&dims, ty);
         let mut stacked = Vec::with_capacity(bytes * experts as usize);
         for e in 0..experts {
             let at = stacked.len();
             stacked.extend_from_slice(&data[..bytes]);
             if *ffn == "ffn_down" {
-                scale_blocks(&mut stacked[at..], *ty, [0, -1, 1][e as usize % 3]);
+                scale_blocks(&mut stacked[at..], ty, [0, -1, 1][e as usize % 3]);
             }
         }
         let mut stacked_dims = dims.clone();
@@ -60,7 +55,7 @@ pub fn mixture_of_experts(bytes: &[u8], experts: u32, used: u32, seed: u64) -> V
         tensors.push((
             format!("blk.{layer}.{ffn}_exps.weight"),
             stacked_dims,
-            *ty,
+            ty,
             stacked,
         ));
         if *ffn == "ffn_up" {
@@ -78,15 +73,8 @@ pub fn mixture_of_experts(bytes: &[u8], experts: u32, used: u32, seed: u64) -> V
         }
     }
     let mut kvs: Vec<Vec<u8>> = file.kvs.iter().map(|kv| kv.to_vec()).collect();
-    for (key, value) in [
-        ("llama.expert_count", experts),
-        ("llama.expert_used_count", used),
-    ] {
-        let mut kv = Vec::new();
-        put_key(&mut kv, key, 4); // u32
-        kv.extend_from_slice(&value.to_le_bytes());
-        kvs.push(kv);
-    }
+    kvs.push(kv("llama.expert_count", 4, &experts.to_le_bytes())); // u32
+    kvs.push(kv("llama.expert_used_count", 4, &used.to_le_bytes()));
     write_gguf(&kvs, &tensors, file.alignment)
 }
 
@@ -106,18 +94,6 @@ fn block_layout(ty: u32) -> (usize, bool) {
 fn tensor_bytes(dims: &[u64], ty: u32) -> usize {
     let elements: u64 = dims.iter().product();
     usize::try_from(elements / 32).expect("a tensor in memory") * block_layout(ty).0
-}
-
-/// The bytes of a tensor of `dims` in ggml type `ty`: F32, F16 or one of [`block_layout`]'s;
-/// `usize::MAX` for another (its data is then taken as it lies, padding included).
-pub(crate) fn tensor_bytes_of(dims: &[u64], ty: u32) -> usize {
-    let elements = usize::try_from(dims.iter().product::<u64>()).expect("a tensor in memory");
-    match ty {
-        0 => 4 * elements,
-        1 => 2 * elements,
-        2 | 3 | 6 | 7 | 8 => tensor_bytes(dims, ty),
-        _ => usize::MAX,
-    }
 }
 
 /// Every block's values times `2^shift`: its F16 scale (and minimum) with the exponent moved,
@@ -143,41 +119,27 @@ fn scale_blocks(data: &mut [u8], ty: u32, shift: i32) {
 mod tests {
     use super::*;
 
-    /// A two-layer dense file of Q4_1 feed-forward weights (rows of 32 values).
+    /// A two-layer dense file of Q4_1 feed-forward weights (rows of 32 values), each tensor's
+    /// bytes its number from 1.
     fn dense() -> Vec<u8> {
-        let mut out = Vec::new();
-        out.extend_from_slice(b"GGUF");
-        out.extend_from_slice(&3u32.to_le_bytes());
-        out.extend_from_slice(&6u64.to_le_bytes());
-        out.extend_from_slice(&1u64.to_le_bytes());
-        put_key(&mut out, "general.architecture", 8);
-        out.extend_from_slice(&5u64.to_le_bytes());
-        out.extend_from_slice(b"llama");
-        let mut offset = 0u64;
+        let arch = kv(
+            "general.architecture",
+            8,
+            &crate::split::string_value("llama"),
+        );
+        let mut tensors: Vec<TensorData> = Vec::new();
         for layer in 0..2 {
             for (ffn, dims) in [
                 ("ffn_gate", [32u64, 2]),
                 ("ffn_up", [32, 2]),
                 ("ffn_down", [64, 1]),
             ] {
+                let fill = u8::try_from(tensors.len() + 1).unwrap();
                 let name = format!("blk.{layer}.{ffn}.weight");
-                out.extend_from_slice(&(name.len() as u64).to_le_bytes());
-                out.extend_from_slice(name.as_bytes());
-                out.extend_from_slice(&2u32.to_le_bytes());
-                for d in dims {
-                    out.extend_from_slice(&d.to_le_bytes());
-                }
-                out.extend_from_slice(&3u32.to_le_bytes());
-                out.extend_from_slice(&offset.to_le_bytes());
-                offset += 64; // 40 bytes, aligned to 32
+                tensors.push((name, dims.to_vec(), 3, vec![fill; 40]));
             }
         }
-        out.resize(out.len().div_ceil(32) * 32, 0);
-        for t in 0..6u8 {
-            out.extend(std::iter::repeat_n(t + 1, 40));
-            out.resize(out.len() + 24, 0);
-        }
-        out
+        write_gguf(&[arch], &tensors, 32)
     }
 
     #[test]

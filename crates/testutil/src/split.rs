@@ -84,6 +84,21 @@ pub(crate) fn write_gguf(kvs: &[Vec<u8>], tensors: &[TensorData], alignment: usi
     out
 }
 
+/// A key-value pair's bytes: `key`, GGUF value type `ty`, the value's bytes `value`.
+pub(crate) fn kv(key: &str, ty: u32, value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_key(&mut out, key, ty);
+    out.extend_from_slice(value);
+    out
+}
+
+/// A GGUF string value's bytes (its length, then its bytes), for [`kv`] with type 8.
+pub(crate) fn string_value(s: &str) -> Vec<u8> {
+    let mut out = (s.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(s.as_bytes());
+    out
+}
+
 /// A key-value pair's key (its bytes: `kv` as [`Parsed::kvs`] holds it).
 pub(crate) fn key_of(kv: &[u8]) -> String {
     Cursor { bytes: kv, pos: 0 }.string()
@@ -125,6 +140,18 @@ pub(crate) struct Parsed<'a> {
 }
 
 impl<'a> Parsed<'a> {
+    /// Every tensor as [`write_gguf`] takes it: name, dimensions, type and data (its padding
+    /// included, which `write_gguf`'s alignment absorbs).
+    pub(crate) fn tensor_data(&self) -> Vec<TensorData> {
+        self.tensors
+            .iter()
+            .map(|t| {
+                let (name, dims, ty) = t.describe();
+                (name, dims, ty, t.data.to_vec())
+            })
+            .collect()
+    }
+
     pub(crate) fn new(bytes: &'a [u8]) -> Self {
         assert_eq!(&bytes[..4], b"GGUF", "not a GGUF file");
         let mut r = Cursor { bytes, pos: 8 };
