@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::{json, Value};
-use serve_util::{client, post_json, Server};
+use serve_util::{get_json, post_json, Server};
 use wick_kernels::cpu::{self, Level};
 
 /// llama-quantize's type names, and the ggml tensor type each writes for the 1536-wide rows.
@@ -175,12 +175,7 @@ fn the_same_alone_in_a_batch_and_at_every_level(
     let mut first: Option<(Level, Value)> = None;
     for level in levels {
         let server = Server::start_model(model, &["--parallel", "4", "--cpu-level", level.name()]);
-        let models: Value = client()
-            .get(server.url("/v1/models"))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
+        let models = get_json(&server, "/v1/models");
         let meta = &models["data"][0]["meta"];
         assert_eq!(meta["deterministic"], true, "{kind}: {meta}");
         assert_eq!(meta["cpu_kernels"]["level"], level.name(), "{kind}: {meta}");

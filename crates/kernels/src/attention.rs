@@ -194,11 +194,13 @@ block_format!(IQ4NL, Cache::IQ4_NL_BYTES, |b| (half(b, 0), None), {
     crate::matmul::iq4_block(b[2..18].try_into().expect("16 bytes"))
 });
 
-/// The values of `F`'s blocks `bytes` into `out`: `d · n`, or `d · n + m` with a minimum.
-/// `d · n` is exact in F32, so `+ m` is the one rounding.
+/// The values of row `(i1, i2, i3)` of `view`, `F`'s blocks, into `out` (a whole number of
+/// blocks): `d · n`, or `d · n + m` with a minimum. `d · n` is exact in F32, so `+ m` is the
+/// one rounding.
 #[allow(clippy::inline_always)] // per cell in the block conversion
 #[inline(always)]
-fn blocks_into<F: BlockFormat>(out: &mut [f32], bytes: &[u8]) {
+fn blocks_into<F: BlockFormat>(out: &mut [f32], view: &View<'_, u8>, [i1, i2, i3]: [usize; 3]) {
+    let bytes = view.row(i1, i2, i3, out.len() / Cache::BLOCK_VALUES * F::BYTES);
     for (out, block) in out
         .chunks_exact_mut(Cache::BLOCK_VALUES)
         .zip(bytes.chunks_exact(F::BYTES))
@@ -262,8 +264,7 @@ impl Cache<'_> {
     #[inline(always)]
     fn row_into(&self, i1: usize, i2: usize, i3: usize, out: &mut [f32]) {
         let n = out.len();
-        // A row's bytes in blocks of `size` bytes.
-        let bytes = |size: usize| n / Self::BLOCK_VALUES * size;
+        let at = [i1, i2, i3];
         match self {
             Cache::F16(view) => convert(out, view.row(i1, i2, i3, n)),
             Cache::BF16(view) => {
@@ -272,24 +273,12 @@ impl Cache<'_> {
                 }
             }
             Cache::F32(view) => out.copy_from_slice(view.row(i1, i2, i3, n)),
-            Cache::Q8_0(view) => {
-                blocks_into::<Q80>(out, view.row(i1, i2, i3, bytes(Q80::BYTES)));
-            }
-            Cache::Q4_0(view) => {
-                blocks_into::<Q40>(out, view.row(i1, i2, i3, bytes(Q40::BYTES)));
-            }
-            Cache::Q4_1(view) => {
-                blocks_into::<Q41>(out, view.row(i1, i2, i3, bytes(Q41::BYTES)));
-            }
-            Cache::Q5_0(view) => {
-                blocks_into::<Q50>(out, view.row(i1, i2, i3, bytes(Q50::BYTES)));
-            }
-            Cache::Q5_1(view) => {
-                blocks_into::<Q51>(out, view.row(i1, i2, i3, bytes(Q51::BYTES)));
-            }
-            Cache::IQ4NL(view) => {
-                blocks_into::<IQ4NL>(out, view.row(i1, i2, i3, bytes(IQ4NL::BYTES)));
-            }
+            Cache::Q8_0(view) => blocks_into::<Q80>(out, view, at),
+            Cache::Q4_0(view) => blocks_into::<Q40>(out, view, at),
+            Cache::Q4_1(view) => blocks_into::<Q41>(out, view, at),
+            Cache::Q5_0(view) => blocks_into::<Q50>(out, view, at),
+            Cache::Q5_1(view) => blocks_into::<Q51>(out, view, at),
+            Cache::IQ4NL(view) => blocks_into::<IQ4NL>(out, view, at),
         }
     }
 

@@ -917,6 +917,7 @@ unsafe extern "C" fn matmul_id_op(
             let mut gathered = gathered.borrow_mut();
             let Gathered {
                 starts,
+                cursor,
                 pairs,
                 inputs,
             } = &mut *gathered;
@@ -942,10 +943,11 @@ unsafe extern "C" fn matmul_id_op(
             }
             pairs.clear();
             pairs.resize(starts[product.experts], (0, 0));
-            let mut next = starts.clone();
+            cursor.clear();
+            cursor.extend_from_slice(starts);
             for (e, slot, token) in routed() {
-                pairs[next[e]] = (slot, token);
-                next[e] += 1;
+                pairs[cursor[e]] = (slot, token);
+                cursor[e] += 1;
             }
             for expert in 0..product.experts {
                 let routed = &pairs[starts[expert]..starts[expert + 1]];
@@ -967,11 +969,14 @@ unsafe extern "C" fn matmul_id_op(
     }
 }
 
-/// What [`matmul_id_op`] gathers, per thread: the (slot, token) pairs grouped by expert
-/// (`starts[e]..starts[e + 1]` are expert `e`'s), and one expert's inputs at a time.
+/// What [`matmul_id_op`] gathers, per thread, in buffers kept between calls (a decode step
+/// calls it once per layer): the (slot, token) pairs grouped by expert
+/// (`starts[e]..starts[e + 1]` are expert `e`'s; `cursor` places them), and one expert's
+/// inputs at a time.
 #[derive(Default)]
 struct Gathered {
     starts: Vec<usize>,
+    cursor: Vec<usize>,
     pairs: Vec<(usize, usize)>,
     inputs: Vec<f32>,
 }
