@@ -41,6 +41,45 @@ fn snapshot_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// Waits (up to a minute) until both replicas' writers are done: a server answers before its
+/// writer thread has saved the answer's snapshot (and kept the budget), so the directory is
+/// only final once neither `wick_prompt_cache_saved_total` nor the files under `dir` (`.tmp`
+/// ones being written) have changed for a while.
+fn settled(dir: &Path, servers: [&Server; 2]) {
+    let state = || {
+        let saved: Vec<u64> = servers
+            .iter()
+            .map(|s| metric(&metrics(s), "wick_prompt_cache_saved_total"))
+            .collect();
+        let mut files: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .flat_map(|model| std::fs::read_dir(model.path()).unwrap().flatten())
+            .map(|f| f.file_name())
+            .collect();
+        files.sort();
+        (saved, files)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut last = state();
+    let mut quiet = 0;
+    while quiet < 10 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writers never settled"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let now = state();
+        let writing = now.1.iter().any(|f| f.to_string_lossy().ends_with(".tmp"));
+        quiet = if now == last && !writing {
+            quiet + 1
+        } else {
+            0
+        };
+        last = now;
+    }
+}
+
 #[test]
 fn issue_18_two_replicas_share_one_prompt_cache_directory() {
     let kv = tempfile::tempdir().unwrap();
@@ -112,6 +151,7 @@ fn issue_18_two_replicas_share_one_prompt_cache_directory() {
             "no snapshot found corrupt: {m}"
         );
     }
+    settled(kv.path(), [&a, &b]);
     let kept = snapshot_bytes(kv.path());
     assert!(
         kept > 0 && kept <= budget,

@@ -460,39 +460,68 @@ fn temp_path(dir: &Path, name: &str) -> PathBuf {
 /// Removes the least recently used snapshots until the directory fits the budget. Snapshots
 /// being written count too (stale ones, left by a killed process, are removed first).
 fn keep_budget(dir: &Path, budget: u64, stats: &CacheStats) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    let mut writing = 0;
-    let mut files: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
-    for e in entries.flatten() {
-        let (path, Ok(meta)) = (e.path(), e.metadata()) else {
-            continue;
-        };
-        if is_stale_temp(&path) {
-            let _ = fs::remove_file(&path);
-        } else if is_temp(&path) {
-            writing += meta.len();
-        } else if is_snapshot(&path) {
-            if let Ok(modified) = meta.modified() {
-                files.push((modified, meta.len(), path));
-            }
-        }
+    if let Some(listing) = Listing::of(dir) {
+        listing.evict(budget, stats);
     }
-    let mut total: u64 = writing + files.iter().map(|f| f.1).sum::<u64>();
-    files.sort();
-    for (_, len, path) in files {
-        if total <= budget {
-            break;
-        }
-        match fs::remove_file(&path) {
-            Ok(()) => {
-                total -= len;
-                CacheStats::add(&stats.evictions, 1);
+}
+
+/// What [`keep_budget`] saw in the directory: the bytes being written and the snapshots, each
+/// with the modification time and length it had then.
+struct Listing {
+    writing: u64,
+    files: Vec<(SystemTime, u64, PathBuf)>,
+}
+
+impl Listing {
+    fn of(dir: &Path) -> Option<Self> {
+        let entries = fs::read_dir(dir).ok()?;
+        let mut listing = Listing {
+            writing: 0,
+            files: Vec::new(),
+        };
+        for e in entries.flatten() {
+            let (path, Ok(meta)) = (e.path(), e.metadata()) else {
+                continue;
+            };
+            if is_stale_temp(&path) {
+                let _ = fs::remove_file(&path);
+            } else if is_temp(&path) {
+                listing.writing += meta.len();
+            } else if is_snapshot(&path) {
+                if let Ok(modified) = meta.modified() {
+                    listing.files.push((modified, meta.len(), path));
+                }
             }
-            // Another process evicted it first: it is gone all the same.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => total -= len,
-            Err(_) => {}
+        }
+        Some(listing)
+    }
+
+    /// Removes the listed snapshots, least recently used first, until the listing's total fits
+    /// `budget`. A snapshot that is no longer the file listed — another process renamed a new
+    /// write of the same prompt over it since — is the newest now and stays: removing it by
+    /// its name would drop that write (two replicas saving one shared prompt at once, each
+    /// counting the other's write in progress, could so leave no snapshot of it at all).
+    fn evict(mut self, budget: u64, stats: &CacheStats) {
+        let mut total: u64 = self.writing + self.files.iter().map(|f| f.1).sum::<u64>();
+        self.files.sort();
+        for (modified, len, path) in self.files {
+            if total <= budget {
+                break;
+            }
+            let replaced = fs::metadata(&path)
+                .is_ok_and(|now| now.modified().ok() != Some(modified) || now.len() != len);
+            if replaced {
+                continue;
+            }
+            match fs::remove_file(&path) {
+                Ok(()) => {
+                    total -= len;
+                    CacheStats::add(&stats.evictions, 1);
+                }
+                // Another process evicted it first: it is gone all the same.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => total -= len,
+                Err(_) => {}
+            }
         }
     }
 }
@@ -722,6 +751,26 @@ mod tests {
         // 1200 bytes in all against a budget of 1000: the snapshot goes, the live write stays.
         keep_budget(dir.path(), 1000, &stats);
         assert!(!snapshot.exists() && live.exists());
+        assert_eq!(stats.evictions.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn issue_18_a_snapshot_written_again_after_the_listing_is_not_evicted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (old, shared) = (dir.path().join("aa.kv"), dir.path().join("bb.kv"));
+        fs::write(&old, vec![0u8; 600]).unwrap();
+        fs::write(&shared, vec![0u8; 600]).unwrap();
+        let listing = Listing::of(dir.path()).unwrap();
+        // Another replica renames its write of the same prompt over `bb.kv` (a new file, a
+        // later time) before this one evicts.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write_atomically(dir.path(), "bb.kv", &[1u8; 600]).unwrap();
+        let stats = CacheStats::default();
+        // 1200 bytes listed against a budget of 100: the first snapshot goes; the second, no
+        // longer the file listed, stays.
+        listing.evict(100, &stats);
+        assert!(!old.exists());
+        assert_eq!(fs::read(&shared).unwrap(), vec![1u8; 600]);
         assert_eq!(stats.evictions.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }
