@@ -56,13 +56,7 @@ pub fn signature(model: &str, thinking: ThinkingTokens, history: &[TokenId]) -> 
     for t in &history[start..end] {
         hash.update(t.0.to_le_bytes());
     }
-    hash.finalize()
-        .iter()
-        .fold(String::with_capacity(64), |mut s, b| {
-            use std::fmt::Write;
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    wick_types::hex(&hash.finalize())
 }
 
 #[cfg(test)]

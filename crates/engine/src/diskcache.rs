@@ -34,7 +34,7 @@ use std::sync::{mpsc, Arc};
 use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
-use wick_types::TokenId;
+use wick_types::{hex, TokenId};
 
 /// Where and how much to cache on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -637,14 +637,6 @@ fn file_name(tokens: &[TokenId]) -> String {
         h.update(t.0.to_le_bytes());
     }
     format!("{}.kv", &hex(&h.finalize())[..40])
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// The tokens `a` and `b` share, never ending inside an image ([`wick_types::common_prefix`]).

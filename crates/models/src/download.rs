@@ -16,6 +16,7 @@ use reqwest::blocking::{Client, Response};
 use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_RANGE, ETAG, IF_RANGE, RANGE};
 use reqwest::StatusCode;
 use sha2::{Digest, Sha256};
+use wick_types::hex;
 
 use crate::error::ModelError;
 use crate::pull::{ProgressFn, PullProgress};
@@ -481,15 +482,4 @@ pub(crate) fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ModelError> {
         let _ = std::fs::remove_file(&tmp);
         ModelError::io(path, e)
     })
-}
-
-/// Lower-case hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use crate::download::{discard, hex, sha256_file, Fetch};
+use crate::download::{discard, sha256_file, Fetch};
 use crate::error::ModelError;
 use crate::hf::{is_sha256, list_files, pick_file, resolve_url, Sibling};
 use crate::index::{Entry, Shard};
@@ -18,6 +18,7 @@ use crate::lock::FileLock;
 use crate::reference::{is_name, HfRepo, ModelRef};
 use crate::split::{self, SplitName};
 use crate::store::{check_gguf, hf_source, stem, ModelStore};
+use wick_types::hex;
 
 /// Options of [`ModelStore::pull`].
 #[derive(Debug, Clone, Default)]

@@ -29,7 +29,6 @@ pub use moe::mixture_of_experts;
 pub use projector::{png, vision_projector};
 pub use split::split_gguf;
 
-use std::fmt::Write;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -50,15 +49,7 @@ pub const MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 /// The test model's SHA-256.
 pub const MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53";
 
-/// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
-}
+pub use wick_types::hex;
 
 /// Where the test model is expected: `$WICK_TEST_MODEL`, else `$WICK_HOME/models/…`, else the
 /// user cache dir (`$XDG_CACHE_HOME` or `~/.cache`) + `/wick/models/…`.

@@ -24,3 +24,19 @@ pub use class::ErrorClass;
 pub use ids::{SeqId, TokenId};
 pub use media::{common_prefix, scrub, text_tokens, Media, MediaKind, MEDIA_MARKER};
 pub use sampling::{Grammar, InvalidSampler, SamplerOpts, MAX_TOP_K};
+
+/// Lower-case hex of `bytes` (digests in file names, fingerprints and checks).
+///
+/// ```
+/// assert_eq!(wick_types::hex(&[0x0f, 0xa0]), "0fa0");
+/// ```
+#[must_use]
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
