@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use sha2::{Digest, Sha256};
 use wick_backend::{log_softmax, Backend, BackendConfig, KernelMode};
 use wick_llama::LlamaBackend;
 use wick_types::{SeqId, TokenId};
@@ -74,6 +75,10 @@ pub(crate) struct Scores {
     pub(crate) base_perplexity: Option<f64>,
     pub(crate) kl_divergence: Option<f64>,
     pub(crate) top1_agreement: Option<f64>,
+    /// SHA-256 of the bits of every logit the model computed (each chunk's every row, in
+    /// order, little-endian F32): two runs, builds or machines whose deterministic kernels
+    /// agree print the same; one differing bit anywhere changes it.
+    pub(crate) logits_sha256: String,
 }
 
 pub(crate) fn run(args: &PerplexityArgs) -> Result<()> {
@@ -159,6 +164,8 @@ fn load(model: &Path, args: &PerplexityArgs, kernels: KernelMode) -> Result<Llam
 /// Running sums over the scored tokens.
 #[derive(Debug, Default)]
 struct Totals {
+    /// Every logit the scored model computed ([`Scores::logits_sha256`]).
+    logits: Sha256,
     n: usize,
     nll: f64,
     nll_squared: f64,
@@ -178,13 +185,19 @@ impl Totals {
         let base_rows = match base {
             Some(base) => {
                 let mut rows = Vec::new();
-                scored_rows(base, window, |_, row| rows.push(row))?;
+                scored_rows(base, window, |_| {}, |_, row| rows.push(row))?;
                 Some(rows)
             }
             None => None,
         };
         let mut i = 0usize;
-        scored_rows(model, window, |target, lp| {
+        let logits = &mut self.logits;
+        let fingerprint = |row: &[f32]| {
+            for v in row {
+                logits.update(v.to_le_bytes());
+            }
+        };
+        scored_rows(model, window, fingerprint, |target, lp| {
             let nll = -f64::from(lp[target]);
             self.n += 1;
             self.nll += nll;
@@ -220,23 +233,27 @@ impl Totals {
             base_perplexity: with_base.then(|| (self.base_nll / n).exp()),
             kl_divergence: with_base.then(|| self.kl / n),
             top1_agreement: with_base.then(|| self.agree as f64 / n),
+            logits_sha256: wick_types::hex(&self.logits.clone().finalize()),
         }
     }
 }
 
-/// Evaluates `window` on `model` from an empty sequence and hands `f` each scored position's
-/// target token and log-probabilities, in order: row `j` is the distribution of token `j + 1`,
-/// and the rows from the first half's last one on are scored (every scored token has at least
-/// half a chunk before it). The targets are in the vocabulary: `logits` checked them.
+/// Evaluates `window` on `model` from an empty sequence, hands `every` each row of logits
+/// and `f` each scored position's target token and log-probabilities, in order: row `j` is
+/// the distribution of token `j + 1`, and the rows from the first half's last one on are
+/// scored (every scored token has at least half a chunk before it). The targets are in the
+/// vocabulary: `logits` checked them.
 fn scored_rows(
     model: &mut dyn Backend,
     window: &[TokenId],
+    mut every: impl FnMut(&[f32]),
     mut f: impl FnMut(usize, Vec<f32>),
 ) -> Result<()> {
     let from = window.len() / 2 - 1;
     let mut j = 0usize;
     model.seq_rm(SeqId(0))?;
     model.logits(SeqId(0), window, &mut |logits| {
+        every(logits);
         if j >= from && j + 1 < window.len() {
             f(window[j + 1].0 as usize, log_softmax(logits));
         }
@@ -292,6 +309,7 @@ fn print(scores: &Scores, args: &PerplexityArgs, model: &Path) -> Result<()> {
         println!("KL divergence (base ‖ model): {kl:.6} nats per token");
         println!("top-1 agreement: {:.2} %", top1 * 100.0);
     }
+    println!("logits SHA-256: {}", scores.logits_sha256);
     Ok(())
 }
 

@@ -43,6 +43,17 @@ fn perplexity_and_kl_divergence_against_the_fast_kernels() {
     assert!(ok, "{stderr}");
     let again: Value = serde_json::from_str(&again).unwrap();
     assert_eq!(again["perplexity"], scores["perplexity"]);
+    let fingerprint = scores["logits_sha256"].as_str().unwrap();
+    assert!(
+        fingerprint.len() == 64 && fingerprint.chars().all(|c| c.is_ascii_hexdigit()),
+        "{scores}"
+    );
+    assert_eq!(again["logits_sha256"], scores["logits_sha256"]);
+    // Fewer chunks: other logits, another fingerprint.
+    let (ok, one, stderr) = perplexity(&["--chunks", "1", "--json"]);
+    assert!(ok, "{stderr}");
+    let one: Value = serde_json::from_str(&one).unwrap();
+    assert_ne!(one["logits_sha256"], scores["logits_sha256"]);
 
     // The plain report names what it measured.
     let (ok, text, stderr) = perplexity(&["--chunks", "1", "--kl-divergence"]);
@@ -52,6 +63,7 @@ fn perplexity_and_kl_divergence_against_the_fast_kernels() {
         "KL divergence",
         "top-1 agreement",
         "base perplexity",
+        "logits SHA-256: ",
     ] {
         assert!(text.contains(needle), "{text}");
     }
