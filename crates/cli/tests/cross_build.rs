@@ -18,21 +18,10 @@ use serde_json::Value;
 
 /// The x86-64-v3 build.
 fn v3_build() -> PathBuf {
-    if let Some(binary) = std::env::var_os("WICK_X86_64_V3_BIN") {
-        return PathBuf::from(binary);
-    }
-    let root = wick_testutil::crate_path(env!("CARGO_MANIFEST_DIR"), "../..");
-    let out = Command::new("bash")
-        .arg(root.join("scripts/build-x86-64-v3"))
-        .output()
-        .expect("bash runs scripts/build-x86-64-v3");
-    assert!(
-        out.status.success(),
-        "scripts/build-x86-64-v3 failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    PathBuf::from(stdout.lines().last().expect("the binary's path").trim())
+    std::env::var_os("WICK_X86_64_V3_BIN").map_or_else(
+        || serve_util::built_by("build-x86-64-v3", &[]),
+        PathBuf::from,
+    )
 }
 
 /// `wick perplexity --json` of `binary` on `model` (one 64-token chunk) at `level` (`None`:

@@ -69,7 +69,8 @@ fn gpu() -> &'static Gpu {
             Ok(other) => panic!("WICK_GPU is vulkan or cuda, not {other}"),
         };
         let variable = format!("WICK_{}_BIN", kind.to_uppercase());
-        let binary = std::env::var_os(&variable).map_or_else(|| build(kind), PathBuf::from);
+        let binary = std::env::var_os(&variable)
+            .map_or_else(|| serve_util::built_by("build-gpu", &[kind]), PathBuf::from);
         if kind == "cuda" {
             Gpu {
                 kind,
@@ -88,23 +89,6 @@ fn gpu() -> &'static Gpu {
             }
         }
     })
-}
-
-/// `scripts/build-gpu KIND`: the binary's path is its last line.
-fn build(kind: &str) -> PathBuf {
-    let root = wick_testutil::crate_path(env!("CARGO_MANIFEST_DIR"), "../..");
-    let out = Command::new("bash")
-        .arg(root.join("scripts/build-gpu"))
-        .arg(kind)
-        .output()
-        .expect("bash runs scripts/build-gpu");
-    assert!(
-        out.status.success(),
-        "scripts/build-gpu {kind} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    PathBuf::from(stdout.lines().last().expect("the binary's path").trim())
 }
 
 /// `wick serve` of the GPU build with `extra` flags, in `home`.

@@ -744,20 +744,25 @@ mod tests {
     #[test]
     fn issue_15_files_being_written_count_in_the_budget() {
         let dir = tempfile::tempdir().unwrap();
-        let live = dir
-            .path()
-            .join(format!(".bb.kv.{}.tmp", std::process::id()));
-        let (old, new) = (dir.path().join("cc.kv"), dir.path().join("dd.kv"));
-        fs::write(&live, vec![0u8; 600]).unwrap();
-        fs::write(&old, vec![0u8; 600]).unwrap();
-        set_age(&old, 60);
-        fs::write(&new, vec![0u8; 600]).unwrap();
+        let [live, old, new] = a_write_and_two_snapshots(dir.path());
         let stats = CacheStats::default();
         // 1800 bytes in all against a budget of 1300: the older snapshot goes (the two
         // snapshots alone would fit), the live write stays.
         keep_budget(dir.path(), 1300, &stats);
         assert!(!old.exists() && new.exists() && live.exists());
         assert_eq!(stats.evictions.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
+    /// 600 bytes each: this process's write in progress (`.bb.kv.PID.tmp`), a snapshot a
+    /// minute old (`cc.kv`) and one half a minute old (`dd.kv`).
+    fn a_write_and_two_snapshots(dir: &Path) -> [PathBuf; 3] {
+        let live = dir.join(format!(".bb.kv.{}.tmp", std::process::id()));
+        let (old, new) = (dir.join("cc.kv"), dir.join("dd.kv"));
+        for (path, age) in [(&live, 0), (&old, 60), (&new, 30)] {
+            fs::write(path, vec![0u8; 600]).unwrap();
+            set_age(path, age);
+        }
+        [live, old, new]
     }
 
     /// Sets `path`'s modification time `seconds` back.
@@ -774,15 +779,7 @@ mod tests {
     #[test]
     fn issue_18_the_newest_snapshot_stays_while_another_write_is_in_progress() {
         let dir = tempfile::tempdir().unwrap();
-        let live = dir
-            .path()
-            .join(format!(".bb.kv.{}.tmp", std::process::id()));
-        let (old, new) = (dir.path().join("cc.kv"), dir.path().join("dd.kv"));
-        fs::write(&live, vec![0u8; 600]).unwrap();
-        fs::write(&old, vec![0u8; 600]).unwrap();
-        set_age(&old, 60);
-        fs::write(&new, vec![0u8; 600]).unwrap();
-        set_age(&new, 30);
+        let [live, old, new] = a_write_and_two_snapshots(dir.path());
         let stats = CacheStats::default();
         // 1800 bytes against 1000: the older goes; the newest stays though the write in
         // progress keeps the directory over (its writer evicts once it renames).

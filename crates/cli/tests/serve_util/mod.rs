@@ -395,6 +395,25 @@ pub(crate) fn run_python_client(
 }
 
 /// GETs `path`; the JSON answer.
+/// Another build of wick, made by `scripts/SCRIPT ARGS` (which prints the binary's path as its
+/// last line; minutes the first time, cached after).
+pub(crate) fn built_by(script: &str, args: &[&str]) -> std::path::PathBuf {
+    let root = wick_testutil::crate_path(env!("CARGO_MANIFEST_DIR"), "../..");
+    let out = Command::new("bash")
+        .arg(root.join("scripts").join(script))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("bash runs scripts/{script}: {e}"));
+    assert!(
+        out.status.success(),
+        "scripts/{script} {} failed:\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    std::path::PathBuf::from(stdout.lines().last().expect("the binary's path").trim())
+}
+
 pub(crate) fn get_json(server: &Server, path: &str) -> Value {
     client()
         .get(server.url(path))
