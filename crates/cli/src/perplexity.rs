@@ -59,7 +59,8 @@ pub(crate) struct PerplexityArgs {
     #[arg(long, value_name = "N")]
     threads: Option<u32>,
 
-    /// Print the result as JSON.
+    /// Print the result as JSON. Either form ends with a SHA-256 of every logit computed: two
+    /// builds or machines printing the same one computed the same bits.
     #[arg(long)]
     json: bool,
 }
