@@ -167,6 +167,8 @@ fn load(model: &Path, args: &PerplexityArgs, kernels: KernelMode) -> Result<Llam
 struct Totals {
     /// Every logit the scored model computed ([`Scores::logits_sha256`]).
     logits: Sha256,
+    /// One row of logits as bytes (kept between rows).
+    row_bytes: Vec<u8>,
     n: usize,
     nll: f64,
     nll_squared: f64,
@@ -192,11 +194,12 @@ impl Totals {
             None => None,
         };
         let mut i = 0usize;
-        let logits = &mut self.logits;
+        let (logits, bytes) = (&mut self.logits, &mut self.row_bytes);
+        // A row's bytes in one update: four bytes at a time cost SHA-256's buffering per float.
         let fingerprint = |row: &[f32]| {
-            for v in row {
-                logits.update(v.to_le_bytes());
-            }
+            bytes.clear();
+            bytes.extend(row.iter().flat_map(|v| v.to_le_bytes()));
+            logits.update(&*bytes);
         };
         scored_rows(model, window, fingerprint, |target, lp| {
             let nll = -f64::from(lp[target]);
