@@ -394,7 +394,6 @@ pub(crate) fn run_python_client(
     assert!(stdout.contains(done), "{stdout}");
 }
 
-/// GETs `path`; the JSON answer.
 /// Another build of wick, made by `scripts/SCRIPT ARGS` (which prints the binary's path as its
 /// last line; minutes the first time, cached after).
 pub(crate) fn built_by(script: &str, args: &[&str]) -> std::path::PathBuf {
@@ -414,6 +413,7 @@ pub(crate) fn built_by(script: &str, args: &[&str]) -> std::path::PathBuf {
     std::path::PathBuf::from(stdout.lines().last().expect("the binary's path").trim())
 }
 
+/// GETs `path`; the JSON answer.
 pub(crate) fn get_json(server: &Server, path: &str) -> Value {
     client()
         .get(server.url(path))
