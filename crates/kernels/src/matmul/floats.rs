@@ -44,6 +44,13 @@ pub(super) trait Element {
     /// Values `j..j + 8` of `low` and of `high`, as F32 (exact): `low`'s in the low half.
     #[cfg(wide)]
     fn pair(low: &[u8], high: &[u8], j: usize) -> m512;
+
+    /// Whether the `avx512` level's batches run [`accumulate_paired`] (inputs side by side,
+    /// weights in both halves) rather than [`accumulate_wide`] (weights side by side): where
+    /// a weight vector is a load alone, as F32's, since the paired tile then needs no shuffle
+    /// at all; a 16-bit type's conversion would run twice as often.
+    #[cfg(wide)]
+    const PAIRED: bool = false;
 }
 
 /// [`Element::TILE_X`] of the 16-bit types: two input rows on builds with AVX2's sixteen
@@ -169,6 +176,8 @@ impl Element for BF16 {
 
 impl Element for F32 {
     const BYTES: usize = 4;
+    #[cfg(wide)]
+    const PAIRED: bool = true;
 
     #[inline]
     fn get(row: &[u8], j: usize) -> f32 {
@@ -257,6 +266,8 @@ pub(super) fn accumulate<E: Element, const C: usize>(
 /// lived in memory, at half the AVX2 tile's speed).
 #[cfg(vector)]
 trait Step<const C: usize> {
+    /// Input values per weight value in `x`: 2 where two input rows lie side by side.
+    const SPREAD: usize = 1;
     type Acc;
     fn step<E: Element>(w: &[&[u8]; TILE_W], x: &[&[f32]; C], j: usize, acc: &mut Self::Acc);
 }
@@ -289,7 +300,8 @@ impl<const C: usize> Step<C> for Wide {
     }
 }
 
-/// The tiles' loop over a row: `S::step` takes values `j..j + 8`. The main loop
+/// The tiles' loop over a row: `S::step` takes values `j..j + 8` (of the inputs, values
+/// `S::SPREAD · j..`). The main loop
 /// takes [`STEP`] values at a time from slices of known length (no bounds checks inside, one
 /// prefetch per row); a row's last values (below a step) follow one lane group at a time.
 #[cfg(vector)]
@@ -312,7 +324,7 @@ fn sweep<E: Element, const C: usize, S: Step<C>>(
         let weights = [part(0), part(1), part(2), part(3)];
         let mut inputs: [&[f32]; C] = [&[]; C];
         for (inputs, x) in inputs.iter_mut().zip(&x) {
-            *inputs = &x[j..][..STEP];
+            *inputs = &x[S::SPREAD * j..][..S::SPREAD * STEP];
         }
         for s in (0..STEP).step_by(LANES) {
             S::step::<E>(&weights, &inputs, s, acc);
@@ -394,6 +406,112 @@ fn wide_step<E: Element, const C: usize>(
         let v = crate::intrinsics::twice(load_unaligned_m256(
             x[j..j + LANES].try_into().expect("eight values"),
         ));
+        for (acc, weights) in acc.iter_mut().zip(&weights) {
+            *acc = fused_mul_add_m512(*weights, v, *acc);
+        }
+    }
+}
+
+/// Input rows two by two, side by side, for [`accumulate_paired`]: pair `p` (rows `2p` and
+/// `2p + 1`) is `2k` values, each lane group of row `2p` followed by the same lane group of
+/// row `2p + 1`, so that one 512-bit load gives both rows' eight values. Made once per
+/// product (the inputs are a small part of its bytes) and read by every tile.
+#[cfg(wide)]
+#[derive(Default)]
+pub(super) struct Paired {
+    data: Vec<f32>,
+    k: usize,
+}
+
+#[cfg(wide)]
+impl Paired {
+    /// The first `rows` rows (an even number) of `x`, whose rows are `k` values `stride`
+    /// apart.
+    pub(super) fn of(&mut self, x: &[f32], stride: usize, k: usize, rows: usize) {
+        debug_assert!(rows.is_multiple_of(2) && k.is_multiple_of(LANES));
+        self.k = k;
+        self.data.clear();
+        self.data.reserve(rows * k);
+        for p in 0..rows / 2 {
+            let low = &x[2 * p * stride..][..k];
+            let high = &x[(2 * p + 1) * stride..][..k];
+            for (low, high) in low.chunks_exact(LANES).zip(high.chunks_exact(LANES)) {
+                self.data.extend_from_slice(low);
+                self.data.extend_from_slice(high);
+            }
+        }
+    }
+
+    /// Pair `p`: rows `2p` and `2p + 1`, side by side.
+    pub(super) fn pair(&self, p: usize) -> &[f32] {
+        &self.data[2 * p * self.k..][..2 * self.k]
+    }
+}
+
+/// [`accumulate_paired`]'s step: [`paired_step`].
+#[cfg(wide)]
+struct Pairs;
+
+#[cfg(wide)]
+impl<const P: usize> Step<P> for Pairs {
+    const SPREAD: usize = 2;
+    type Acc = [[m512; TILE_W]; P];
+    #[allow(clippy::inline_always)] // the tile's inner loop
+    #[inline(always)]
+    fn step<E: Element>(w: &[&[u8]; TILE_W], x: &[&[f32]; P], j: usize, acc: &mut Self::Acc) {
+        paired_step::<E, P>(w, x, j, acc);
+    }
+}
+
+/// [`accumulate`] with AVX-512 for the types whose weight vector is a load alone (F32): the
+/// same lanes, two *input* rows side by side in each 512-bit register ([`Paired`]), each
+/// weight vector in both halves. Per lane group: [`TILE_W`] broadcast loads of the weights
+/// and `P` loads of input pairs, then `TILE_W · P` multiply-adds of sixteen lanes, with no
+/// shuffle (the weights-side-by-side tile inserts a weight row's half into each register);
+/// `TILE_W · P` accumulators, the weights and one input pair in AVX-512's thirty-two
+/// registers. `x` holds the pairs; the result is `[input][weight]` for the `2P` input rows.
+#[cfg(wide)]
+#[allow(clippy::inline_always)] // the tile's loop, specialised per type
+#[inline(always)]
+pub(super) fn accumulate_paired<E: Element, const P: usize, const C: usize>(
+    w: [&[u8]; TILE_W],
+    x: [&[f32]; P],
+    k: usize,
+) -> [[[f32; LANES]; TILE_W]; C] {
+    use safe_arch::zeroed_m512;
+    const { assert!(C == 2 * P) };
+    let mut acc: [[m512; TILE_W]; P] = [[zeroed_m512(); TILE_W]; P];
+    sweep::<E, P, Pairs>(w, x, k, &mut acc);
+    let mut lanes = [[[0.0f32; LANES]; TILE_W]; C];
+    for (p, acc) in acc.iter().enumerate() {
+        for (r, acc) in acc.iter().enumerate() {
+            let both: [f32; 2 * LANES] = (*acc).into();
+            lanes[2 * p][r].copy_from_slice(&both[..LANES]);
+            lanes[2 * p + 1][r].copy_from_slice(&both[LANES..]);
+        }
+    }
+    lanes
+}
+
+/// One lane group of [`accumulate_paired`].
+#[cfg(wide)]
+#[allow(clippy::inline_always)] // the tile's inner loop
+#[inline(always)]
+fn paired_step<E: Element, const P: usize>(
+    w: &[&[u8]; TILE_W],
+    x: &[&[f32]; P],
+    j: usize,
+    acc: &mut [[m512; TILE_W]; P],
+) {
+    use safe_arch::{fused_mul_add_m512, load_m512};
+    let weights: [m512; TILE_W] =
+        std::array::from_fn(|r| crate::intrinsics::twice(E::eight(w[r], j)));
+    for (acc, x) in acc.iter_mut().zip(x) {
+        let v = load_m512(
+            x[2 * j..2 * j + 2 * LANES]
+                .try_into()
+                .expect("sixteen values"),
+        );
         for (acc, weights) in acc.iter_mut().zip(&weights) {
             *acc = fused_mul_add_m512(*weights, v, *acc);
         }

@@ -466,6 +466,24 @@ fn every_float_path_matches_the_scalar_tile_bit_for_bit() {
         check::<E, 4>(case, path);
         check::<E, 8>(case, path);
     }
+    // The paired tile (inputs side by side), for every type, though only F32 runs it.
+    #[cfg(wide)]
+    fn paired<E: Element>(case: &Case) {
+        let w: [&[u8]; TILE_W] = std::array::from_fn(|r| &case.w[r * case.w_stride..]);
+        let x: [&[f32]; 8] = std::array::from_fn(|c| &case.x[(c + 1) * case.x_stride..][..case.k]);
+        let mut pairs = floats::Paired::default();
+        pairs.of(&case.x[case.x_stride..], case.x_stride, case.k, 8);
+        let lanes =
+            floats::accumulate_paired::<E, 4, 8>(w, std::array::from_fn(|p| pairs.pair(p)), case.k);
+        let want = float_tile::<E, 8>(Path::Scalar, w, x, case.k);
+        for c in 0..8 {
+            assert_eq!(
+                lanes[c].map(|lanes| lane_sum(lanes).to_bits()),
+                want[c].map(f32::to_bits),
+                "paired: {c}"
+            );
+        }
+    }
     // A lane group alone, whole steps, a step and a lane group, many steps.
     for k in [8, 96, 40, 576] {
         for format in [Format::F16, Format::BF16, Format::F32] {
@@ -473,6 +491,9 @@ fn every_float_path_matches_the_scalar_tile_bit_for_bit() {
             for level in available() {
                 with_layout!(format, L => unreachable!("{}", L::VALUES), E => all::<E>(&case, Path::of(level)));
             }
+            // (A build with AVX-512 runs only where the machine has it.)
+            #[cfg(wide)]
+            with_layout!(format, L => unreachable!("{}", L::VALUES), E => paired::<E>(&case));
         }
     }
 }
