@@ -430,14 +430,15 @@ impl Paired {
     pub(super) fn of(&mut self, x: &[f32], stride: usize, k: usize, rows: usize) {
         debug_assert!(rows.is_multiple_of(2) && k.is_multiple_of(LANES));
         self.k = k;
-        self.data.clear();
-        self.data.reserve(rows * k);
-        for p in 0..rows / 2 {
+        // Whatever the buffer held is overwritten: `resize` only fills what it adds.
+        self.data.resize(rows * k, 0.0);
+        for (p, out) in self.data.chunks_exact_mut(2 * k).enumerate() {
             let low = &x[2 * p * stride..][..k];
             let high = &x[(2 * p + 1) * stride..][..k];
-            for (low, high) in low.chunks_exact(LANES).zip(high.chunks_exact(LANES)) {
-                self.data.extend_from_slice(low);
-                self.data.extend_from_slice(high);
+            let groups = low.chunks_exact(LANES).zip(high.chunks_exact(LANES));
+            for (out, (low, high)) in out.chunks_exact_mut(2 * LANES).zip(groups) {
+                out[..LANES].copy_from_slice(low);
+                out[LANES..].copy_from_slice(high);
             }
         }
     }
