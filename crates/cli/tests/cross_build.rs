@@ -57,7 +57,7 @@ fn the_native_and_the_x86_64_v3_build_compute_the_same_logits() {
     )];
     for kind in [
         "Q4_0", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K", "IQ4_NL",
-        "IQ4_XS", "F16", "BF16",
+        "IQ4_XS", "F16", "BF16", "F32",
     ] {
         models.push((kind.to_owned(), serve_util::requantized(kind)));
     }

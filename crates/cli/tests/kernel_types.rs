@@ -40,6 +40,7 @@ const TYPES: &[(&str, &str)] = &[
     ("IQ4_XS", "iq4_xs"),
     ("F16", "f16"),
     ("BF16", "bf16"),
+    ("F32", "f32"),
 ];
 
 const PROMPTS: [&str; 4] = [
