@@ -612,7 +612,7 @@ struct Strip {
 }
 
 /// The inputs side by side for the paired float tile (nothing where the build has no
-/// AVX-512).
+/// AVX-512: the panels then get `None`).
 #[cfg(wide)]
 type Pairs = floats::Paired;
 #[cfg(not(wide))]
@@ -759,17 +759,21 @@ impl<'a> MatMul<'a> {
             if !self.w.format.is_float() {
                 x.of(self.x, self.k, self.w.format.block_values());
             }
+            // Laying the inputs out two by two costs about what a few weight rows' products
+            // do: worth it for a share of a panel or more, not for a router's four rows.
             #[cfg(wide)]
             let pairs = {
                 let paired = with_layout!(self.w.format, L => false, E => E::PAIRED);
-                if paired && path == Path::Avx512Vnni {
+                if paired && path == Path::Avx512Vnni && mine.len() >= PANEL {
                     let rows = self.x.rows / 4 * 4;
                     pairs.of(self.x.data, self.x.stride, self.k, rows);
+                    Some(&*pairs)
+                } else {
+                    None
                 }
-                &*pairs
             };
             #[cfg(not(wide))]
-            let pairs = &Pairs;
+            let pairs: Option<&Pairs> = None;
             results.resize(self.x.rows * PANEL, 0.0);
             let mut panel = mine.start;
             while panel < mine.end {
@@ -791,7 +795,7 @@ impl<'a> MatMul<'a> {
         path: Path,
         x: &Quantized,
         strips: &mut [Strip; 2],
-        pairs: &Pairs,
+        pairs: Option<&Pairs>,
         rows: Range<usize>,
         results: &mut [f32],
     ) {
@@ -802,7 +806,7 @@ impl<'a> MatMul<'a> {
                 let row_bytes = self.k * E::BYTES;
                 // AVX-512 takes whole tiles of its own, then the rest as AVX2's.
                 #[cfg(wide)]
-                let first = if path == Path::Avx512Vnni && E::PAIRED {
+                let first = if let Some(pairs) = pairs {
                     // Tiles of twelve rows, then one of four, then AVX2's for the last three.
                     let wide = self.x.rows / PAIRED_X * PAIRED_X;
                     self.panel_with::<PAIRED_X>(row_bytes, 0..wide, rows.clone(), results, |w, i, _| {
@@ -824,7 +828,7 @@ impl<'a> MatMul<'a> {
                 };
                 #[cfg(not(wide))]
                 let first = {
-                    let &Pairs = pairs;
+                    let _ = pairs; // always `None` without AVX-512
                     0
                 };
                 let inputs = first..self.x.rows;

@@ -388,13 +388,15 @@ fn bits(rows: &[Vec<f32>]) -> Vec<Vec<u32>> {
 #[test]
 fn the_kernel_matches_the_scalar_definition_bit_for_bit_at_every_level() {
     // Tiles of every height (1 to 4 inputs), short last weight tiles, several panels, padded
-    // rows.
+    // rows; a panel or more with 29 inputs: the paired float tile's twelve and four rows
+    // (F32 at `avx512`, from a panel's share of weight rows) and a rest of one.
     for format in formats() {
         for (seed, k, n, m) in [
             (1, 32, 1, 1),
             (2, 64, 5, 2),
             (3, 576, 67, 7),
             (4, 1536, 130, 9),
+            (5, 96, 70, 29),
         ] {
             let k = k_for(format, k);
             matches_the_definition_at_every_level(&Case::new(seed, format, k, n, m, 4, 3));
