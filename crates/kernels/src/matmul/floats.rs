@@ -451,10 +451,10 @@ impl Paired {
 
 /// [`accumulate_paired`]'s step: [`paired_step`].
 #[cfg(wide)]
-struct Pairs;
+struct Pair;
 
 #[cfg(wide)]
-impl<const P: usize> Step<P> for Pairs {
+impl<const P: usize> Step<P> for Pair {
     const SPREAD: usize = 2;
     type Acc = [[m512; TILE_W]; P];
     #[allow(clippy::inline_always)] // the tile's inner loop
@@ -482,7 +482,7 @@ pub(super) fn accumulate_paired<E: Element, const P: usize, const C: usize>(
     use safe_arch::zeroed_m512;
     const { assert!(C == 2 * P) };
     let mut acc: [[m512; TILE_W]; P] = [[zeroed_m512(); TILE_W]; P];
-    sweep::<E, P, Pairs>(w, x, k, &mut acc);
+    sweep::<E, P, Pair>(w, x, k, &mut acc);
     let mut lanes = [[[0.0f32; LANES]; TILE_W]; C];
     for (p, acc) in acc.iter().enumerate() {
         for (r, acc) in acc.iter().enumerate() {
