@@ -611,13 +611,6 @@ struct Strip {
     supers: Vec<[[f32; STRIP]; 2]>,
 }
 
-/// The inputs side by side for the paired float tile (nothing where the build has no
-/// AVX-512: the panels then get `None`).
-#[cfg(wide)]
-type Pairs = floats::Paired;
-#[cfg(not(wide))]
-struct Pairs;
-
 #[derive(Default)]
 struct Scratch {
     x: Quantized,
@@ -625,8 +618,7 @@ struct Scratch {
     strips: [Strip; 2],
     /// `PANEL` results per input row.
     out: Vec<f32>,
-    /// The inputs two by two, for the paired float tile.
-    #[cfg(wide)]
+    /// The inputs two by two, for the paired float tile (AVX-512 builds only).
     pairs: floats::Paired,
 }
 
@@ -753,7 +745,6 @@ impl<'a> MatMul<'a> {
                 x,
                 strips,
                 out: results,
-                #[cfg(wide)]
                 pairs,
             } = &mut *scratch;
             if !self.w.format.is_float() {
@@ -773,7 +764,10 @@ impl<'a> MatMul<'a> {
                 }
             };
             #[cfg(not(wide))]
-            let pairs: Option<&Pairs> = None;
+            let pairs: Option<&floats::Paired> = {
+                let _ = pairs;
+                None
+            };
             results.resize(self.x.rows * PANEL, 0.0);
             let mut panel = mine.start;
             while panel < mine.end {
@@ -795,7 +789,7 @@ impl<'a> MatMul<'a> {
         path: Path,
         x: &Quantized,
         strips: &mut [Strip; 2],
-        pairs: Option<&Pairs>,
+        pairs: Option<&floats::Paired>,
         rows: Range<usize>,
         results: &mut [f32],
     ) {
@@ -812,11 +806,11 @@ impl<'a> MatMul<'a> {
                     self.panel_with::<PAIRED_X>(row_bytes, 0..wide, rows.clone(), results, |w, i, _| {
                         paired_tile::<E, { PAIRED_X / 2 }, PAIRED_X>(w, pairs, i, self.k)
                     });
-                    let four = self.x.rows / 4 * 4;
-                    self.panel_with::<4>(row_bytes, wide..four, rows.clone(), results, |w, i, _| {
+                    let paired = pairs.rows();
+                    self.panel_with::<4>(row_bytes, wide..paired, rows.clone(), results, |w, i, _| {
                         paired_tile::<E, 2, 4>(w, pairs, i, self.k)
                     });
-                    four
+                    paired
                 } else if path == Path::Avx512Vnni {
                     let wide = self.x.rows / WIDE_X * WIDE_X;
                     self.panel_with::<WIDE_X>(row_bytes, 0..wide, rows.clone(), results, |w, i, _| {

@@ -416,19 +416,19 @@ fn wide_step<E: Element, const C: usize>(
 /// `2p + 1`) is `2k` values, each lane group of row `2p` followed by the same lane group of
 /// row `2p + 1`, so that one 512-bit load gives both rows' eight values. Made once per
 /// product (the inputs are a small part of its bytes) and read by every tile.
-#[cfg(wide)]
 #[derive(Default)]
+#[cfg_attr(not(wide), allow(dead_code))] // only AVX-512 builds lay inputs out in pairs
 pub(super) struct Paired {
     data: Vec<f32>,
     k: usize,
 }
 
-#[cfg(wide)]
+#[cfg_attr(not(wide), allow(dead_code))]
 impl Paired {
-    /// The first `rows` rows (an even number) of `x`, whose rows are `k` values `stride`
-    /// apart.
+    /// The first `rows` rows (a multiple of four: whole tiles of two pairs) of `x`, whose
+    /// rows are `k` values `stride` apart.
     pub(super) fn of(&mut self, x: &[f32], stride: usize, k: usize, rows: usize) {
-        debug_assert!(rows.is_multiple_of(2) && k.is_multiple_of(LANES));
+        debug_assert!(rows.is_multiple_of(4) && k.is_multiple_of(LANES));
         self.k = k;
         // Whatever the buffer held is overwritten: `resize` only fills what it adds.
         self.data.resize(rows * k, 0.0);
@@ -441,6 +441,11 @@ impl Paired {
                 out[LANES..].copy_from_slice(high);
             }
         }
+    }
+
+    /// The rows laid out.
+    pub(super) fn rows(&self) -> usize {
+        self.data.len().checked_div(self.k).unwrap_or(0)
     }
 
     /// Pair `p`: rows `2p` and `2p + 1`, side by side.
