@@ -36,7 +36,10 @@ pub struct ModelInfo {
     /// token granularity either way; only with this are warm answers exactly the cold ones.
     pub deterministic: bool,
     /// The build and kernel mode that computed this context's state (for example
-    /// `llama.cpp 0.1.161 cpu deterministic`): prompt-cache snapshots are keyed by it.
+    /// `llama.cpp 0.1.161 cpu deterministic`): prompt-cache snapshots are keyed by it. It names
+    /// what can change the state's bits — on the CPU, the instruction sets ggml was compiled
+    /// with, or only [`CpuKernels::same_bits_on`]'s level where the model's bits are the same
+    /// on every machine of it.
     pub build: String,
     /// Where the layers run, in layer order: one span per device (the CPU, a GPU, an RPC
     /// worker). Empty when the backend does not say.
@@ -62,6 +65,12 @@ pub struct CpuKernels {
     /// `ggml-reference` (ggml's own flash attention, batch-invariant too, its rounding
     /// ggml's: for a cache type wick's kernel would not read).
     pub attention: String,
+    /// The CPU level (`x86-64-v3`: AVX2, FMA and F16C) on every machine of which this model
+    /// computes the same bits, whatever more the machine has: prompt-cache snapshots are then
+    /// shared by replicas on different CPUs ([`ModelInfo::build`] names the level, not the
+    /// build machine's instruction sets). `None` when the model's bits may change with the
+    /// instruction sets ggml was compiled with.
+    pub same_bits_on: Option<String>,
 }
 
 /// A run of consecutive layers computed on one device.

@@ -5,6 +5,9 @@
 //! layer-norm model and a Gemma-2-style model. `wick perplexity --json` prints a SHA-256 of
 //! every logit it computed; one differing bit anywhere changes it.
 //!
+//! Because of it, replicas on such machines share prompt-cache snapshots: the x86-64-v3 build
+//! restores what the native build saved, and answers from it with the same bits.
+//!
 //! The second build is `$WICK_X86_64_V3_BIN` when set (`scripts/test` builds it first), else
 //! this test runs `scripts/build-x86-64-v3` (minutes the first time; cached after).
 #![cfg(target_arch = "x86_64")]
@@ -14,7 +17,8 @@ mod serve_util;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::Value;
+use serde_json::{json, Value};
+use serve_util::{get_json, metric, post_json, Server};
 
 /// The x86-64-v3 build.
 fn v3_build() -> PathBuf {
@@ -97,4 +101,106 @@ fn the_native_and_the_x86_64_v3_build_compute_the_same_logits() {
         "logits differ between the builds:\n{}",
         differ.join("\n")
     );
+}
+
+/// A chat whose prompt is long enough to be saved (over 64 tokens), asking for greedy
+/// log-probabilities: equal answers are equal bits.
+fn long_chat() -> Value {
+    json!({
+        "messages": [
+            {"role": "system", "content": "You are a careful assistant who answers briefly. ".repeat(12)},
+            {"role": "user", "content": "Name three colours of the rainbow."}
+        ],
+        "max_tokens": 12,
+        "temperature": 0,
+        "logprobs": true,
+        "top_logprobs": 3
+    })
+}
+
+/// `binary serve` on the test model with its prompt cache in `kv`; `meta` says the model
+/// computes the same bits on every x86-64-v3 machine.
+fn serve(binary: &Path, kv: &Path) -> (Server, tempfile::TempDir) {
+    let home = tempfile::tempdir().expect("a temporary WICK_HOME");
+    let model = wick_testutil::model_path();
+    let args = [
+        "-m",
+        model.to_str().expect("a UTF-8 path"),
+        "--kv-cache-dir",
+        kv.to_str().expect("a UTF-8 path"),
+    ];
+    let server = Server::start_binary_in(binary, home.path(), &args, &[]);
+    let meta = &get_json(&server, "/v1/models")["data"][0]["meta"];
+    assert_eq!(
+        meta["cpu_kernels"]["same_bits_on"],
+        "x86-64-v3",
+        "{}: {meta}",
+        binary.display()
+    );
+    (server, home)
+}
+
+/// `long_chat` on `server`: the answer and how many prompt tokens came from the cache.
+fn answer(server: &Server) -> (Value, u64) {
+    let (status, out) = post_json(server, "/v1/chat/completions", &long_chat());
+    assert_eq!(status, 200, "{out}");
+    let cached = out["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .expect("cached tokens");
+    (out, cached)
+}
+
+/// Replicas on an AVX-512 machine and on an AVX2-only one share one prompt cache (issue 30):
+/// what the native build saved, the x86-64-v3 build restores (the snapshot's fingerprint
+/// names the level both compute the same bits on, not each build's instruction sets), and its
+/// answer from the snapshot — log-probabilities included — is its own cold answer and the
+/// native build's.
+#[test]
+fn the_x86_64_v3_build_restores_the_native_build_s_snapshots() {
+    let v3 = v3_build();
+    let native = PathBuf::from(env!("CARGO_BIN_EXE_wick"));
+    let shared = tempfile::tempdir().expect("a prompt-cache directory");
+
+    let (server, _home) = serve(&native, shared.path());
+    let (cold, cached) = answer(&server);
+    assert_eq!(cached, 0, "{cold}");
+    let metrics = server.metrics_when(|m| metric(m, "wick_prompt_cache_saved_total") >= 1);
+    assert!(
+        metric(&metrics, "wick_prompt_cache_saved_total") >= 1,
+        "the native build saved a snapshot: {metrics}"
+    );
+    drop(server);
+
+    let (server, _home) = serve(&v3, shared.path());
+    let (warm, cached) = answer(&server);
+    let prompt = warm["usage"]["prompt_tokens"]
+        .as_u64()
+        .expect("prompt tokens");
+    assert!(prompt > 64, "long enough to be saved: {prompt}");
+    assert_eq!(
+        cached, prompt,
+        "the x86-64-v3 build restored the prompt: {warm}"
+    );
+    let metrics = server.metrics_when(|_| true);
+    assert_eq!(
+        metric(&metrics, "wick_prompt_cache_hits_disk_total"),
+        1,
+        "{metrics}"
+    );
+    assert_eq!(
+        metric(&metrics, "wick_prompt_cache_rejects_total"),
+        0,
+        "{metrics}"
+    );
+    drop(server);
+
+    let own_cache = tempfile::tempdir().expect("a prompt-cache directory");
+    let (server, _home) = serve(&v3, own_cache.path());
+    let (own, cached) = answer(&server);
+    assert_eq!(cached, 0, "{own}");
+    assert_eq!(
+        warm["choices"], own["choices"],
+        "from the snapshot and cold"
+    );
+    assert_eq!(warm["choices"], cold["choices"], "the two builds");
 }

@@ -7,7 +7,8 @@
 //!   three other requests in one batch (batch invariance);
 //! - they are the same bits at every CPU level (`--cpu-level`): wick's kernels compute the same
 //!   definition on every instruction set, and the cap leaves ggml's own ops as they are;
-//! - `/v1/models` names the level and whether wick's matrix kernel reads the type;
+//! - `/v1/models` names the level, whether wick's matrix kernel reads the type, and that the
+//!   model computes the same bits on every x86-64-v3 machine;
 //! - its distributions are close to llama.cpp's fast kernels' (KL divergence, top-1 agreement).
 //!
 //! SmolLM2's rows are 576 values wide, which the 256-value super-block types (K-quants,
@@ -181,6 +182,14 @@ fn the_same_alone_in_a_batch_and_at_every_level(
         assert_eq!(meta["deterministic"], true, "{kind}: {meta}");
         assert_eq!(meta["cpu_kernels"]["level"], level.name(), "{kind}: {meta}");
         assert_eq!(meta["cpu_kernels"]["attention"], "wick", "{kind}: {meta}");
+        // Every tensor in a type of wick's kernel, a graph `cross_build.rs` compares: the same
+        // bits on every machine of the base level (where the vector kernels are built).
+        let portable = wick_kernels::matmul::VECTORISED.then_some("x86-64-v3");
+        assert_eq!(
+            meta["cpu_kernels"]["same_bits_on"],
+            json!(portable),
+            "{kind}: {meta}"
+        );
         let wick_types = meta["cpu_kernels"]["matmul_types"].to_string();
         // Every type the issue lists runs on wick's kernel; `meta` says so.
         assert!(

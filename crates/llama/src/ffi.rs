@@ -300,6 +300,35 @@ pub(crate) fn kernel_format(t: sys::ggml_type) -> Option<wick_kernels::matmul::F
     })
 }
 
+/// The ggml types of the tensors in the GGUF file at `path`, as ggml's own reader sees them
+/// (the header only: no weight is read). `None` when the header cannot be read, or when the
+/// model is split across files (`split.count`: the other parts' tensors are not listed here).
+pub(crate) fn gguf_tensor_types(path: &std::path::Path) -> Option<Vec<sys::ggml_type>> {
+    let path = std::ffi::CString::new(path.to_str()?).ok()?;
+    let params = sys::gguf_init_params {
+        no_alloc: true,
+        ctx: std::ptr::null_mut(),
+    };
+    // SAFETY: `path` is a NUL-terminated string that outlives the call; with `no_alloc` and no
+    // context asked for, ggml reads the header into a `gguf_context` it allocates (or returns
+    // null, checked). Tensor ids below `gguf_get_n_tensors` are valid, the key is a static
+    // NUL-terminated string, and the context is freed once, after its last use.
+    unsafe {
+        let ctx = sys::gguf_init_from_file(path.as_ptr(), params);
+        if ctx.is_null() {
+            return None;
+        }
+        let split = sys::gguf_find_key(ctx, c"split.count".as_ptr()) >= 0;
+        let types = (!split).then(|| {
+            (0..sys::gguf_get_n_tensors(ctx))
+                .map(|i| sys::gguf_get_tensor_type(ctx, i))
+                .collect()
+        });
+        sys::gguf_free(ctx);
+        types
+    }
+}
+
 /// ggml's version and commit, as its build recorded them.
 pub(crate) fn ggml_version() -> String {
     let text = |p: *const std::ffi::c_char| {

@@ -412,15 +412,22 @@ pub(crate) fn model_info(
     // wick's own kernels change the floats of the deterministic mode when they change, so
     // their revision is part of the build (and so of the snapshot fingerprint below): a
     // snapshot computed by other kernels is never restored. wick's kernels give the same bits
-    // at every CPU level, but ggml's own ops left in the graph (activations, and the matrix
-    // products of the types wick does not read) are compiled for the build machine and may
-    // round differently on another instruction set, so the build names the instruction sets
-    // ggml was compiled with: replicas on different CPUs keep separate snapshots.
+    // at every CPU level, but ggml's own ops left in the graph (the matrix products of the
+    // types wick does not read, the ops of graphs no test has compared across builds) are
+    // compiled for the build machine and may round differently on another instruction set.
+    // So the build names the instruction sets ggml was compiled with — replicas on different
+    // CPUs keep separate snapshots — unless this model's bits are known to be the same on
+    // every machine of a base level: then it names that level, and replicas on an AVX2 and
+    // an AVX-512 machine share one another's snapshots.
+    let same_bits = if cpu_deterministic {
+        let weights = crate::ffi::gguf_tensor_types(&config.model_path);
+        same_bits_on(config, &info, weights.as_deref())
+    } else {
+        None
+    };
     let kernels = if cpu_deterministic {
-        format!(
-            " wick-kernels/{KERNELS_REVISION} ggml-cpu/{}",
-            ggml_cpu_features()
-        )
+        let isa = same_bits.map_or_else(ggml_cpu_features, str::to_owned);
+        format!(" wick-kernels/{KERNELS_REVISION} ggml-cpu/{isa}")
     } else {
         String::new()
     };
@@ -438,6 +445,7 @@ pub(crate) fn model_info(
                 .map(|f| f.name().to_string())
                 .collect(),
             attention: attention_kernel(config.cache_types).to_owned(),
+            same_bits_on: same_bits.map(str::to_owned),
         });
     }
     info
@@ -532,6 +540,52 @@ pub(crate) fn check_device_memory(info: &ModelInfo) -> Result<(), BackendError> 
     Ok(())
 }
 
+/// The architectures whose whole graph gives the same bits from this machine's build and from
+/// an `x86-64-v3` build, at every CPU level, in every weight type of wick's kernel:
+/// `crates/cli/tests/cross_build.rs` compares every logit of a model of each (the test model,
+/// a mixture of experts, a layer-norm `starcoder2` model, a `gemma2` model), and an
+/// architecture joins this list only with a model there.
+const SAME_BITS_ARCHITECTURES: [&str; 3] = ["llama", "starcoder2", "gemma2"];
+
+/// The base level of [`same_bits_on`]: AVX2, FMA and F16C, the instruction sets wick's
+/// vector kernels need and whose absence changes how ggml's compiled C rounds (without FMA
+/// the compiler does not fuse a multiply and an add; without F16C halves convert in software).
+const SAME_BITS_BASE: &str = "x86-64-v3";
+
+/// The CPU level on every machine of which this model computes the same bits, whatever else
+/// the machine has (AVX-512, VNNI) and whatever `--cpu-level` caps it to; `None` when its bits
+/// may change with the instruction sets ggml was compiled with. `Some` needs: a build for the
+/// base level or above; every layer on the CPU's deterministic kernels (no GPU, no RPC
+/// worker), no image projector (its graph is ggml's); wick's attention (every KV cache
+/// type of it); every tensor (`weights`: their ggml types, `None` when unknown) in a
+/// type of wick's matrix kernel; and an architecture of [`SAME_BITS_ARCHITECTURES`].
+/// LoRA adapters are not counted: the prompt cache on disk is never used with them.
+fn same_bits_on(
+    config: &BackendConfig,
+    info: &ModelInfo,
+    weights: Option<&[llama_cpp_sys_2::ggml_type]>,
+) -> Option<&'static str> {
+    let built_for_base = cfg!(all(
+        target_arch = "x86_64",
+        target_feature = "avx2",
+        target_feature = "fma",
+        target_feature = "f16c"
+    ));
+    let on_the_cpu = info.deterministic && info.placement.iter().all(|p| p.device == "CPU");
+    let wick_weights = weights.is_some_and(|types| {
+        types
+            .iter()
+            .all(|&t| crate::ffi::kernel_format(t).is_some_and(wick_kernels::matmul::supports))
+    });
+    (built_for_base
+        && on_the_cpu
+        && config.mmproj.is_none()
+        && attention_kernel(config.cache_types) == "wick"
+        && wick_weights
+        && SAME_BITS_ARCHITECTURES.contains(&info.architecture.as_str()))
+    .then_some(SAME_BITS_BASE)
+}
+
 /// The instruction sets ggml's CPU code is compiled with that change how it rounds (wick
 /// builds ggml with `target-cpu=native`, like the crate itself), joined by `+`.
 fn ggml_cpu_features() -> String {
@@ -594,4 +648,89 @@ pub(crate) fn fingerprint(config: &BackendConfig, info: &ModelInfo) -> String {
         info.n_ctx,
         info.build
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use llama_cpp_sys_2 as sys;
+    use wick_backend::{LayerPlacement, SpecialTokens};
+
+    /// A deterministic `llama` model on the CPU, as `model_info` describes one.
+    fn cpu_model() -> ModelInfo {
+        let mut info = ModelInfo::new("m", SpecialTokens::default());
+        info.architecture = "llama".into();
+        info.deterministic = true;
+        info.placement = vec![LayerPlacement {
+            device: "CPU".into(),
+            description: "a CPU".into(),
+            first_layer: 0,
+            n_layers: 30,
+            output: true,
+            kv_bytes: 0,
+            deterministic: true,
+        }];
+        info
+    }
+
+    /// Only a model whose every part the cross-build test compares is named by a level.
+    #[test]
+    fn only_a_model_computed_all_by_checked_parts_has_the_same_bits_on_a_level() {
+        let config = BackendConfig::new("m.gguf");
+        let info = cpu_model();
+        let quantized = [sys::GGML_TYPE_F32, sys::GGML_TYPE_Q4_K, sys::GGML_TYPE_Q6_K];
+        // Where wick's vector kernels are not built, nothing is.
+        let level = wick_kernels::matmul::VECTORISED.then_some(SAME_BITS_BASE);
+        assert_eq!(same_bits_on(&config, &info, Some(&quantized)), level);
+        for architecture in ["starcoder2", "gemma2"] {
+            let mut other = cpu_model();
+            other.architecture = architecture.into();
+            assert_eq!(same_bits_on(&config, &other, Some(&quantized)), level);
+        }
+
+        // A weight type of ggml's per-pair product, or weights not known.
+        let iq2 = [sys::GGML_TYPE_F32, sys::GGML_TYPE_IQ2_XXS];
+        assert_eq!(same_bits_on(&config, &info, Some(&iq2)), None);
+        assert_eq!(same_bits_on(&config, &info, None), None);
+        // A graph no test compares across builds.
+        let mut qwen = cpu_model();
+        qwen.architecture = "qwen3".into();
+        assert_eq!(same_bits_on(&config, &qwen, Some(&quantized)), None);
+        // Layers on an RPC worker, or the fast kernels.
+        let mut rpc = cpu_model();
+        rpc.placement[0].n_layers = 10;
+        rpc.placement.push(LayerPlacement {
+            device: "RPC0".into(),
+            description: "10.0.0.2:50052".into(),
+            first_layer: 10,
+            ..rpc.placement[0].clone()
+        });
+        assert_eq!(same_bits_on(&config, &rpc, Some(&quantized)), None);
+        let mut fast = cpu_model();
+        fast.deterministic = false;
+        assert_eq!(same_bits_on(&config, &fast, Some(&quantized)), None);
+        // An image projector's graph.
+        let mut with_images = BackendConfig::new("m.gguf");
+        with_images.mmproj = Some("mmproj.gguf".into());
+        assert_eq!(same_bits_on(&with_images, &info, Some(&quantized)), None);
+    }
+
+    /// ggml's reader lists a real model's tensor types; a file it cannot read lists none.
+    #[test]
+    fn the_tensor_types_come_from_the_gguf_header() {
+        let types = crate::ffi::gguf_tensor_types(&wick_testutil::model_path())
+            .expect("the test model's header reads");
+        // SmolLM2-135M: 30 layers of 9 tensors, the embeddings and the output norm.
+        assert_eq!(types.len(), 272);
+        assert!(types.contains(&sys::GGML_TYPE_Q4_1), "{types:?}");
+        assert!(types.contains(&sys::GGML_TYPE_F32), "{types:?}");
+        let dir = tempfile::tempdir().unwrap();
+        let text = dir.path().join("text.gguf");
+        std::fs::write(&text, "not a model").unwrap();
+        assert_eq!(crate::ffi::gguf_tensor_types(&text), None);
+        assert_eq!(
+            crate::ffi::gguf_tensor_types(&dir.path().join("missing.gguf")),
+            None
+        );
+    }
 }

@@ -45,7 +45,7 @@ fn model_json(state: &AppState, m: &Listing) -> Value {
                "placement": placement_json(&meta.placement),
                "cpu_kernels": meta.cpu_kernels.as_ref().map(|k| json!({
                    "level": k.level, "matmul_types": k.matmul_types,
-                   "attention": k.attention}))});
+                   "attention": k.attention, "same_bits_on": k.same_bits_on}))});
     }
     entry
 }
