@@ -165,6 +165,25 @@ fn a_gemma2_model_is_batch_invariant_and_the_same_at_every_cpu_level() {
     the_same_alone_in_a_batch_and_at_every_level("gemma2", &model, "q4_1", &cpu::available());
 }
 
+/// A Qwen 2 graph (biases added to the queries, keys and values) and a Qwen 3 graph (each
+/// query and key head RMS-normed before its rotary positions) hold them too.
+#[test]
+fn qwen2_and_qwen3_models_are_batch_invariant_and_the_same_at_every_cpu_level() {
+    let levels = cpu::available();
+    the_same_alone_in_a_batch_and_at_every_level(
+        "qwen2",
+        &serve_util::qwen2_model(),
+        "q4_1",
+        &levels,
+    );
+    the_same_alone_in_a_batch_and_at_every_level(
+        "qwen3",
+        &serve_util::qwen3_model(),
+        "q4_1",
+        &levels,
+    );
+}
+
 /// `model` served at each of `levels`: `meta` names the level, wick's attention and
 /// `tensor_type` among wick's kernel types; a greedy answer with its log-probabilities is the
 /// same bits alone and in a batch of four, and the same at every level.

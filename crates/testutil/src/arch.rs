@@ -1,6 +1,7 @@
 //! The test model as other architectures, for the tests of wick's kernels on graphs unlike
 //! `llama`'s: layer norm (`NORM`), GELU, biases (`starcoder2`); soft caps, `GEGLU`, post-norms
-//! and sliding-window attention (`gemma2`).
+//! and sliding-window attention (`gemma2`); biased queries, keys and values (`qwen2`); queries
+//! and keys normed per head (`qwen3`).
 
 use crate::split::{key_of, kv, string_value, write_gguf, Parsed, TensorData};
 
@@ -107,6 +108,84 @@ pub fn gemma2_model(bytes: &[u8], window: u32) -> Vec<u8> {
     write_gguf(&kvs, &tensors, file.alignment)
 }
 
+/// The dense `llama` model `bytes` (SmolLM2-135M) as a `qwen2` model (Qwen 2 and 2.5): the
+/// same tensors plus biases on the queries, keys and values (drawn from `seed`), rotary
+/// positions of llama.cpp's `NEOX` kind. Its answers are poor; its graph is Qwen 2's.
+///
+/// # Panics
+///
+/// When `bytes` is not a dense `llama` GGUF file: this is test support.
+pub fn qwen2_model(bytes: &[u8], seed: u64) -> Vec<u8> {
+    let file = Parsed::new(bytes);
+    let kvs = renamed_keys(&file, "qwen2");
+    let mut draw = crate::Draw::new(seed);
+    let mut tensors: Vec<TensorData> = Vec::new();
+    for (name, dims, ty, data) in file.tensor_data() {
+        let bias = ["attn_q", "attn_k", "attn_v"]
+            .iter()
+            .find(|b| name.ends_with(&format!(".{b}.weight")))
+            .map(|_| {
+                let values = (0..dims[1])
+                    .flat_map(|_| (draw.next() * 0.02).to_le_bytes())
+                    .collect();
+                (name.replace(".weight", ".bias"), vec![dims[1]], 0, values) // F32
+            });
+        tensors.push((name, dims, ty, data));
+        tensors.extend(bias);
+    }
+    write_gguf(&kvs, &tensors, file.alignment)
+}
+
+/// The dense `llama` model `bytes` (SmolLM2-135M) as a `qwen3` model: the same tensors plus
+/// an RMS norm of each query and key head before the rotary positions (`attn_q_norm`,
+/// `attn_k_norm`: one weight per head value, drawn around 1 from `seed`), rotary positions of
+/// the `NEOX` kind. Its answers are poor; its graph is Qwen 3's.
+///
+/// # Panics
+///
+/// When `bytes` is not a dense `llama` GGUF file with its width and head count: this is test
+/// support.
+pub fn qwen3_model(bytes: &[u8], seed: u64) -> Vec<u8> {
+    const ARCH: &str = "qwen3";
+    let file = Parsed::new(bytes);
+    let width = u32_value(&file, "llama.embedding_length");
+    let heads = u32_value(&file, "llama.attention.head_count");
+    let head = u64::from(width / heads);
+    let kvs = renamed_keys(&file, ARCH);
+    let mut draw = crate::Draw::new(seed);
+    let mut tensors: Vec<TensorData> = Vec::new();
+    for (name, dims, ty, data) in file.tensor_data() {
+        let norm = name.ends_with(".attn_norm.weight").then(|| {
+            ["attn_q_norm", "attn_k_norm"].map(|norm| {
+                let values = (0..head)
+                    .flat_map(|_| (1.0 + draw.next() * 0.1).to_le_bytes())
+                    .collect();
+                (name.replace("attn_norm", norm), vec![head], 0, values) // F32
+            })
+        });
+        tensors.push((name, dims, ty, data));
+        tensors.extend(norm.into_iter().flatten());
+    }
+    write_gguf(&kvs, &tensors, file.alignment)
+}
+
+/// The `u32` value of `key` in `file`.
+///
+/// # Panics
+///
+/// When `file` has no such key, or its value is not a `u32`.
+fn u32_value(file: &Parsed<'_>, key: &str) -> u32 {
+    let pair = file
+        .kvs
+        .iter()
+        .find(|pair| key_of(pair) == key)
+        .unwrap_or_else(|| panic!("no {key}"));
+    // After the key's length and bytes: the value's type (4: u32) and the value.
+    let typed = &pair[8 + key.len()..];
+    assert_eq!(typed[..4], 4u32.to_le_bytes(), "{key} is a u32");
+    u32::from_le_bytes(typed[4..8].try_into().expect("four bytes"))
+}
+
 /// `file`'s key-value pairs for architecture `arch`: `general.architecture` set to it, the
 /// `llama.` keys renamed to `arch.`, the others as they are.
 fn renamed_keys(file: &Parsed<'_>, arch: &str) -> Vec<Vec<u8>> {
@@ -195,6 +274,69 @@ mod tests {
             ]
         );
         assert_eq!(parsed.tensors[0].data[..32], parsed.tensors[1].data[..32]);
+    }
+
+    #[test]
+    fn qwen2_gets_biased_queries_keys_and_values() {
+        // A layer's query, key and value, as qwen2 biases them.
+        let dense = dense();
+        let parsed = Parsed::new(&dense);
+        let mut tensors = parsed.tensor_data();
+        let kvs: Vec<Vec<u8>> = parsed.kvs.iter().map(|kv| kv.to_vec()).collect();
+        for name in ["attn_q", "attn_k", "attn_v"] {
+            tensors.push((
+                format!("blk.0.{name}.weight"),
+                vec![8, 6],
+                0,
+                vec![2; 4 * 48],
+            ));
+        }
+        let file = write_gguf(&kvs, &tensors, 32);
+        let out = qwen2_model(&file, 5);
+        let parsed = Parsed::new(&out);
+        assert!(parsed.kvs[0].ends_with(b"qwen2"));
+        assert_eq!(keys(&parsed)[1], "qwen2.block_count");
+        let names: Vec<_> = names_and_dims(&parsed);
+        assert_eq!(names.len(), 9, "{names:?}");
+        for name in ["attn_q", "attn_k", "attn_v"] {
+            let weight = names
+                .iter()
+                .position(|(n, _)| *n == format!("blk.0.{name}.weight"))
+                .unwrap();
+            assert_eq!(
+                names[weight + 1],
+                (format!("blk.0.{name}.bias"), vec![6]),
+                "{names:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn qwen3_gets_a_norm_per_query_and_key_head() {
+        let dense = dense();
+        let parsed = Parsed::new(&dense);
+        let mut kvs: Vec<Vec<u8>> = parsed.kvs.iter().map(|kv| kv.to_vec()).collect();
+        kvs.push(kv("llama.embedding_length", 4, &8u32.to_le_bytes()));
+        kvs.push(kv("llama.attention.head_count", 4, &2u32.to_le_bytes()));
+        let file = write_gguf(&kvs, &parsed.tensor_data(), 32);
+        let out = qwen3_model(&file, 5);
+        let parsed = Parsed::new(&out);
+        assert!(parsed.kvs[0].ends_with(b"qwen3"));
+        assert_eq!(keys(&parsed)[3], "qwen3.embedding_length");
+        assert_eq!(
+            names_and_dims(&parsed)[..3],
+            [
+                ("blk.0.attn_norm.weight".to_string(), vec![8]),
+                ("blk.0.attn_q_norm.weight".to_string(), vec![4]),
+                ("blk.0.attn_k_norm.weight".to_string(), vec![4]),
+            ]
+        );
+        // Weights near 1: a norm, not noise (the data's padding after them).
+        let weights = &parsed.tensors[1].data[..16];
+        assert!(weights.chunks(4).all(|w| {
+            let w = f32::from_le_bytes(w.try_into().unwrap());
+            (0.8..1.2).contains(&w)
+        }));
     }
 
     #[test]

@@ -285,6 +285,22 @@ pub(crate) fn gemma2_model() -> std::path::PathBuf {
     })
 }
 
+/// The test model as a `qwen2` model (biased queries, keys and values:
+/// [`wick_testutil::qwen2_model`]), made once into `$WICK_HOME/test-models`.
+pub(crate) fn qwen2_model() -> std::path::PathBuf {
+    made_once("SmolLM2-135M-Instruct.Q4_1.qwen2.gguf", |dense| {
+        wick_testutil::qwen2_model(dense, 13)
+    })
+}
+
+/// The test model as a `qwen3` model (queries and keys normed per head:
+/// [`wick_testutil::qwen3_model`]), made once into `$WICK_HOME/test-models`.
+pub(crate) fn qwen3_model() -> std::path::PathBuf {
+    made_once("SmolLM2-135M-Instruct.Q4_1.qwen3.gguf", |dense| {
+        wick_testutil::qwen3_model(dense, 17)
+    })
+}
+
 /// `$WICK_HOME/test-models/name`, made once by `make` from the test model's bytes: written
 /// aside, then renamed, so a run cut short leaves no half file behind.
 fn made_once(name: &str, make: impl FnOnce(&[u8]) -> Vec<u8>) -> std::path::PathBuf {
