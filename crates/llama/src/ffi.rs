@@ -300,32 +300,82 @@ pub(crate) fn kernel_format(t: sys::ggml_type) -> Option<wick_kernels::matmul::F
     })
 }
 
-/// The ggml types of the tensors in the GGUF file at `path`, as ggml's own reader sees them
-/// (the header only: no weight is read). `None` when the header cannot be read, or when the
-/// model is split across files (`split.count`: the other parts' tensors are not listed here).
+/// The ggml types of the tensors of the GGUF model at `path`, as ggml's own reader sees them
+/// (the headers only: no weight is read). A model split across files is read part by part,
+/// its parts named as llama.cpp's loader names them from the first (`…-00001-of-00003.gguf`).
+/// `None` when a header cannot be read.
 pub(crate) fn gguf_tensor_types(path: &std::path::Path) -> Option<Vec<sys::ggml_type>> {
-    let path = std::ffi::CString::new(path.to_str()?).ok()?;
+    let first = std::ffi::CString::new(path.to_str()?).ok()?;
+    let (mut types, count) = header_tensor_types(&first)?;
+    if count > 1 {
+        let mut prefix = vec![0u8; first.as_bytes().len() + 1];
+        // SAFETY: `prefix` has room for `first` and its NUL, more than the prefix, and ggml
+        // writes at most `prefix.len()` bytes; `first` is NUL-terminated.
+        let len = unsafe {
+            sys::llama_split_prefix(
+                prefix.as_mut_ptr().cast(),
+                prefix.len(),
+                first.as_ptr(),
+                0,
+                count,
+            )
+        };
+        prefix.truncate(usize::try_from(len).ok().filter(|&n| n > 0)?);
+        let prefix = std::ffi::CString::new(prefix).ok()?;
+        for part in 1..count {
+            // The prefix, `-NNNNN-of-NNNNN.gguf` and the NUL.
+            let mut name = vec![0u8; prefix.as_bytes().len() + 32];
+            // SAFETY: ggml writes at most `name.len()` bytes, NUL included; `prefix` is
+            // NUL-terminated.
+            let len = unsafe {
+                sys::llama_split_path(
+                    name.as_mut_ptr().cast(),
+                    name.len(),
+                    prefix.as_ptr(),
+                    part,
+                    count,
+                )
+            };
+            name.truncate(
+                usize::try_from(len)
+                    .ok()
+                    .filter(|&n| n > 0 && n < name.len())?,
+            );
+            let (more, _) = header_tensor_types(&std::ffi::CString::new(name).ok()?)?;
+            types.extend(more);
+        }
+    }
+    Some(types)
+}
+
+/// The tensor types listed in one GGUF file's header, and its `split.count` (1 when absent).
+fn header_tensor_types(path: &std::ffi::CStr) -> Option<(Vec<sys::ggml_type>, i32)> {
     let params = sys::gguf_init_params {
         no_alloc: true,
         ctx: std::ptr::null_mut(),
     };
-    // SAFETY: `path` is a NUL-terminated string that outlives the call; with `no_alloc` and no
-    // context asked for, ggml reads the header into a `gguf_context` it allocates (or returns
-    // null, checked). Tensor ids below `gguf_get_n_tensors` are valid, the key is a static
-    // NUL-terminated string, and the context is freed once, after its last use.
+    // SAFETY: `path` is NUL-terminated; with `no_alloc` and no context asked for, ggml reads
+    // the header into a `gguf_context` it allocates (or returns null, checked). Tensor ids
+    // below `gguf_get_n_tensors` are valid; `split.count` is read as a `u16` only when its
+    // type says so (ggml asserts the type); the context is freed once, after its last use.
     unsafe {
         let ctx = sys::gguf_init_from_file(path.as_ptr(), params);
         if ctx.is_null() {
             return None;
         }
-        let split = sys::gguf_find_key(ctx, c"split.count".as_ptr()) >= 0;
-        let types = (!split).then(|| {
-            (0..sys::gguf_get_n_tensors(ctx))
-                .map(|i| sys::gguf_get_tensor_type(ctx, i))
-                .collect()
-        });
+        let key = sys::gguf_find_key(ctx, c"split.count".as_ptr());
+        let count = if key < 0 {
+            Some(1)
+        } else if sys::gguf_get_kv_type(ctx, key) == sys::GGUF_TYPE_UINT16 {
+            Some(i32::from(sys::gguf_get_val_u16(ctx, key)))
+        } else {
+            None
+        };
+        let types = (0..sys::gguf_get_n_tensors(ctx))
+            .map(|i| sys::gguf_get_tensor_type(ctx, i))
+            .collect();
         sys::gguf_free(ctx);
-        types
+        Some((types, count?))
     }
 }
 

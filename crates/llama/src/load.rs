@@ -715,16 +715,29 @@ mod tests {
         assert_eq!(same_bits_on(&with_images, &info, Some(&quantized)), None);
     }
 
-    /// ggml's reader lists a real model's tensor types; a file it cannot read lists none.
+    /// ggml's reader lists a real model's tensor types, a split model's from every part; a
+    /// file it cannot read, or a split model with a part missing, lists none.
     #[test]
-    fn the_tensor_types_come_from_the_gguf_header() {
-        let types = crate::ffi::gguf_tensor_types(&wick_testutil::model_path())
-            .expect("the test model's header reads");
+    fn the_tensor_types_come_from_the_gguf_headers() {
+        let model = wick_testutil::model_path();
+        let types = crate::ffi::gguf_tensor_types(&model).expect("the test model's header reads");
         // SmolLM2-135M: 30 layers of 9 tensors, the embeddings and the output norm.
         assert_eq!(types.len(), 272);
         assert!(types.contains(&sys::GGML_TYPE_Q4_1), "{types:?}");
         assert!(types.contains(&sys::GGML_TYPE_F32), "{types:?}");
+
         let dir = tempfile::tempdir().unwrap();
+        let shards = wick_testutil::split_gguf(&std::fs::read(&model).unwrap(), 3);
+        let names: Vec<_> = (1..=3)
+            .map(|i| dir.path().join(format!("smol-{i:05}-of-00003.gguf")))
+            .collect();
+        for (name, shard) in names.iter().zip(&shards) {
+            std::fs::write(name, shard).unwrap();
+        }
+        assert_eq!(crate::ffi::gguf_tensor_types(&names[0]), Some(types));
+        std::fs::remove_file(&names[2]).unwrap();
+        assert_eq!(crate::ffi::gguf_tensor_types(&names[0]), None);
+
         let text = dir.path().join("text.gguf");
         std::fs::write(&text, "not a model").unwrap();
         assert_eq!(crate::ffi::gguf_tensor_types(&text), None);
