@@ -165,11 +165,18 @@ fn a_gemma2_model_is_batch_invariant_and_the_same_at_every_cpu_level() {
     the_same_alone_in_a_batch_and_at_every_level("gemma2", &model, "q4_1", &cpu::available());
 }
 
-/// A Qwen 2 graph (biases added to the queries, keys and values) and a Qwen 3 graph (each
-/// query and key head RMS-normed before its rotary positions) hold them too.
+/// A Qwen 2 graph (biases added to the queries, keys and values), a Qwen 3 graph (each query
+/// and key head RMS-normed before its rotary positions) and a Phi 3 graph (one product viewed
+/// as queries, keys and values; `SWIGLU` of one source's halves; rotary factors) hold them too.
 #[test]
-fn qwen2_and_qwen3_models_are_batch_invariant_and_the_same_at_every_cpu_level() {
+fn qwen2_qwen3_and_phi3_models_are_batch_invariant_and_the_same_at_every_cpu_level() {
     let levels = cpu::available();
+    the_same_alone_in_a_batch_and_at_every_level(
+        "phi3",
+        &serve_util::phi3_model(),
+        "q4_1",
+        &levels,
+    );
     the_same_alone_in_a_batch_and_at_every_level(
         "qwen2",
         &serve_util::qwen2_model(),

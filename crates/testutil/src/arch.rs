@@ -1,7 +1,7 @@
 //! The test model as other architectures, for the tests of wick's kernels on graphs unlike
 //! `llama`'s: layer norm (`NORM`), GELU, biases (`starcoder2`); soft caps, `GEGLU`, post-norms
 //! and sliding-window attention (`gemma2`); biased queries, keys and values (`qwen2`); queries
-//! and keys normed per head (`qwen3`).
+//! and keys normed per head (`qwen3`); fused matrices and rotary factors (`phi3`).
 
 use crate::split::{key_of, kv, string_value, write_gguf, Parsed, TensorData};
 
@@ -165,6 +165,72 @@ pub fn qwen3_model(bytes: &[u8], seed: u64) -> Vec<u8> {
         });
         tensors.push((name, dims, ty, data));
         tensors.extend(norm.into_iter().flatten());
+    }
+    write_gguf(&kvs, &tensors, file.alignment)
+}
+
+/// The dense `llama` model `bytes` (SmolLM2-135M) as a `phi3` model (Phi-3, Phi-3.5,
+/// Phi-4-mini): each layer's queries, keys and values in one matrix (`attn_qkv`, their rows one
+/// after another: llama.cpp computes one product and views it three ways), its network's gate
+/// and up projections in one (`ffn_up`, the gate's rows then the up's: `SWIGLU` of one source
+/// split in halves), rotary factors per frequency (`rope_factors_short` and `_long`, drawn
+/// near 1 from `seed`, as Phi-3.5's long-context rotary scaling has), rotary positions of the
+/// `NEOX` kind. Its answers are poor; its graph is Phi 3's.
+///
+/// # Panics
+///
+/// When `bytes` is not a dense `llama` GGUF file whose query, key and value (and gate and
+/// up) share a 32-value block type: this is test support.
+pub fn phi3_model(bytes: &[u8], seed: u64) -> Vec<u8> {
+    use std::collections::HashMap;
+    let file = Parsed::new(bytes);
+    let rotary = u64::from(u32_value(&file, "llama.rope.dimension_count"));
+    let kvs = renamed_keys(&file, "phi3");
+    let all = file.tensor_data();
+    let by_name: HashMap<&str, &TensorData> = all.iter().map(|t| (t.0.as_str(), t)).collect();
+    // The matrices `blk.N.{part}.weight` of `parts` as one: their rows one after another.
+    let fuse = |layer: &str, parts: &[&str], into: &str| -> TensorData {
+        let mut rows = 0;
+        let mut data = Vec::new();
+        let mut types = Vec::new();
+        let mut width = 0;
+        for part in parts {
+            let (_, dims, ty, bytes) = by_name[format!("{layer}.{part}.weight").as_str()];
+            width = dims[0];
+            rows += dims[1];
+            types.push(*ty);
+            // Without the padding after the tensor.
+            data.extend_from_slice(&bytes[..crate::moe::tensor_bytes(dims, *ty)]);
+        }
+        assert!(types.windows(2).all(|t| t[0] == t[1]), "{layer}: {types:?}");
+        (
+            format!("{layer}.{into}.weight"),
+            vec![width, rows],
+            types[0],
+            data,
+        )
+    };
+    let mut draw = crate::Draw::new(seed);
+    let mut tensors: Vec<TensorData> = Vec::new();
+    for name in ["rope_factors_short", "rope_factors_long"] {
+        let values = (0..rotary / 2)
+            .flat_map(|_| (1.0 + draw.next() * 0.25).to_le_bytes())
+            .collect();
+        tensors.push((format!("{name}.weight"), vec![rotary / 2], 0, values)); // F32
+    }
+    for tensor in &all {
+        let name = tensor.0.as_str();
+        let layer = name.rsplitn(3, '.').nth(2).unwrap_or_default();
+        if name.ends_with(".attn_q.weight") {
+            tensors.push(fuse(layer, &["attn_q", "attn_k", "attn_v"], "attn_qkv"));
+        } else if name.ends_with(".ffn_up.weight") {
+            tensors.push(fuse(layer, &["ffn_gate", "ffn_up"], "ffn_up"));
+        } else if ![".attn_k.weight", ".attn_v.weight", ".ffn_gate.weight"]
+            .iter()
+            .any(|part| name.ends_with(part))
+        {
+            tensors.push(tensor.clone());
+        }
     }
     write_gguf(&kvs, &tensors, file.alignment)
 }
@@ -337,6 +403,54 @@ mod tests {
             let w = f32::from_le_bytes(w.try_into().unwrap());
             (0.8..1.2).contains(&w)
         }));
+    }
+
+    #[test]
+    fn phi3_fuses_the_attention_s_and_the_network_s_matrices_and_gets_rotary_factors() {
+        let dense = dense();
+        let parsed = Parsed::new(&dense);
+        let mut kvs: Vec<Vec<u8>> = parsed.kvs.iter().map(|kv| kv.to_vec()).collect();
+        kvs.push(kv("llama.rope.dimension_count", 4, &8u32.to_le_bytes()));
+        // Q4_1 blocks (20 bytes: a scale, a minimum, 16 bytes of values) numbered by matrix.
+        let q4_1 = |name: &str, rows: u64, fill: u8| -> TensorData {
+            let bytes = usize::try_from(rows).unwrap() * 20;
+            (
+                format!("blk.0.{name}.weight"),
+                vec![32, rows],
+                3,
+                vec![fill; bytes],
+            )
+        };
+        let tensors = vec![
+            q4_1("attn_q", 4, 1),
+            q4_1("attn_k", 2, 2),
+            q4_1("attn_v", 2, 3),
+            q4_1("ffn_gate", 3, 4),
+            q4_1("ffn_up", 3, 5),
+        ];
+        let file = write_gguf(&kvs, &tensors, 32);
+        let out = phi3_model(&file, 5);
+        let parsed = Parsed::new(&out);
+        assert!(parsed.kvs[0].ends_with(b"phi3"));
+        assert_eq!(
+            names_and_dims(&parsed),
+            [
+                ("rope_factors_short.weight".to_string(), vec![4]),
+                ("rope_factors_long.weight".to_string(), vec![4]),
+                ("blk.0.attn_qkv.weight".to_string(), vec![32, 8]),
+                ("blk.0.ffn_up.weight".to_string(), vec![32, 6]),
+            ]
+        );
+        // Rows in order: the query's, the key's, the value's; the gate's, the up's.
+        let qkv = &parsed.tensors[2].data;
+        assert_eq!(qkv[..80], [1; 80]);
+        assert_eq!(qkv[80..120], [2; 40]);
+        assert_eq!(qkv[120..160], [3; 40]);
+        let up = &parsed.tensors[3].data;
+        assert_eq!(
+            (up[..60].to_vec(), up[60..120].to_vec()),
+            (vec![4; 60], vec![5; 60])
+        );
     }
 
     #[test]

@@ -91,7 +91,7 @@ fn block_layout(ty: u32) -> (usize, bool) {
 }
 
 /// The bytes of a tensor of `dims` in ggml type `ty` (a 32-value block type).
-fn tensor_bytes(dims: &[u64], ty: u32) -> usize {
+pub(crate) fn tensor_bytes(dims: &[u64], ty: u32) -> usize {
     let elements: u64 = dims.iter().product();
     usize::try_from(elements / 32).expect("a tensor in memory") * block_layout(ty).0
 }

@@ -301,6 +301,14 @@ pub(crate) fn qwen3_model() -> std::path::PathBuf {
     })
 }
 
+/// The test model as a `phi3` model (fused attention and network matrices, rotary factors:
+/// [`wick_testutil::phi3_model`]), made once into `$WICK_HOME/test-models`.
+pub(crate) fn phi3_model() -> std::path::PathBuf {
+    made_once("SmolLM2-135M-Instruct.Q4_1.phi3.gguf", |dense| {
+        wick_testutil::phi3_model(dense, 19)
+    })
+}
+
 /// `$WICK_HOME/test-models/name`, made once by `make` from the test model's bytes: written
 /// aside, then renamed, so a run cut short leaves no half file behind.
 fn made_once(name: &str, make: impl FnOnce(&[u8]) -> Vec<u8>) -> std::path::PathBuf {
