@@ -2,9 +2,9 @@
 //! CPU level) against a build for `x86-64-v3` — AVX2 without AVX-512 or VNNI, ggml included,
 //! the build an AVX2-only machine makes — at its best level (`avx2`) and at `scalar`, on the
 //! test model, the test model in every weight type with a wick kernel, a mixture of experts, a
-//! layer-norm model, a Gemma-2-style model and Qwen-2-, Qwen-3- and Phi-3-style models. `wick
-//! perplexity --json` prints a SHA-256 of every logit it computed; one differing bit anywhere
-//! changes it.
+//! layer-norm model, Gemma-2- and Gemma-3-style models and Qwen-2-, Qwen-3- and Phi-3-style
+//! models. `wick perplexity --json` prints a SHA-256 of every logit it computed; one differing
+//! bit anywhere changes it.
 //!
 //! Because of it, replicas on such machines share prompt-cache snapshots: the x86-64-v3 build
 //! restores what the native build saved, and answers from it with the same bits.
@@ -77,6 +77,10 @@ fn the_native_and_the_x86_64_v3_build_compute_the_same_logits() {
     models.push((
         "a Gemma-2-style model".to_owned(),
         serve_util::gemma2_model(),
+    ));
+    models.push((
+        "a Gemma-3-style model".to_owned(),
+        serve_util::gemma3_model(),
     ));
     models.push(("a Qwen-2-style model".to_owned(), serve_util::qwen2_model()));
     models.push(("a Qwen-3-style model".to_owned(), serve_util::qwen3_model()));

@@ -1,7 +1,8 @@
 //! The test model as other architectures, for the tests of wick's kernels on graphs unlike
 //! `llama`'s: layer norm (`NORM`), GELU, biases (`starcoder2`); soft caps, `GEGLU`, post-norms
-//! and sliding-window attention (`gemma2`); biased queries, keys and values (`qwen2`); queries
-//! and keys normed per head (`qwen3`); fused matrices and rotary factors (`phi3`).
+//! and sliding-window attention (`gemma2`), with query and key norms and a window's own rotary
+//! base (`gemma3`); biased queries, keys and values (`qwen2`); queries and keys normed per head
+//! (`qwen3`); fused matrices and rotary factors (`phi3`).
 
 use crate::split::{key_of, kv, string_value, write_gguf, Parsed, TensorData};
 
@@ -72,24 +73,45 @@ pub fn layer_norm_model(bytes: &[u8], seed: u64) -> Vec<u8> {
 ///
 /// When `bytes` is not a dense `llama` GGUF file: this is test support.
 pub fn gemma2_model(bytes: &[u8], window: u32) -> Vec<u8> {
-    const ARCH: &str = "gemma2";
+    gemma_model(bytes, "gemma2", window, None)
+}
+
+/// The dense `llama` model `bytes` (SmolLM2-135M) as a `gemma3` model: [`gemma2_model`]'s
+/// post-norms, `GEGLU` and scaled embedding, without its soft caps, with each query and key
+/// head RMS-normed before its rotary positions (weights drawn around 1 from `seed`), five
+/// layers in six attending to a sliding window of `window` tokens with their own rotary base
+/// (10,000), as Gemma 3 has. Its answers are poor; its graph is Gemma 3's.
+///
+/// # Panics
+///
+/// When `bytes` is not a dense `llama` GGUF file with its width and head count: this is test
+/// support.
+pub fn gemma3_model(bytes: &[u8], window: u32, seed: u64) -> Vec<u8> {
+    gemma_model(bytes, "gemma3", window, Some(seed))
+}
+
+/// [`gemma2_model`] (`arch` `gemma2`) and [`gemma3_model`] (`gemma3`, with head norms drawn
+/// from `head_norms`).
+fn gemma_model(bytes: &[u8], arch: &str, window: u32, head_norms: Option<u64>) -> Vec<u8> {
     let file = Parsed::new(bytes);
-    let mut kvs = renamed_keys(&file, ARCH);
+    let mut kvs = renamed_keys(&file, arch);
+    let f32_key = |name: &str, value: f32| kv(&format!("{arch}.{name}"), 6, &value.to_le_bytes());
+    if head_norms.is_some() {
+        kvs.push(f32_key("rope.freq_base_swa", 10_000.0));
+    } else {
+        kvs.push(f32_key("attn_logit_softcapping", 50.0));
+        kvs.push(f32_key("final_logit_softcapping", 30.0));
+    }
     kvs.push(kv(
-        &format!("{ARCH}.attn_logit_softcapping"),
-        6,
-        &50f32.to_le_bytes(),
-    )); // f32
-    kvs.push(kv(
-        &format!("{ARCH}.final_logit_softcapping"),
-        6,
-        &30f32.to_le_bytes(),
-    ));
-    kvs.push(kv(
-        &format!("{ARCH}.attention.sliding_window"),
+        &format!("{arch}.attention.sliding_window"),
         4,
         &window.to_le_bytes(),
     )); // u32
+    let mut head = head_norms.map(|seed| {
+        let width = u32_value(&file, "llama.embedding_length");
+        let heads = u32_value(&file, "llama.attention.head_count");
+        (u64::from(width / heads), crate::Draw::new(seed))
+    });
     let mut tensors: Vec<TensorData> = Vec::new();
     for (name, dims, ty, data) in file.tensor_data() {
         let post = [
@@ -102,10 +124,28 @@ pub fn gemma2_model(bytes: &[u8], window: u32) -> Vec<u8> {
             let name = name.replace(&format!(".{before}."), &format!(".{after}."));
             (name, dims.clone(), ty, data.clone())
         });
+        let norms = match &mut head {
+            Some((len, draw)) if name.ends_with(".attn_norm.weight") => {
+                head_norm_tensors(&name, *len, draw).to_vec()
+            }
+            _ => Vec::new(),
+        };
         tensors.push((name, dims, ty, data));
         tensors.extend(post);
+        tensors.extend(norms);
     }
     write_gguf(&kvs, &tensors, file.alignment)
+}
+
+/// A layer's query and key head norms (`attn_q_norm`, `attn_k_norm`, named after its
+/// `attn_norm`): `len` F32 weights each, drawn around 1.
+fn head_norm_tensors(attn_norm: &str, len: u64, draw: &mut crate::Draw) -> [TensorData; 2] {
+    ["attn_q_norm", "attn_k_norm"].map(|norm| {
+        let values = (0..len)
+            .flat_map(|_| (1.0 + draw.next() * 0.1).to_le_bytes())
+            .collect();
+        (attn_norm.replace("attn_norm", norm), vec![len], 0, values) // F32
+    })
 }
 
 /// The dense `llama` model `bytes` (SmolLM2-135M) as a `qwen2` model (Qwen 2 and 2.5): the
@@ -155,14 +195,9 @@ pub fn qwen3_model(bytes: &[u8], seed: u64) -> Vec<u8> {
     let mut draw = crate::Draw::new(seed);
     let mut tensors: Vec<TensorData> = Vec::new();
     for (name, dims, ty, data) in file.tensor_data() {
-        let norm = name.ends_with(".attn_norm.weight").then(|| {
-            ["attn_q_norm", "attn_k_norm"].map(|norm| {
-                let values = (0..head)
-                    .flat_map(|_| (1.0 + draw.next() * 0.1).to_le_bytes())
-                    .collect();
-                (name.replace("attn_norm", norm), vec![head], 0, values) // F32
-            })
-        });
+        let norm = name
+            .ends_with(".attn_norm.weight")
+            .then(|| head_norm_tensors(&name, head, &mut draw));
         tensors.push((name, dims, ty, data));
         tensors.extend(norm.into_iter().flatten());
     }
@@ -340,6 +375,41 @@ mod tests {
             ]
         );
         assert_eq!(parsed.tensors[0].data[..32], parsed.tensors[1].data[..32]);
+    }
+
+    #[test]
+    fn gemma3_gets_post_norms_head_norms_and_no_soft_caps() {
+        let dense = dense();
+        let parsed = Parsed::new(&dense);
+        let mut kvs: Vec<Vec<u8>> = parsed.kvs.iter().map(|kv| kv.to_vec()).collect();
+        kvs.push(kv("llama.embedding_length", 4, &8u32.to_le_bytes()));
+        kvs.push(kv("llama.attention.head_count", 4, &4u32.to_le_bytes()));
+        let file = write_gguf(&kvs, &parsed.tensor_data(), 32);
+        let out = gemma3_model(&file, 16, 3);
+        let parsed = Parsed::new(&out);
+        assert_eq!(
+            keys(&parsed),
+            [
+                "general.architecture",
+                "gemma3.block_count",
+                "tokenizer.ggml.model",
+                "gemma3.embedding_length",
+                "gemma3.attention.head_count",
+                "gemma3.rope.freq_base_swa",
+                "gemma3.attention.sliding_window",
+            ]
+        );
+        assert!(parsed.kvs[0].ends_with(b"gemma3"));
+        assert!(parsed.kvs[6].ends_with(&16u32.to_le_bytes()));
+        assert_eq!(
+            names_and_dims(&parsed)[..4],
+            [
+                ("blk.0.attn_norm.weight".to_string(), vec![8]),
+                ("blk.0.post_attention_norm.weight".to_string(), vec![8]),
+                ("blk.0.attn_q_norm.weight".to_string(), vec![2]),
+                ("blk.0.attn_k_norm.weight".to_string(), vec![2]),
+            ]
+        );
     }
 
     #[test]

@@ -20,7 +20,9 @@ mod moe;
 mod projector;
 mod split;
 
-pub use arch::{gemma2_model, layer_norm_model, phi3_model, qwen2_model, qwen3_model};
+pub use arch::{
+    gemma2_model, gemma3_model, layer_norm_model, phi3_model, qwen2_model, qwen3_model,
+};
 pub use draw::Draw;
 pub use gguf::{synthetic_gguf, synthetic_gguf_with, SYNTHETIC_TEMPLATE};
 pub use hub::{FakeHub, Logged, FAKE_COMMIT};

@@ -285,6 +285,15 @@ pub(crate) fn gemma2_model() -> std::path::PathBuf {
     })
 }
 
+/// The test model as a `gemma3` model (head norms, no soft caps, five layers in six on a
+/// sliding window of 4 tokens: [`wick_testutil::gemma3_model`]), made once into
+/// `$WICK_HOME/test-models`.
+pub(crate) fn gemma3_model() -> std::path::PathBuf {
+    made_once("SmolLM2-135M-Instruct.Q4_1.gemma3-swa4.gguf", |dense| {
+        wick_testutil::gemma3_model(dense, 4, 23)
+    })
+}
+
 /// The test model as a `qwen2` model (biased queries, keys and values:
 /// [`wick_testutil::qwen2_model`]), made once into `$WICK_HOME/test-models`.
 pub(crate) fn qwen2_model() -> std::path::PathBuf {
