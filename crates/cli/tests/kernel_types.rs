@@ -166,13 +166,19 @@ fn a_gemma2_model_is_batch_invariant_and_the_same_at_every_cpu_level() {
 }
 
 /// A Gemma 3 graph (head norms, five layers in six on a sliding window with a rotary base of
-/// their own), a Qwen 2 graph (biases added to the queries, keys and values), a Qwen 3 graph
-/// (each query and key head RMS-normed before its rotary positions) and a Phi 3 graph (one
-/// product viewed as queries, keys and values; `SWIGLU` of one source's halves; rotary
-/// factors) hold them too.
+/// their own), a Qwen 2 graph (biases added to the queries, keys and values), Qwen 3 graphs
+/// (each query and key head RMS-normed before its rotary positions; dense, and a mixture of
+/// experts) and a Phi 3 graph (one product viewed as queries, keys and values; `SWIGLU` of one
+/// source's halves; rotary factors) hold them too.
 #[test]
 fn gemma3_qwen2_qwen3_and_phi3_models_are_batch_invariant_and_the_same_at_every_cpu_level() {
     let levels = cpu::available();
+    the_same_alone_in_a_batch_and_at_every_level(
+        "qwen3moe",
+        &serve_util::qwen3moe_model(),
+        "q4_1",
+        &levels,
+    );
     the_same_alone_in_a_batch_and_at_every_level(
         "gemma3",
         &serve_util::gemma3_model(),

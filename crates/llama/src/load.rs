@@ -544,14 +544,16 @@ pub(crate) fn check_device_memory(info: &ModelInfo) -> Result<(), BackendError> 
 /// an `x86-64-v3` build, at every CPU level, in every weight type of wick's kernel:
 /// `crates/cli/tests/cross_build.rs` compares every logit of a model of each (the test model,
 /// a mixture of experts, a layer-norm `starcoder2` model, `gemma2`, `gemma3`, `qwen2`,
-/// `qwen3` and `phi3` models), and an architecture joins this list only with a model there.
-const SAME_BITS_ARCHITECTURES: [&str; 7] = [
+/// `qwen3`, `qwen3moe` and `phi3` models), and an architecture joins this list only with a
+/// model there.
+const SAME_BITS_ARCHITECTURES: [&str; 8] = [
     "llama",
     "starcoder2",
     "gemma2",
     "gemma3",
     "qwen2",
     "qwen3",
+    "qwen3moe",
     "phi3",
 ];
 
@@ -690,7 +692,15 @@ mod tests {
         // Where wick's vector kernels are not built, nothing is.
         let level = wick_kernels::matmul::VECTORISED.then_some(SAME_BITS_BASE);
         assert_eq!(same_bits_on(&config, &info, Some(&quantized)), level);
-        for architecture in ["starcoder2", "gemma2", "gemma3", "qwen2", "qwen3", "phi3"] {
+        for architecture in [
+            "starcoder2",
+            "gemma2",
+            "gemma3",
+            "qwen2",
+            "qwen3",
+            "qwen3moe",
+            "phi3",
+        ] {
             let mut other = cpu_model();
             other.architecture = architecture.into();
             assert_eq!(same_bits_on(&config, &other, Some(&quantized)), level);

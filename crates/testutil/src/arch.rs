@@ -2,7 +2,7 @@
 //! `llama`'s: layer norm (`NORM`), GELU, biases (`starcoder2`); soft caps, `GEGLU`, post-norms
 //! and sliding-window attention (`gemma2`), with query and key norms and a window's own rotary
 //! base (`gemma3`); biased queries, keys and values (`qwen2`); queries and keys normed per head
-//! (`qwen3`); fused matrices and rotary factors (`phi3`).
+//! (`qwen3`, and a mixture of experts: `qwen3moe`); fused matrices and rotary factors (`phi3`).
 
 use crate::split::{key_of, kv, string_value, write_gguf, Parsed, TensorData};
 
@@ -186,12 +186,38 @@ pub fn qwen2_model(bytes: &[u8], seed: u64) -> Vec<u8> {
 /// When `bytes` is not a dense `llama` GGUF file with its width and head count: this is test
 /// support.
 pub fn qwen3_model(bytes: &[u8], seed: u64) -> Vec<u8> {
-    const ARCH: &str = "qwen3";
+    head_normed(bytes, "qwen3", seed, Vec::new())
+}
+
+/// A `llama` mixture of experts `bytes` ([`crate::mixture_of_experts`]) as a `qwen3moe` model
+/// (Qwen3-30B-A3B's graph): [`qwen3_model`]'s head norms on it, and the experts' width in
+/// `expert_feed_forward_length` (Qwen's key; without it llama.cpp divides the dense width by
+/// the experts used).
+///
+/// # Panics
+///
+/// When `bytes` is not a `llama` GGUF mixture of experts with its width, head count and
+/// feed-forward width: this is test support.
+pub fn qwen3moe_model(bytes: &[u8], seed: u64) -> Vec<u8> {
+    let file = Parsed::new(bytes);
+    let width = u32_value(&file, "llama.feed_forward_length");
+    let key = kv(
+        "qwen3moe.expert_feed_forward_length",
+        4,
+        &width.to_le_bytes(),
+    ); // u32
+    head_normed(bytes, "qwen3moe", seed, vec![key])
+}
+
+/// The `llama` model `bytes` as architecture `arch`, with `extra` keys and each layer's query
+/// and key head norms (drawn from `seed`).
+fn head_normed(bytes: &[u8], arch: &str, seed: u64, extra: Vec<Vec<u8>>) -> Vec<u8> {
     let file = Parsed::new(bytes);
     let width = u32_value(&file, "llama.embedding_length");
     let heads = u32_value(&file, "llama.attention.head_count");
     let head = u64::from(width / heads);
-    let kvs = renamed_keys(&file, ARCH);
+    let mut kvs = renamed_keys(&file, arch);
+    kvs.extend(extra);
     let mut draw = crate::Draw::new(seed);
     let mut tensors: Vec<TensorData> = Vec::new();
     for (name, dims, ty, data) in file.tensor_data() {
@@ -410,6 +436,31 @@ mod tests {
                 ("blk.0.attn_k_norm.weight".to_string(), vec![2]),
             ]
         );
+    }
+
+    #[test]
+    fn qwen3moe_names_the_experts_width() {
+        let dense = dense();
+        let parsed = Parsed::new(&dense);
+        let mut kvs: Vec<Vec<u8>> = parsed.kvs.iter().map(|kv| kv.to_vec()).collect();
+        kvs.push(kv("llama.embedding_length", 4, &8u32.to_le_bytes()));
+        kvs.push(kv("llama.attention.head_count", 4, &2u32.to_le_bytes()));
+        kvs.push(kv("llama.feed_forward_length", 4, &4u32.to_le_bytes()));
+        let file = write_gguf(&kvs, &parsed.tensor_data(), 32);
+        let out = qwen3moe_model(&file, 5);
+        let parsed = Parsed::new(&out);
+        assert!(parsed.kvs[0].ends_with(b"qwen3moe"));
+        let names = keys(&parsed);
+        assert_eq!(names[5], "qwen3moe.feed_forward_length");
+        assert_eq!(names[6], "qwen3moe.expert_feed_forward_length");
+        assert_eq!(u32_value_of(&parsed, 6), 4);
+        assert_eq!(names_and_dims(&parsed)[1].0, "blk.0.attn_q_norm.weight");
+    }
+
+    /// The `u32` value of key-value pair `i`.
+    fn u32_value_of(file: &Parsed<'_>, i: usize) -> u32 {
+        let pair = file.kvs[i];
+        u32::from_le_bytes(pair[pair.len() - 4..].try_into().unwrap())
     }
 
     #[test]

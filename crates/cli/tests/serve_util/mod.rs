@@ -310,6 +310,17 @@ pub(crate) fn qwen3_model() -> std::path::PathBuf {
     })
 }
 
+/// [`mixture_of_experts`]'s model as a `qwen3moe` model (head norms, the experts' own width:
+/// [`wick_testutil::qwen3moe_model`]), made once into `$WICK_HOME/test-models`.
+pub(crate) fn qwen3moe_model() -> std::path::PathBuf {
+    made_once(
+        "SmolLM2-135M-Instruct.Q4_1.MoE-4x2.qwen3moe.gguf",
+        |dense| {
+            wick_testutil::qwen3moe_model(&wick_testutil::mixture_of_experts(dense, 4, 2, 7), 29)
+        },
+    )
+}
+
 /// The test model as a `phi3` model (fused attention and network matrices, rotary factors:
 /// [`wick_testutil::phi3_model`]), made once into `$WICK_HOME/test-models`.
 pub(crate) fn phi3_model() -> std::path::PathBuf {
