@@ -13,8 +13,24 @@ use crate::bench::tools;
 /// The types `llama-quantize` writes that wick's tests and benchmarks use (its own names; it
 /// takes others too).
 const KNOWN: &[&str] = &[
-    "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_M", "Q4_K_M", "Q4_K_S", "Q5_K_M",
-    "Q5_K_S", "Q6_K", "IQ4_NL", "IQ4_XS", "F16", "BF16", "F32",
+    "Q4_0",
+    "Q4_1",
+    "Q5_0",
+    "Q5_1",
+    "Q8_0",
+    "Q2_K",
+    "Q3_K_M",
+    "Q4_K_M",
+    "Q4_K_S",
+    "Q5_K_M",
+    "Q5_K_S",
+    "Q6_K",
+    "IQ4_NL",
+    "IQ4_XS",
+    "F16",
+    "BF16",
+    "F32",
+    "MXFP4_MOE",
 ];
 
 #[derive(Debug, Args)]

@@ -1,8 +1,8 @@
 //! The same logits on every x86-64 machine (issue 30): this machine's native build (at its best
 //! CPU level) against a build for `x86-64-v3` — AVX2 without AVX-512 or VNNI, ggml included,
 //! the build an AVX2-only machine makes — at its best level (`avx2`) and at `scalar`, on the
-//! test model, the test model in every weight type with a wick kernel, a mixture of experts, a
-//! layer-norm model, Gemma-2- and Gemma-3-style models and Qwen-2-, Qwen-3- (dense and a
+//! test model, the test model in every weight type with a wick kernel, a mixture of experts
+//! (also with `MXFP4` experts), a layer-norm model, Gemma-2- and Gemma-3-style models and Qwen-2-, Qwen-3- (dense and a
 //! mixture of experts) and Phi-3-style models. `wick perplexity --json` prints a SHA-256 of every logit it computed; one differing
 //! bit anywhere changes it.
 //!
@@ -69,6 +69,10 @@ fn the_native_and_the_x86_64_v3_build_compute_the_same_logits() {
     models.push((
         "a mixture of experts".to_owned(),
         serve_util::mixture_of_experts(),
+    ));
+    models.push((
+        "a mixture of MXFP4 experts".to_owned(),
+        serve_util::mixture_of_experts_in("MXFP4_MOE"),
     ));
     models.push((
         "a layer-norm model".to_owned(),

@@ -145,6 +145,23 @@ fn a_mixture_of_experts_is_batch_invariant_and_the_same_at_every_cpu_level() {
     the_same_alone_in_a_batch_and_at_every_level("MoE", &model, "q4_1", &cpu::available());
 }
 
+/// The mixture of experts with its experts in `MXFP4` (gpt-oss's weight type:
+/// `llama-quantize`'s `MXFP4_MOE`, the other matrices in `Q8_0`) holds them too, its expert
+/// products on wick's kernel.
+#[test]
+fn a_mixture_of_mxfp4_experts_is_batch_invariant_and_the_same_at_every_cpu_level() {
+    let model = serve_util::mixture_of_experts_in("MXFP4_MOE");
+    let held = wick_models::GgufHeader::read(&model)
+        .expect("a GGUF file")
+        .tensor_types();
+    assert!(
+        held.iter().any(|(t, _)| t.eq_ignore_ascii_case("mxfp4")),
+        "the experts are MXFP4: {held:?}"
+    );
+    close_to_the_fast_kernels("MXFP4 MoE", &model, 0.15);
+    the_same_alone_in_a_batch_and_at_every_level("MXFP4 MoE", &model, "mxfp4", &cpu::available());
+}
+
 /// A model of another family (the test model as `starcoder2`: layer norms, GELU, biases; its
 /// `NORM` wick's in the deterministic mode) holds the same properties. Its answers are not
 /// good ones (its feed-forward networks lost their gates), so it is not compared with the fast

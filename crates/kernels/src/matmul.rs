@@ -130,6 +130,11 @@ macro_rules! with_layout {
                 type $L = layouts::Q2K;
                 $body
             }
+            Format::MXFP4 => {
+                #[allow(dead_code)] // unused where a body needs no type
+                type $L = layouts::MXFP4;
+                $body
+            }
         }
     };
 }
@@ -162,6 +167,9 @@ pub enum Format {
     Q3_K,
     /// 2 bits in super-blocks of 256, 4-bit scales and minimums per 16.
     Q2_K,
+    /// 4-bit indices into the OCP microscaling format's 16 values (E2M1), a power-of-two
+    /// scale (E8M0) per 32 (gpt-oss's experts).
+    MXFP4,
     /// IEEE half precision.
     F16,
     /// bfloat16.
@@ -171,8 +179,8 @@ pub enum Format {
 }
 
 impl Format {
-    /// Every format: the block formats in ggml's type order, then the floats.
-    pub const ALL: [Format; 15] = [
+    /// Every format: the block formats, then the floats.
+    pub const ALL: [Format; 16] = [
         Format::Q4_0,
         Format::Q4_1,
         Format::Q5_0,
@@ -185,6 +193,7 @@ impl Format {
         Format::Q6_K,
         Format::Q3_K,
         Format::Q2_K,
+        Format::MXFP4,
         Format::F16,
         Format::BF16,
         Format::F32,
@@ -226,6 +235,7 @@ impl Format {
             Format::Q6_K => "q6_K",
             Format::Q3_K => "q3_K",
             Format::Q2_K => "q2_K",
+            Format::MXFP4 => "mxfp4",
             Format::F16 => "f16",
             Format::BF16 => "bf16",
             Format::F32 => "f32",

@@ -296,6 +296,7 @@ pub(crate) fn kernel_format(t: sys::ggml_type) -> Option<wick_kernels::matmul::F
         sys::GGML_TYPE_F16 => Format::F16,
         sys::GGML_TYPE_BF16 => Format::BF16,
         sys::GGML_TYPE_F32 => Format::F32,
+        sys::GGML_TYPE_MXFP4 => Format::MXFP4,
         _ => return None,
     })
 }

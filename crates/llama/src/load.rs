@@ -626,7 +626,9 @@ fn ggml_cpu_features() -> String {
 /// 11: `Q8_0` and `Q4_0` KV caches run wick's attention (ggml's reference one before).
 /// 12: so do `BF16`, `F32`, `Q4_1`, `Q5_0`, `Q5_1` and `IQ4_NL` caches.
 /// 13: so do head sizes that are not multiples of 16, and `NORM` (layer norm) is wick's.
-const KERNELS_REVISION: u32 = 13;
+/// 14: `MXFP4` weights (gpt-oss's experts) run wick's matrix kernel (ggml's per-pair product
+/// before).
+const KERNELS_REVISION: u32 = 14;
 
 /// Names the model and the KV layout, so a snapshot from another model or layout is refused.
 pub(crate) fn fingerprint(config: &BackendConfig, info: &ModelInfo) -> String {

@@ -239,6 +239,26 @@ pub(crate) fn requantized(kind: &str) -> std::path::PathBuf {
         _ => (kind.to_string(), &[]),
     };
     let out = dir.join(format!("SmolLM2-135M-Instruct.{name}.gguf"));
+    quantized_once(&wick_testutil::model_path(), kind, extra, out)
+}
+
+/// [`mixture_of_experts`]'s model requantized to `kind` (`MXFP4_MOE`: the experts in `MXFP4`,
+/// gpt-oss's type, the rest in `Q8_0`), made once into `$WICK_HOME/test-models`.
+pub(crate) fn mixture_of_experts_in(kind: &str) -> std::path::PathBuf {
+    let out = wick_home()
+        .join("test-models")
+        .join(format!("SmolLM2-135M-Instruct.MoE-4x2.{kind}.gguf"));
+    quantized_once(&mixture_of_experts(), kind, &[], out)
+}
+
+/// `model` converted to `kind` by `wick quantize` (with `extra` flags) into `out`, unless
+/// `out` is there.
+fn quantized_once(
+    model: &std::path::Path,
+    kind: &str,
+    extra: &[&str],
+    out: std::path::PathBuf,
+) -> std::path::PathBuf {
     if out.is_file() {
         return out;
     }
@@ -246,7 +266,7 @@ pub(crate) fn requantized(kind: &str) -> std::path::PathBuf {
         .args(["quantize", "-t", kind])
         .args(extra)
         .arg("-m")
-        .arg(wick_testutil::model_path())
+        .arg(model)
         .arg("-o")
         .arg(&out)
         .output()

@@ -245,6 +245,23 @@ pub(crate) const IQ4: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
 ];
 
+/// `MXFP4`'s 16 values (ggml's `kvalues_mxfp4`): E2M1's 0, 0.5, 1, 1.5, 2, 3, 4 and 6 and
+/// their negatives, doubled to integers (the block's scale is halved to match).
+pub(crate) const MXFP4_VALUES: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// An E8M0 exponent `e` as the scale of `MXFP4`'s doubled values: half of `2^(e − 127)`, built
+/// as F32 bits (a subnormal for `e` below 2), as ggml's `GGML_E8M0_TO_FP32_HALF` does. Exact
+/// for every `e`.
+#[inline]
+pub(crate) fn e8m0_half(e: u8) -> f32 {
+    let bits = if e < 2 {
+        0x0020_0000_u32 << e
+    } else {
+        u32::from(e - 1) << 23
+    };
+    f32::from_bits(bits)
+}
+
 /// An `IQ4_NL` block's 16 bytes of nibbles as its 32 table values in value order (the low
 /// nibbles', then the high ones'): how the attention kernel reads an `IQ4_NL` KV cache. One
 /// byte shuffle with the vector paths (a table lookup per value is not vectorised).
@@ -284,6 +301,9 @@ pub(super) struct Q4K;
 pub(super) struct Q5K;
 /// ggml's `IQ4_NL`: F16 `d`, 16 bytes of nibbles indexing a table of 16 values.
 pub(super) struct IQ4NL;
+/// ggml's `MXFP4` (the OCP microscaling format): an E8M0 exponent `e`, 16 bytes of nibbles
+/// indexing [`MXFP4_VALUES`]; value `e8m0_half(e) · t(q)`.
+pub(super) struct MXFP4;
 /// ggml's `IQ4_XS`: super-blocks of 256 values (F16 `d`, eight 6-bit scales, 128 bytes of
 /// nibbles indexing `IQ4_NL`'s table); sub-block `j`'s value is `d · (ls_j − 32) · t(q)`.
 pub(super) struct IQ4XS;
@@ -496,6 +516,40 @@ impl Layout for IQ4NL {
     fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i) {
         let (lo, hi) = nibble_pair(row, b, blocks, Self::BYTES, 2);
         (vector::iq4(lo), vector::iq4(hi))
+    }
+}
+
+impl Layout for MXFP4 {
+    const VALUES: usize = QK;
+    const BYTES: usize = 17;
+    const SIGNED: bool = true;
+
+    fn values(row: &[u8], b: usize) -> [i8; QK] {
+        let qs = &row[b * Self::BYTES + 1..];
+        std::array::from_fn(|j| MXFP4_VALUES[usize::from(nibble(qs, j))])
+    }
+
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn headers(w: &[&[u8]; TILE_W], b: usize, blocks: usize) -> [[f32; TILE_W]; 4] {
+        let scales = |b: usize| -> [f32; TILE_W] {
+            std::array::from_fn(|r| {
+                if b < blocks {
+                    e8m0_half(w[r][b * Self::BYTES])
+                } else {
+                    0.0
+                }
+            })
+        };
+        [scales(b), [0.0; TILE_W], scales(b + 1), [0.0; TILE_W]]
+    }
+
+    #[cfg(vector)]
+    #[allow(clippy::inline_always)] // as `block_halves`
+    #[inline(always)]
+    fn pair(row: &[u8], b: usize, blocks: usize) -> (m256i, m256i) {
+        let (lo, hi) = nibble_pair(row, b, blocks, Self::BYTES, 1);
+        (vector::mxfp4(lo), vector::mxfp4(hi))
     }
 }
 
@@ -1008,7 +1062,7 @@ mod vector {
         shr_each_u32_m256i, shr_imm_u16_m256i, shuffle_av_i8z_half_m256i,
     };
 
-    use super::IQ4;
+    use super::{IQ4, MXFP4_VALUES};
 
     /// The 32 bytes at `at` of `row`.
     #[allow(clippy::inline_always)] // in the decode path's loop
@@ -1203,6 +1257,13 @@ mod vector {
     #[inline]
     pub(super) fn iq4(nibbles: m256i) -> m256i {
         let table: [u8; 16] = IQ4.map(i8::cast_unsigned);
+        shuffle_av_i8z_half_m256i(join(table, table), nibbles)
+    }
+
+    /// Nibbles (0–15 per byte) as `MXFP4`'s doubled values.
+    #[inline]
+    pub(super) fn mxfp4(nibbles: m256i) -> m256i {
+        let table: [u8; 16] = MXFP4_VALUES.map(i8::cast_unsigned);
         shuffle_av_i8z_half_m256i(join(table, table), nibbles)
     }
 }

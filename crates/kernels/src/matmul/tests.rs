@@ -88,6 +88,9 @@ impl Case {
                 for &at in halves(format) {
                     block[at..at + 2].copy_from_slice(&half(&mut rng));
                 }
+                if let Some(at) = exponent(format) {
+                    block[at] = exponent_byte(&mut rng);
+                }
             }
         }
         let x_stride = k + gap;
@@ -174,8 +177,24 @@ fn halves(format: Format) -> &'static [usize] {
         Format::Q2_K => &[80, 82],
         Format::Q6_K => &[208],
         Format::Q3_K => &[108],
-        Format::F16 | Format::BF16 | Format::F32 => &[],
+        Format::F16 | Format::BF16 | Format::F32 | Format::MXFP4 => &[],
         _ => &[0],
+    }
+}
+
+/// The byte offset of a block's E8M0 exponent (`MXFP4`'s scale), if it has one.
+fn exponent(format: Format) -> Option<usize> {
+    (format == Format::MXFP4).then_some(0)
+}
+
+/// A random E8M0 exponent whose scale is as far from 1 as an F16 scale's (`half`'s): 2^−10
+/// to 2^5, and now and then the subnormal scales (2^−128, 2^−127), 2^−126 and 2^22.
+fn exponent_byte(rng: &mut Rng) -> u8 {
+    let r = rng.next();
+    if r.is_multiple_of(64) {
+        [0, 1, 2, 150][(r >> 8) as usize % 4]
+    } else {
+        117 + (r >> 8) as u8 % 16
     }
 }
 
@@ -352,6 +371,14 @@ fn dequantize(format: Format, x: &[u8], y: &mut [f64]) {
                 q += 32;
             }
         }
+        Format::MXFP4 => {
+            let d = f64::from(layouts::e8m0_half(x[0]));
+            let value = |q: u8| f64::from(layouts::MXFP4_VALUES[usize::from(q)]);
+            for j in 0..16 {
+                y[j] = d * value(x[1 + j] & 0x0F);
+                y[j + 16] = d * value(x[1 + j] >> 4);
+            }
+        }
         Format::IQ4_XS => {
             let d = f16(0);
             let scales_h = u16::from_le_bytes([x[2], x[3]]);
@@ -370,7 +397,7 @@ fn dequantize(format: Format, x: &[u8], y: &mut [f64]) {
 }
 
 /// Every format.
-fn formats() -> [Format; 15] {
+fn formats() -> [Format; 16] {
     Format::ALL
 }
 
@@ -514,7 +541,9 @@ fn extreme_values_stay_exact_on_every_path() {
         for (i, block) in case.w.chunks_mut(bytes).enumerate() {
             let fill = [0xFF, 0x00, 0x80][i % 3];
             for (at, byte) in block.iter_mut().enumerate() {
-                if !halves(format).iter().any(|&h| at == h || at == h + 1) {
+                let scale = halves(format).iter().any(|&h| at == h || at == h + 1)
+                    || exponent(format) == Some(at);
+                if !scale {
                     *byte = fill;
                 }
             }
