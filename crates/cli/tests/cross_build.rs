@@ -2,9 +2,9 @@
 //! CPU level) against a build for `x86-64-v3` — AVX2 without AVX-512 or VNNI, ggml included,
 //! the build an AVX2-only machine makes — at its best level (`avx2`) and at `scalar`, on the
 //! test model, the test model in every weight type with a wick kernel, a mixture of experts
-//! (also with `MXFP4` experts), a layer-norm model, Gemma-2- and Gemma-3-style models and Qwen-2-, Qwen-3- (dense and a
-//! mixture of experts) and Phi-3-style models. `wick perplexity --json` prints a SHA-256 of every logit it computed; one differing
-//! bit anywhere changes it.
+//! (also with `MXFP4` experts), a layer-norm model, Gemma-2- and Gemma-3-style models and
+//! Qwen-2-, Qwen-3- (dense and a mixture of experts) and Phi-3-style models. `wick perplexity
+//! --json` prints a SHA-256 of every logit it computed; one differing bit anywhere changes it.
 //!
 //! Because of it, replicas on such machines share prompt-cache snapshots: the x86-64-v3 build
 //! restores what the native build saved, and answers from it with the same bits.
