@@ -3,8 +3,9 @@
 //! the build an AVX2-only machine makes — at its best level (`avx2`) and at `scalar`, on the
 //! test model, the test model in every weight type with a wick kernel, a mixture of experts
 //! (also with `MXFP4` experts), a layer-norm model, Gemma-2- and Gemma-3-style models and
-//! Qwen-2-, Qwen-3- (dense and a mixture of experts) and Phi-3-style models. `wick perplexity
-//! --json` prints a SHA-256 of every logit it computed; one differing bit anywhere changes it.
+//! Qwen-2-, Qwen-3- (dense and a mixture of experts), Phi-3- and gpt-oss-style models. `wick
+//! perplexity --json` prints a SHA-256 of every logit it computed; one differing bit anywhere
+//! changes it.
 //!
 //! Because of it, replicas on such machines share prompt-cache snapshots: the x86-64-v3 build
 //! restores what the native build saved, and answers from it with the same bits.
@@ -93,6 +94,10 @@ fn the_native_and_the_x86_64_v3_build_compute_the_same_logits() {
         serve_util::qwen3moe_model(),
     ));
     models.push(("a Phi-3-style model".to_owned(), serve_util::phi3_model()));
+    models.push((
+        "a gpt-oss-style model".to_owned(),
+        serve_util::gpt_oss_model(),
+    ));
     let mut differ = Vec::new();
     for (name, model) in &models {
         let reference = scores(&native, model, None);

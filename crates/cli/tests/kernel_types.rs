@@ -162,6 +162,15 @@ fn a_mixture_of_mxfp4_experts_is_batch_invariant_and_the_same_at_every_cpu_level
     the_same_alone_in_a_batch_and_at_every_level("MXFP4 MoE", &model, "mxfp4", &cpu::available());
 }
 
+/// A gpt-oss graph (that mixture of `MXFP4` experts as `gpt-oss`: attention sinks, biased
+/// `SWIGLU_OAI` experts, the router's softmax over the chosen experts, a sliding window on
+/// every other layer) holds them too.
+#[test]
+fn a_gpt_oss_model_is_batch_invariant_and_the_same_at_every_cpu_level() {
+    let model = serve_util::gpt_oss_model();
+    the_same_alone_in_a_batch_and_at_every_level("gpt-oss", &model, "mxfp4", &cpu::available());
+}
+
 /// A model of another family (the test model as `starcoder2`: layer norms, GELU, biases; its
 /// `NORM` wick's in the deterministic mode) holds the same properties. Its answers are not
 /// good ones (its feed-forward networks lost their gates), so it is not compared with the fast

@@ -2,7 +2,8 @@
 //! `llama`'s: layer norm (`NORM`), GELU, biases (`starcoder2`); soft caps, `GEGLU`, post-norms
 //! and sliding-window attention (`gemma2`), with query and key norms and a window's own rotary
 //! base (`gemma3`); biased queries, keys and values (`qwen2`); queries and keys normed per head
-//! (`qwen3`, and a mixture of experts: `qwen3moe`); fused matrices and rotary factors (`phi3`).
+//! (`qwen3`, and a mixture of experts: `qwen3moe`); fused matrices and rotary factors (`phi3`);
+//! attention sinks and biased experts (`gpt-oss`).
 
 use crate::split::{key_of, kv, string_value, write_gguf, Parsed, TensorData};
 
@@ -207,6 +208,70 @@ pub fn qwen3moe_model(bytes: &[u8], seed: u64) -> Vec<u8> {
         &width.to_le_bytes(),
     ); // u32
     head_normed(bytes, "qwen3moe", seed, vec![key])
+}
+
+/// A `llama` mixture of experts `bytes` ([`crate::mixture_of_experts`], best requantized with
+/// `MXFP4_MOE` as gpt-oss ships) as a `gpt-oss` model: attention sinks (one logit per head,
+/// drawn from `seed`), biases on the attention's output, the router and every expert (drawn),
+/// the pre-network norm under gpt-oss's name (`post_attention_norm`), an output matrix of its
+/// own (a copy of the embeddings), every other layer attending to a sliding window of
+/// `window` tokens. llama.cpp then builds gpt-oss's graph: sinks in the attention's softmax,
+/// `SWIGLU_OAI` experts with per-expert biases (`ADD_ID`), the router's softmax over the
+/// chosen experts' logits. Its answers are poor; its graph is gpt-oss's.
+///
+/// # Panics
+///
+/// When `bytes` is not a `llama` GGUF mixture of experts with its head count and feed-forward
+/// width: this is test support.
+pub fn gpt_oss_model(bytes: &[u8], window: u32, seed: u64) -> Vec<u8> {
+    const ARCH: &str = "gpt-oss";
+    let file = Parsed::new(bytes);
+    let heads = u64::from(u32_value(&file, "llama.attention.head_count"));
+    let width = u32_value(&file, "llama.feed_forward_length");
+    let mut kvs = renamed_keys(&file, ARCH);
+    kvs.push(kv(
+        &format!("{ARCH}.expert_feed_forward_length"),
+        4,
+        &width.to_le_bytes(),
+    )); // u32
+    kvs.push(kv(
+        &format!("{ARCH}.attention.sliding_window"),
+        4,
+        &window.to_le_bytes(),
+    )); // u32
+    let mut draw = crate::Draw::new(seed);
+    let mut drawn = |name: String, dims: Vec<u64>, spread: f32| -> TensorData {
+        let values = (0..dims.iter().product::<u64>())
+            .flat_map(|_| (draw.next() * spread).to_le_bytes())
+            .collect();
+        (name, dims, 0, values) // F32
+    };
+    let mut tensors: Vec<TensorData> = Vec::new();
+    for (name, dims, ty, data) in file.tensor_data() {
+        let mut after = Vec::new();
+        if name == "token_embd.weight" {
+            after.push(("output.weight".to_string(), dims.clone(), ty, data.clone()));
+        } else if name.ends_with(".attn_norm.weight") {
+            after.push(drawn(
+                name.replace("attn_norm", "attn_sinks"),
+                vec![heads],
+                2.0,
+            ));
+        } else if name.ends_with(".attn_output.weight") || name.ends_with(".ffn_gate_inp.weight") {
+            after.push(drawn(name.replace(".weight", ".bias"), vec![dims[1]], 0.02));
+        } else if name.ends_with("_exps.weight") {
+            // One bias row per expert.
+            after.push(drawn(
+                name.replace(".weight", ".bias"),
+                dims[1..].to_vec(),
+                0.02,
+            ));
+        }
+        let name = name.replace(".ffn_norm.", ".post_attention_norm.");
+        tensors.push((name, dims, ty, data));
+        tensors.extend(after);
+    }
+    write_gguf(&kvs, &tensors, file.alignment)
 }
 
 /// The `llama` model `bytes` as architecture `arch`, with `extra` keys and each layer's query
@@ -461,6 +526,54 @@ mod tests {
     fn u32_value_of(file: &Parsed<'_>, i: usize) -> u32 {
         let pair = file.kvs[i];
         u32::from_le_bytes(pair[pair.len() - 4..].try_into().unwrap())
+    }
+
+    #[test]
+    fn gpt_oss_gets_sinks_biases_its_norm_s_name_and_an_output() {
+        let mut kvs = vec![
+            kv("general.architecture", 8, &string_value("llama")),
+            kv("llama.attention.head_count", 4, &3u32.to_le_bytes()),
+            kv("llama.feed_forward_length", 4, &4u32.to_le_bytes()),
+        ];
+        kvs.push(kv("llama.expert_count", 4, &2u32.to_le_bytes()));
+        let f32s = |name: &str, dims: Vec<u64>| -> TensorData {
+            let bytes = 4 * usize::try_from(dims.iter().product::<u64>()).unwrap();
+            (name.to_string(), dims, 0, vec![0; bytes])
+        };
+        let tensors = vec![
+            f32s("token_embd.weight", vec![8, 5]),
+            f32s("blk.0.attn_norm.weight", vec![8]),
+            f32s("blk.0.attn_output.weight", vec![8, 8]),
+            f32s("blk.0.ffn_norm.weight", vec![8]),
+            f32s("blk.0.ffn_gate_inp.weight", vec![8, 2]),
+            f32s("blk.0.ffn_down_exps.weight", vec![4, 8, 2]),
+        ];
+        let out = gpt_oss_model(&write_gguf(&kvs, &tensors, 32), 4, 1);
+        let parsed = Parsed::new(&out);
+        assert!(parsed.kvs[0].ends_with(b"gpt-oss"));
+        assert_eq!(
+            keys(&parsed)[4..],
+            [
+                "gpt-oss.expert_feed_forward_length",
+                "gpt-oss.attention.sliding_window"
+            ]
+        );
+        assert_eq!(
+            names_and_dims(&parsed),
+            [
+                ("token_embd.weight".to_string(), vec![8, 5]),
+                ("output.weight".to_string(), vec![8, 5]),
+                ("blk.0.attn_norm.weight".to_string(), vec![8]),
+                ("blk.0.attn_sinks.weight".to_string(), vec![3]),
+                ("blk.0.attn_output.weight".to_string(), vec![8, 8]),
+                ("blk.0.attn_output.bias".to_string(), vec![8]),
+                ("blk.0.post_attention_norm.weight".to_string(), vec![8]),
+                ("blk.0.ffn_gate_inp.weight".to_string(), vec![8, 2]),
+                ("blk.0.ffn_gate_inp.bias".to_string(), vec![2]),
+                ("blk.0.ffn_down_exps.weight".to_string(), vec![4, 8, 2]),
+                ("blk.0.ffn_down_exps.bias".to_string(), vec![8, 2]),
+            ]
+        );
     }
 
     #[test]

@@ -21,8 +21,8 @@ mod projector;
 mod split;
 
 pub use arch::{
-    gemma2_model, gemma3_model, layer_norm_model, phi3_model, qwen2_model, qwen3_model,
-    qwen3moe_model,
+    gemma2_model, gemma3_model, gpt_oss_model, layer_norm_model, phi3_model, qwen2_model,
+    qwen3_model, qwen3moe_model,
 };
 pub use draw::Draw;
 pub use gguf::{synthetic_gguf, synthetic_gguf_with, SYNTHETIC_TEMPLATE};

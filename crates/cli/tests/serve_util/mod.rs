@@ -349,16 +349,36 @@ pub(crate) fn phi3_model() -> std::path::PathBuf {
     })
 }
 
+/// [`mixture_of_experts_in`]`("MXFP4_MOE")` as a `gpt-oss` model (attention sinks, biased
+/// experts, a sliding window of 4 tokens on every other layer:
+/// [`wick_testutil::gpt_oss_model`]), made once into `$WICK_HOME/test-models`.
+pub(crate) fn gpt_oss_model() -> std::path::PathBuf {
+    made_once_from(
+        &mixture_of_experts_in("MXFP4_MOE"),
+        "SmolLM2-135M-Instruct.MoE-4x2.MXFP4_MOE.gpt-oss-swa4.gguf",
+        |moe| wick_testutil::gpt_oss_model(moe, 4, 31),
+    )
+}
+
 /// `$WICK_HOME/test-models/name`, made once by `make` from the test model's bytes: written
 /// aside, then renamed, so a run cut short leaves no half file behind.
 fn made_once(name: &str, make: impl FnOnce(&[u8]) -> Vec<u8>) -> std::path::PathBuf {
+    made_once_from(&wick_testutil::model_path(), name, make)
+}
+
+/// [`made_once`] from the bytes of `source` instead of the test model's.
+fn made_once_from(
+    source: &std::path::Path,
+    name: &str,
+    make: impl FnOnce(&[u8]) -> Vec<u8>,
+) -> std::path::PathBuf {
     let dir = wick_home().join("test-models");
     let out = dir.join(name);
     if out.is_file() {
         return out;
     }
     std::fs::create_dir_all(&dir).expect("the test-models directory");
-    let dense = std::fs::read(wick_testutil::model_path()).expect("the test model reads");
+    let dense = std::fs::read(source).expect("the source model reads");
     let part = dir.join(format!("{name}.{}.part", std::process::id()));
     std::fs::write(&part, make(&dense)).expect("the model is written");
     std::fs::rename(&part, &out).expect("the model is renamed into place");
