@@ -313,6 +313,11 @@ const PAIRED_X: usize = 12;
 const PREFETCH: usize = 6144;
 /// Weight rows whose results a thread gathers before handing them out, per input row.
 const PANEL: usize = 64;
+/// Input rows per thread from which the threads share a product's inputs rather than its
+/// weight rows: below it each thread quantizes (and for F32 lays out) every input row, which
+/// for a prefill is work done once per thread; above it each thread reads every weight row,
+/// which a product of this many rows per weight does many times over anyway.
+const SPLIT_INPUTS: usize = 64;
 
 /// A weight matrix: `rows` rows of `k` values in `format`'s blocks, row `r` at byte
 /// `r · stride`.
@@ -737,8 +742,37 @@ impl<'a> MatMul<'a> {
         self.run_on(Path::of(level.min(crate::cpu::best())), ith, nth, out);
     }
 
-    /// [`MatMul::run_at`] on `path`.
+    /// [`MatMul::run_at`] on `path`. A batch of at least [`SPLIT_INPUTS`] rows per thread is
+    /// split between the threads by input rows (each thread quantizes only its own, and
+    /// takes every weight row), a smaller one by weight rows (each thread quantizes every
+    /// input). Either way each output is one pair's fixed arithmetic: the same bits.
     fn run_on(
+        &self,
+        path: Path,
+        ith: usize,
+        nth: usize,
+        out: &mut dyn FnMut(usize, usize, &[f32]),
+    ) {
+        if nth > 1 && self.x.rows >= SPLIT_INPUTS * nth {
+            let mine = self.x.rows * ith / nth..self.x.rows * (ith + 1) / nth;
+            let rows = MatMul {
+                x: Inputs {
+                    data: &self.x.data[mine.start * self.x.stride..],
+                    rows: mine.len(),
+                    ..self.x
+                },
+                ..*self
+            };
+            rows.run_rows(path, 0, 1, &mut |i, first, values| {
+                out(mine.start + i, first, values);
+            });
+        } else {
+            self.run_rows(path, ith, nth, out);
+        }
+    }
+
+    /// [`MatMul::run_on`] with the threads sharing the weight rows.
+    fn run_rows(
         &self,
         path: Path,
         ith: usize,

@@ -563,6 +563,21 @@ fn an_output_does_not_change_with_the_batch_or_the_threads() {
     }
 }
 
+/// Batches large enough that the threads share the inputs (at least [`SPLIT_INPUTS`] rows each,
+/// rows a stride apart with a gap): every thread count gives the definition's bits, and each
+/// thread's rows are the ones a split by weight rows would have given it.
+#[test]
+fn threads_sharing_the_inputs_give_the_same_bits() {
+    for format in formats() {
+        let m = 2 * SPLIT_INPUTS + 7;
+        let case = Case::new(17, format, k_for(format, 64), 40, m, 0, 3);
+        let want = bits(&case.definition());
+        for nth in [1, 2, 3] {
+            assert_eq!(bits(&case.run(nth)), want, "{format:?}, {nth} threads");
+        }
+    }
+}
+
 fn batch_and_threads(case: &Case) {
     let all = bits(&case.run(1));
     for nth in [2, 3, 8, 64, 300] {
