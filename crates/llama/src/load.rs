@@ -695,16 +695,7 @@ mod tests {
         // Where wick's vector kernels are not built, nothing is.
         let level = wick_kernels::matmul::VECTORISED.then_some(SAME_BITS_BASE);
         assert_eq!(same_bits_on(&config, &info, Some(&quantized)), level);
-        for architecture in [
-            "starcoder2",
-            "gemma2",
-            "gemma3",
-            "qwen2",
-            "qwen3",
-            "qwen3moe",
-            "phi3",
-            "gpt-oss",
-        ] {
+        for architecture in SAME_BITS_ARCHITECTURES {
             let mut other = cpu_model();
             other.architecture = architecture.into();
             assert_eq!(same_bits_on(&config, &other, Some(&quantized)), level);
