@@ -309,44 +309,36 @@ pub(crate) fn gguf_tensor_types(path: &std::path::Path) -> Option<Vec<sys::ggml_
     let first = std::ffi::CString::new(path.to_str()?).ok()?;
     let (mut types, count) = header_tensor_types(&first)?;
     if count > 1 {
-        let mut prefix = vec![0u8; first.as_bytes().len() + 1];
-        // SAFETY: `prefix` has room for `first` and its NUL, more than the prefix, and ggml
-        // writes at most `prefix.len()` bytes; `first` is NUL-terminated.
-        let len = unsafe {
-            sys::llama_split_prefix(
-                prefix.as_mut_ptr().cast(),
-                prefix.len(),
-                first.as_ptr(),
-                0,
-                count,
-            )
-        };
-        prefix.truncate(usize::try_from(len).ok().filter(|&n| n > 0)?);
-        let prefix = std::ffi::CString::new(prefix).ok()?;
+        let prefix = written(first.as_bytes().len() + 1, |out, len| {
+            // SAFETY: `out` holds `len` bytes (`written`'s buffer), of which llama.cpp writes
+            // at most `len`, NUL included; `first` is NUL-terminated and only read.
+            unsafe { sys::llama_split_prefix(out, len, first.as_ptr(), 0, count) }
+        })?;
         for part in 1..count {
             // The prefix, `-NNNNN-of-NNNNN.gguf` and the NUL.
-            let mut name = vec![0u8; prefix.as_bytes().len() + 32];
-            // SAFETY: ggml writes at most `name.len()` bytes, NUL included; `prefix` is
-            // NUL-terminated.
-            let len = unsafe {
-                sys::llama_split_path(
-                    name.as_mut_ptr().cast(),
-                    name.len(),
-                    prefix.as_ptr(),
-                    part,
-                    count,
-                )
-            };
-            name.truncate(
-                usize::try_from(len)
-                    .ok()
-                    .filter(|&n| n > 0 && n < name.len())?,
-            );
-            let (more, _) = header_tensor_types(&std::ffi::CString::new(name).ok()?)?;
-            types.extend(more);
+            let name = written(prefix.as_bytes().len() + 32, |out, len| {
+                // SAFETY: as above, with `prefix` NUL-terminated and only read.
+                unsafe { sys::llama_split_path(out, len, prefix.as_ptr(), part, count) }
+            })?;
+            types.extend(header_tensor_types(&name)?.0);
         }
     }
     Some(types)
+}
+
+/// The string a C function `write(buffer, capacity)` writes into a buffer of `capacity` bytes,
+/// returning its length (as `snprintf` does); `None` when it wrote nothing or did not fit.
+fn written(
+    capacity: usize,
+    write: impl FnOnce(*mut std::ffi::c_char, usize) -> std::ffi::c_int,
+) -> Option<std::ffi::CString> {
+    let mut buffer = vec![0u8; capacity];
+    let len = usize::try_from(write(buffer.as_mut_ptr().cast(), capacity)).ok()?;
+    if len == 0 || len >= capacity {
+        return None;
+    }
+    buffer.truncate(len);
+    std::ffi::CString::new(buffer).ok()
 }
 
 /// The tensor types listed in one GGUF file's header, and its `split.count` (1 when absent).

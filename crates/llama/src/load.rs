@@ -576,12 +576,8 @@ fn same_bits_on(
     info: &ModelInfo,
     weights: Option<&[llama_cpp_sys_2::ggml_type]>,
 ) -> Option<&'static str> {
-    let built_for_base = cfg!(all(
-        target_arch = "x86_64",
-        target_feature = "avx2",
-        target_feature = "fma",
-        target_feature = "f16c"
-    ));
+    // The base level's instruction sets are the ones wick's vector kernels are built with.
+    let built_for_base = wick_kernels::matmul::VECTORISED;
     let on_the_cpu = info.deterministic && info.placement.iter().all(|p| p.device == "CPU");
     let wick_weights = weights.is_some_and(|types| {
         types

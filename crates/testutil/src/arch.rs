@@ -108,11 +108,7 @@ fn gemma_model(bytes: &[u8], arch: &str, window: u32, head_norms: Option<u64>) -
         4,
         &window.to_le_bytes(),
     )); // u32
-    let mut head = head_norms.map(|seed| {
-        let width = u32_value(&file, "llama.embedding_length");
-        let heads = u32_value(&file, "llama.attention.head_count");
-        (u64::from(width / heads), crate::Draw::new(seed))
-    });
+    let mut head = head_norms.map(|seed| (head_len(&file), crate::Draw::new(seed)));
     let mut tensors: Vec<TensorData> = Vec::new();
     for (name, dims, ty, data) in file.tensor_data() {
         let post = [
@@ -187,7 +183,7 @@ pub fn qwen2_model(bytes: &[u8], seed: u64) -> Vec<u8> {
 /// When `bytes` is not a dense `llama` GGUF file with its width and head count: this is test
 /// support.
 pub fn qwen3_model(bytes: &[u8], seed: u64) -> Vec<u8> {
-    head_normed(bytes, "qwen3", seed, Vec::new())
+    head_normed(&Parsed::new(bytes), "qwen3", seed, Vec::new())
 }
 
 /// A `llama` mixture of experts `bytes` ([`crate::mixture_of_experts`]) as a `qwen3moe` model
@@ -207,7 +203,7 @@ pub fn qwen3moe_model(bytes: &[u8], seed: u64) -> Vec<u8> {
         4,
         &width.to_le_bytes(),
     ); // u32
-    head_normed(bytes, "qwen3moe", seed, vec![key])
+    head_normed(&file, "qwen3moe", seed, vec![key])
 }
 
 /// A `llama` mixture of experts `bytes` ([`crate::mixture_of_experts`], best requantized with
@@ -274,14 +270,11 @@ pub fn gpt_oss_model(bytes: &[u8], window: u32, seed: u64) -> Vec<u8> {
     write_gguf(&kvs, &tensors, file.alignment)
 }
 
-/// The `llama` model `bytes` as architecture `arch`, with `extra` keys and each layer's query
+/// The `llama` model `file` as architecture `arch`, with `extra` keys and each layer's query
 /// and key head norms (drawn from `seed`).
-fn head_normed(bytes: &[u8], arch: &str, seed: u64, extra: Vec<Vec<u8>>) -> Vec<u8> {
-    let file = Parsed::new(bytes);
-    let width = u32_value(&file, "llama.embedding_length");
-    let heads = u32_value(&file, "llama.attention.head_count");
-    let head = u64::from(width / heads);
-    let mut kvs = renamed_keys(&file, arch);
+fn head_normed(file: &Parsed<'_>, arch: &str, seed: u64, extra: Vec<Vec<u8>>) -> Vec<u8> {
+    let head = head_len(file);
+    let mut kvs = renamed_keys(file, arch);
     kvs.extend(extra);
     let mut draw = crate::Draw::new(seed);
     let mut tensors: Vec<TensorData> = Vec::new();
@@ -359,6 +352,13 @@ pub fn phi3_model(bytes: &[u8], seed: u64) -> Vec<u8> {
         }
     }
     write_gguf(&kvs, &tensors, file.alignment)
+}
+
+/// Values per attention head of the `llama` model `file`: its width over its head count.
+fn head_len(file: &Parsed<'_>) -> u64 {
+    let width = u32_value(file, "llama.embedding_length");
+    let heads = u32_value(file, "llama.attention.head_count");
+    u64::from(width / heads)
 }
 
 /// The `u32` value of `key` in `file`.
@@ -518,14 +518,8 @@ mod tests {
         let names = keys(&parsed);
         assert_eq!(names[5], "qwen3moe.feed_forward_length");
         assert_eq!(names[6], "qwen3moe.expert_feed_forward_length");
-        assert_eq!(u32_value_of(&parsed, 6), 4);
+        assert_eq!(u32_value(&parsed, "qwen3moe.expert_feed_forward_length"), 4);
         assert_eq!(names_and_dims(&parsed)[1].0, "blk.0.attn_q_norm.weight");
-    }
-
-    /// The `u32` value of key-value pair `i`.
-    fn u32_value_of(file: &Parsed<'_>, i: usize) -> u32 {
-        let pair = file.kvs[i];
-        u32::from_le_bytes(pair[pair.len() - 4..].try_into().unwrap())
     }
 
     #[test]
