@@ -18,6 +18,7 @@ mod hub;
 mod lora;
 mod moe;
 mod projector;
+mod shaped;
 mod split;
 
 pub use arch::{
@@ -30,6 +31,7 @@ pub use hub::{FakeHub, Logged, FAKE_COMMIT};
 pub use lora::lora_adapter;
 pub use moe::mixture_of_experts;
 pub use projector::{png, vision_projector};
+pub use shaped::{shaped_model, Shape, LLAMA_1B};
 pub use split::split_gguf;
 
 use std::path::PathBuf;
