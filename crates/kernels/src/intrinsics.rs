@@ -48,6 +48,27 @@ pub(crate) fn twice(v: safe_arch::m256) -> safe_arch::m512 {
     safe_arch::m512(unsafe { std::arch::x86_64::_mm512_broadcast_f32x8(v.0) })
 }
 
+/// `bytes` in each 128-bit quarter of a 512-bit register (`vbroadcasti32x4`, from memory a
+/// load alone), then byte `i` of the result is byte `table[i] mod 16` of its quarter, or zero
+/// where `table[i]` is negative (AVX-512 BW's `vpshufb`): BF16 weights widened to F32.
+#[cfg(wide)]
+#[allow(clippy::inline_always)] // in the matrix kernel's inner loop
+#[inline(always)]
+pub(crate) fn broadcast_shuffle(bytes: &[u8; 16], table: &[i8; 64]) -> safe_arch::m512i {
+    use std::arch::x86_64::{
+        __m128i, __m512i, _mm512_broadcast_i32x4, _mm512_loadu_si512, _mm512_shuffle_epi8,
+        _mm_loadu_si128,
+    };
+    // SAFETY: compiled only for targets with AVX-512 F and BW (`cfg(wide)`: wick builds with
+    // `target-cpu=native`), so the instructions exist. Both loads read exactly the 16 and 64
+    // bytes of the references they are given (unaligned loads, any alignment).
+    safe_arch::m512i(unsafe {
+        let quarter = _mm_loadu_si128(bytes.as_ptr().cast::<__m128i>());
+        let table = _mm512_loadu_si512(table.as_ptr().cast::<__m512i>());
+        _mm512_shuffle_epi8(_mm512_broadcast_i32x4(quarter), table)
+    })
+}
+
 /// `acc` plus, per 32-bit lane, the sum of the lane's four products of `a`'s unsigned bytes
 /// with `b`'s signed bytes (`vpdpbusd`, no saturation), AVX-VNNI's encoding.
 #[cfg(all(target_arch = "x86_64", target_feature = "avxvnni"))]

@@ -293,13 +293,13 @@ const _: () = assert!(TILE_W == 4);
 /// a time) in AVX2's sixteen registers. Against two rows: 10 % fewer instructions for F16, 14 %
 /// for BF16 (cachegrind, 64 rows × 576 × 512).
 const TILE_X: usize = 3;
-/// Input rows per tile of the float formats' AVX-512 path (the `avx512` level): sixteen
-/// accumulators of two weight rows each, two weight registers and one input in its
-/// thirty-two registers.
+/// Input rows per tile of the float formats' weights-side-by-side AVX-512 tile (the `avx512`
+/// level, for a thread's share of less than a panel): sixteen accumulators of two weight rows
+/// each, two weight registers and one input in its thirty-two registers.
 #[cfg(wide)]
 const WIDE_X: usize = 8;
-/// Input rows per tile of the paired float tile ([`floats::accumulate_paired`], F32 at the
-/// `avx512` level): six pairs, twenty-four accumulators, four weight registers and one input
+/// Input rows per tile of the paired float tile ([`floats::accumulate_paired`], float
+/// weights' batches at the `avx512` level): six pairs, twenty-four accumulators, four weight registers and one input
 /// pair in AVX-512's thirty-two. Against four pairs on one thread, 1536 × 1536 weights: 66–68
 /// Gelem/s against 65 for 512 rows (a rest of four rows then takes a tile of two pairs).
 #[cfg(wide)]
@@ -794,11 +794,12 @@ impl<'a> MatMul<'a> {
             if !self.w.format.is_float() {
                 x.of(self.x, self.k, self.w.format.block_values());
             }
-            // Laying the inputs out two by two costs about what a few weight rows' products
-            // do: worth it for a share of a panel or more, not for a router's four rows.
+            // Float weights' batches at `avx512` run the paired tile. Laying the inputs out
+            // two by two costs about what a few weight rows' products do: worth it for a share
+            // of a panel or more, not for a router's four rows.
             #[cfg(wide)]
             let pairs = {
-                let paired = with_layout!(self.w.format, L => false, E => E::PAIRED);
+                let paired = self.w.format.is_float();
                 if paired && path == Path::Avx512Vnni && mine.len() >= PANEL {
                     let rows = self.x.rows / 4 * 4;
                     pairs.of(self.x.data, self.x.stride, self.k, rows);

@@ -416,7 +416,7 @@ fn bits(rows: &[Vec<f32>]) -> Vec<Vec<u32>> {
 fn the_kernel_matches_the_scalar_definition_bit_for_bit_at_every_level() {
     // Tiles of every height (1 to 4 inputs), short last weight tiles, several panels, padded
     // rows; a panel or more with 29 inputs: the paired float tile's twelve and four rows
-    // (F32 at `avx512`, from a panel's share of weight rows) and a rest of one.
+    // (F32 and BF16 at `avx512`, from a panel's share of weight rows) and a rest of one.
     for format in formats() {
         for (seed, k, n, m) in [
             (1, 32, 1, 1),
@@ -495,7 +495,7 @@ fn every_float_path_matches_the_scalar_tile_bit_for_bit() {
         check::<E, 4>(case, path);
         check::<E, 8>(case, path);
     }
-    // The paired tile (inputs side by side), for every type, though only F32 runs it.
+    // The paired tile (inputs side by side), for every type, though only F32 and BF16 run it.
     #[cfg(wide)]
     fn paired<E: Element>(case: &Case) {
         let w: [&[u8]; TILE_W] = std::array::from_fn(|r| &case.w[r * case.w_stride..]);
