@@ -55,16 +55,13 @@ pub(crate) fn twice(v: safe_arch::m256) -> safe_arch::m512 {
 #[allow(clippy::inline_always)] // in the matrix kernel's inner loop
 #[inline(always)]
 pub(crate) fn broadcast_shuffle(bytes: &[u8; 16], table: &[i8; 64]) -> safe_arch::m512i {
-    use std::arch::x86_64::{
-        __m128i, __m512i, _mm512_broadcast_i32x4, _mm512_loadu_si512, _mm512_shuffle_epi8,
-        _mm_loadu_si128,
-    };
+    use std::arch::x86_64::{__m128i, __m512i, _mm512_broadcast_i32x4, _mm512_shuffle_epi8};
     // SAFETY: compiled only for targets with AVX-512 F and BW (`cfg(wide)`: wick builds with
-    // `target-cpu=native`), so the instructions exist. Both loads read exactly the 16 and 64
-    // bytes of the references they are given (unaligned loads, any alignment).
+    // `target-cpu=native`), so the instructions exist. The transmutes are between plain
+    // integer data of the same size (16 and 64 bytes), every bit pattern valid.
     safe_arch::m512i(unsafe {
-        let quarter = _mm_loadu_si128(bytes.as_ptr().cast::<__m128i>());
-        let table = _mm512_loadu_si512(table.as_ptr().cast::<__m512i>());
+        let quarter = std::mem::transmute::<[u8; 16], __m128i>(*bytes);
+        let table = std::mem::transmute::<[i8; 64], __m512i>(*table);
         _mm512_shuffle_epi8(_mm512_broadcast_i32x4(quarter), table)
     })
 }

@@ -49,7 +49,7 @@ const BF16: (u32, u32) = (30, 32);
 /// (nor its heads of its key and value heads): this is test support.
 pub fn shaped_model(bytes: &[u8], shape: Shape, seed: u64) -> Vec<u8> {
     assert!(
-        shape.width % shape.heads == 0 && shape.heads % shape.kv_heads == 0,
+        shape.width.is_multiple_of(shape.heads) && shape.heads.is_multiple_of(shape.kv_heads),
         "{shape:?}"
     );
     let file = Parsed::new(bytes);
@@ -135,7 +135,7 @@ fn bf16_bits(value: f32) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::split::string_value;
+    use crate::split::{string_value, Tensor};
 
     /// A one-layer `llama` file with the keys a shape replaces, a vocabulary of 10 tokens.
     fn tiny() -> Vec<u8> {
@@ -192,7 +192,7 @@ mod tests {
             .iter()
             .any(|p| key_of(p) == "tokenizer.ggml.model"));
 
-        let tensors: Vec<_> = parsed.tensors.iter().map(|t| t.describe()).collect();
+        let tensors: Vec<_> = parsed.tensors.iter().map(Tensor::describe).collect();
         assert_eq!(tensors.len(), 2 + 2 * 9);
         assert_eq!(tensors[0], ("token_embd.weight".into(), vec![64, 10], 30));
         assert_eq!(tensors[1], ("output_norm.weight".into(), vec![64], 0));
