@@ -1,7 +1,8 @@
 //! The same logits on every x86-64 machine (issue 30): this machine's native build (at its best
 //! CPU level) against a build for `x86-64-v3` — AVX2 without AVX-512 or VNNI, ggml included,
 //! the build an AVX2-only machine makes — at its best level (`avx2`) and at `scalar`, on the
-//! test model, the test model in every weight type with a wick kernel, a mixture of experts
+//! test model, the test model in every weight type with a wick kernel, 512-wide models with
+//! every matrix in `Q4_K` (with `Q6_K`) or `IQ4_XS`, a mixture of experts
 //! (also with `MXFP4` experts), a layer-norm model, Gemma-2- and Gemma-3-style models and
 //! Qwen-2-, Qwen-3- (dense and a mixture of experts), Phi-3- and gpt-oss-style models. `wick
 //! perplexity --json` prints a SHA-256 of every logit it computed; one differing bit anywhere
@@ -66,6 +67,14 @@ fn the_native_and_the_x86_64_v3_build_compute_the_same_logits() {
         "IQ4_XS", "F16", "BF16", "F32",
     ] {
         models.push((kind.to_owned(), serve_util::requantized(kind)));
+    }
+    // Every matrix in one super-block type, attention included (the test model's rows hold
+    // them only in `ffn_down`).
+    for kind in ["Q4_K_M", "IQ4_XS"] {
+        models.push((
+            format!("a 512-wide model in {kind}"),
+            serve_util::shaped_in(kind),
+        ));
     }
     models.push((
         "a mixture of experts".to_owned(),

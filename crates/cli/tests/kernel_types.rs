@@ -130,6 +130,47 @@ fn every_weight_type_is_batch_invariant_and_the_same_at_every_cpu_level() {
     }
 }
 
+/// Models whose every matrix is one super-block type (a small `llama` of 256-multiple widths
+/// with random weights, requantized: [`serve_util::shaped_in`]), as the K-quant and `IQ4_XS`
+/// files people download are: batch-invariant and the same bits at every CPU level, with that
+/// type holding most of the layers' weights. (Their distributions are a random model's, so
+/// they are not compared with the fast kernels' here: the test model's types are, above.)
+#[test]
+fn models_of_super_block_types_throughout_are_batch_invariant_and_the_same_at_every_level() {
+    let levels = cpu::available();
+    // The layers' matrices (the embeddings, a third of the model, take another type in some
+    // mixes).
+    let shape = serve_util::SHAPED;
+    let (width, kv) = (
+        u64::from(shape.width),
+        u64::from(shape.width / shape.heads * shape.kv_heads),
+    );
+    let layers = u64::from(shape.layers)
+        * (2 * width * width + 2 * width * kv + 3 * width * u64::from(shape.feed_forward));
+    for (kind, tensor_type) in [
+        ("Q2_K", "q2_K"),
+        ("Q3_K_M", "q3_K"),
+        ("Q4_K_M", "q4_K"),
+        ("Q5_K_M", "q5_K"),
+        ("Q6_K", "q6_K"),
+        ("IQ4_XS", "iq4_xs"),
+    ] {
+        let model = serve_util::shaped_in(kind);
+        let held = wick_models::GgufHeader::read(&model)
+            .expect("a GGUF file")
+            .tensor_types();
+        let named = held
+            .iter()
+            .find(|(t, _)| t.eq_ignore_ascii_case(tensor_type))
+            .map_or(0, |(_, n)| *n);
+        assert!(
+            named > layers / 2,
+            "{kind}: {tensor_type} holds most of the layers' {layers} weights: {held:?}"
+        );
+        the_same_alone_in_a_batch_and_at_every_level(kind, &model, tensor_type, &levels);
+    }
+}
+
 /// A mixture of experts (the test model's layers as four experts, two per token: llama.cpp's
 /// `MUL_MAT_ID` products, the router's softmax, the experts' 3-D `SwiGLU`, all wick's in the
 /// deterministic mode) holds the same properties: batch-invariant, the same bits at every CPU

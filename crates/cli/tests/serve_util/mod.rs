@@ -251,6 +251,30 @@ pub(crate) fn mixture_of_experts_in(kind: &str) -> std::path::PathBuf {
     quantized_once(&mixture_of_experts(), kind, &[], out)
 }
 
+/// [`shaped_in`]'s shape.
+pub(crate) const SHAPED: wick_testutil::Shape = wick_testutil::Shape {
+    width: 512,
+    feed_forward: 1536,
+    layers: 4,
+    heads: 8,
+    kv_heads: 2,
+};
+
+/// A small dense `llama` whose widths hold the 256-value super-blocks (512 wide, a 1536-wide
+/// network, 4 layers, 8 query heads of 64 sharing 2; random weights and the test model's
+/// tokenizer: [`wick_testutil::shaped_model`]), requantized to `kind`: its every matrix in
+/// the type named, where the test model's 576-wide rows put only `ffn_down` in it. Made once
+/// into `$WICK_HOME/test-models`.
+pub(crate) fn shaped_in(kind: &str) -> std::path::PathBuf {
+    let source = made_once("shaped-512x4.BF16.gguf", |test_model| {
+        wick_testutil::shaped_model(test_model, SHAPED, 5)
+    });
+    let out = wick_home()
+        .join("test-models")
+        .join(format!("shaped-512x4.{kind}.gguf"));
+    quantized_once(&source, kind, &[], out)
+}
+
 /// `model` converted to `kind` by `wick quantize` (with `extra` flags) into `out`, unless
 /// `out` is there.
 fn quantized_once(
