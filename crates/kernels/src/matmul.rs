@@ -299,8 +299,8 @@ const TILE_X: usize = 3;
 #[cfg(wide)]
 const WIDE_X: usize = 8;
 /// Input rows per tile of the paired float tile ([`floats::accumulate_paired`], float
-/// weights' batches at the `avx512` level): six pairs, twenty-four accumulators, four weight registers and one input
-/// pair in AVX-512's thirty-two. Against four pairs on one thread, 1536 × 1536 weights: 66–68
+/// weights' batches at the `avx512` level): six pairs, twenty-four accumulators, four weight
+/// registers and one input pair in AVX-512's thirty-two. Against four pairs on one thread, 1536 × 1536 weights: 66–68
 /// Gelem/s against 65 for 512 rows (a rest of four rows then takes a tile of two pairs).
 #[cfg(wide)]
 const PAIRED_X: usize = 12;

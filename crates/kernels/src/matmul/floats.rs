@@ -84,6 +84,15 @@ fn sixteen(row: &[u8], at: usize) -> [u8; 16] {
     row[at..at + 16].try_into().expect("16 bytes")
 }
 
+/// Values `j..j + 8` of a 16-bit row, their bits.
+#[cfg(vector)]
+#[allow(clippy::inline_always)] // in the tile loop
+#[inline(always)]
+fn eight_halves(row: &[u8], j: usize) -> [u16; 8] {
+    let bytes = sixteen(row, 2 * j);
+    std::array::from_fn(|i| u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]))
+}
+
 impl Element for F16 {
     const BYTES: usize = 2;
     const TILE_X: usize = HALF_TILE_X;
@@ -97,29 +106,21 @@ impl Element for F16 {
     #[allow(clippy::inline_always)] // in the tile loop
     #[inline(always)]
     fn eight(row: &[u8], j: usize) -> m256 {
-        let bytes = sixteen(row, 2 * j);
-        let bits: [u16; 8] =
-            std::array::from_fn(|i| u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]));
-        m256::from(super::f16x8(bits))
+        m256::from(super::f16x8(eight_halves(row, j)))
     }
 
     #[cfg(wide)]
     #[allow(clippy::inline_always)] // in the tile loop
     #[inline(always)]
     fn pair(low: &[u8], high: &[u8], j: usize) -> m512 {
-        let bits = |row: &[u8]| {
-            let bytes = sixteen(row, 2 * j);
-            std::array::from_fn(|i| u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]))
-        };
-        crate::intrinsics::f16x16(bits(low), bits(high))
+        crate::intrinsics::f16x16(eight_halves(low, j), eight_halves(high, j))
     }
 
     #[cfg(wide)]
     #[allow(clippy::inline_always)] // in the tile loop
     #[inline(always)]
     fn twice(row: &[u8], j: usize) -> m512 {
-        let bytes = sixteen(row, 2 * j);
-        let bits = std::array::from_fn(|i| u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]));
+        let bits = eight_halves(row, j);
         crate::intrinsics::f16x16(bits, bits)
     }
 }
