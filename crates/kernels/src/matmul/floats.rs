@@ -51,7 +51,7 @@ pub(super) trait Element {
     /// a load alone, BF16's one byte shuffle of a broadcast load, F16's one conversion of the
     /// eight values twice (the weights-side-by-side tile, [`accumulate_wide`], converts two
     /// rows at once, but inserts a row into each register or shifts; kernel bench, one
-    /// thread, 512 rows: BF16 43 -> 61–63 Gelem/s, F16 52 -> 55–57).
+    /// thread, 512 rows, medians: BF16 43 -> 61.5 Gelem/s, F16 52 -> 55.4).
     #[cfg(wide)]
     fn twice(row: &[u8], j: usize) -> m512;
 }
