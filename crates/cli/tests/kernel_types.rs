@@ -140,13 +140,7 @@ fn models_of_super_block_types_throughout_are_batch_invariant_and_the_same_at_ev
     let levels = cpu::available();
     // The layers' matrices (the embeddings, a third of the model, take another type in some
     // mixes).
-    let shape = serve_util::SHAPED;
-    let (width, kv) = (
-        u64::from(shape.width),
-        u64::from(shape.width / shape.heads * shape.kv_heads),
-    );
-    let layers = u64::from(shape.layers)
-        * (2 * width * width + 2 * width * kv + 3 * width * u64::from(shape.feed_forward));
+    let layers = serve_util::SHAPED.layer_weights();
     for (kind, tensor_type) in [
         ("Q2_K", "q2_K"),
         ("Q3_K_M", "q3_K"),

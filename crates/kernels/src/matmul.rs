@@ -799,8 +799,7 @@ impl<'a> MatMul<'a> {
             // of a panel or more, not for a router's four rows.
             #[cfg(wide)]
             let pairs = {
-                let paired = self.w.format.is_float();
-                if paired && path == Path::Avx512Vnni && mine.len() >= PANEL {
+                if self.w.format.is_float() && path == Path::Avx512Vnni && mine.len() >= PANEL {
                     let rows = self.x.rows / 4 * 4;
                     pairs.of(self.x.data, self.x.stride, self.k, rows);
                     Some(&*pairs)

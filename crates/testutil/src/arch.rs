@@ -5,7 +5,7 @@
 //! (`qwen3`, and a mixture of experts: `qwen3moe`); fused matrices and rotary factors (`phi3`);
 //! attention sinks and biased experts (`gpt-oss`).
 
-use crate::split::{key_of, kv, string_value, write_gguf, Parsed, TensorData};
+use crate::split::{key_of, kv, string_value, u32_value, write_gguf, Parsed, TensorData};
 
 /// The dense `llama` model `bytes` (SmolLM2-135M) as a `starcoder2` model: layer norms with
 /// biases where it has RMS norms (the same weights, biases drawn from `seed`), a GELU network
@@ -359,23 +359,6 @@ fn head_len(file: &Parsed<'_>) -> u64 {
     let width = u32_value(file, "llama.embedding_length");
     let heads = u32_value(file, "llama.attention.head_count");
     u64::from(width / heads)
-}
-
-/// The `u32` value of `key` in `file`.
-///
-/// # Panics
-///
-/// When `file` has no such key, or its value is not a `u32`.
-fn u32_value(file: &Parsed<'_>, key: &str) -> u32 {
-    let pair = file
-        .kvs
-        .iter()
-        .find(|pair| key_of(pair) == key)
-        .unwrap_or_else(|| panic!("no {key}"));
-    // After the key's length and bytes: the value's type (4: u32) and the value.
-    let typed = &pair[8 + key.len()..];
-    assert_eq!(typed[..4], 4u32.to_le_bytes(), "{key} is a u32");
-    u32::from_le_bytes(typed[4..8].try_into().expect("four bytes"))
 }
 
 /// `file`'s key-value pairs for architecture `arch`: `general.architecture` set to it, the

@@ -23,6 +23,18 @@ pub struct Shape {
     pub kv_heads: u32,
 }
 
+impl Shape {
+    /// The weights of the layers' matrices (attention and feed-forward network in every
+    /// layer): what a weight type given to the layers covers, the embeddings aside.
+    pub fn layer_weights(self) -> u64 {
+        let width = u64::from(self.width);
+        let kv_width = u64::from(self.width / self.heads * self.kv_heads);
+        let per_layer =
+            2 * width * width + 2 * width * kv_width + 3 * width * u64::from(self.feed_forward);
+        u64::from(self.layers) * per_layer
+    }
+}
+
 /// Llama 3.2 1B's shape: 2048 wide, a 8192-wide feed-forward network, 16 layers, 32 query
 /// heads of 64 values sharing 8 key and value heads. With the test model's vocabulary (49,152
 /// tokens, tied embeddings) that is 1.07 billion parameters.
@@ -135,7 +147,7 @@ fn bf16_bits(value: f32) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::split::{string_value, Tensor};
+    use crate::split::{string_value, u32_value, Tensor};
 
     /// A one-layer `llama` file with the keys a shape replaces, a vocabulary of 10 tokens.
     fn tiny() -> Vec<u8> {
@@ -175,10 +187,7 @@ mod tests {
         };
         let out = shaped_model(&tiny(), shape, 7);
         let parsed = Parsed::new(&out);
-        let value = |key: &str| {
-            let pair = parsed.kvs.iter().find(|p| key_of(p) == key).unwrap();
-            u32::from_le_bytes(pair[pair.len() - 4..].try_into().unwrap())
-        };
+        let value = |key: &str| u32_value(&parsed, key);
         assert_eq!(value("llama.block_count"), 2);
         assert_eq!(value("llama.embedding_length"), 64);
         assert_eq!(value("llama.feed_forward_length"), 96);
@@ -194,6 +203,12 @@ mod tests {
 
         let tensors: Vec<_> = parsed.tensors.iter().map(Tensor::describe).collect();
         assert_eq!(tensors.len(), 2 + 2 * 9);
+        let matrices: u64 = tensors
+            .iter()
+            .filter(|(name, dims, _)| name.starts_with("blk.") && dims.len() == 2)
+            .map(|(_, dims, _)| dims.iter().product::<u64>())
+            .sum();
+        assert_eq!(matrices, shape.layer_weights());
         assert_eq!(tensors[0], ("token_embd.weight".into(), vec![64, 10], 30));
         assert_eq!(tensors[1], ("output_norm.weight".into(), vec![64], 0));
         let layer: Vec<_> = tensors[2..11]

@@ -104,6 +104,23 @@ pub(crate) fn key_of(kv: &[u8]) -> String {
     Cursor { bytes: kv, pos: 0 }.string()
 }
 
+/// The `u32` value of `key` in `file`.
+///
+/// # Panics
+///
+/// When `file` has no such key, or its value is not a `u32`.
+pub(crate) fn u32_value(file: &Parsed<'_>, key: &str) -> u32 {
+    let pair = file
+        .kvs
+        .iter()
+        .find(|pair| key_of(pair) == key)
+        .unwrap_or_else(|| panic!("no {key}"));
+    // After the key's length and bytes: the value's type (4: u32) and the value.
+    let typed = &pair[8 + key.len()..];
+    assert_eq!(typed[..4], 4u32.to_le_bytes(), "{key} is a u32");
+    u32::from_le_bytes(typed[4..8].try_into().expect("four bytes"))
+}
+
 /// A key and its value type (the value follows).
 pub(crate) fn put_key(out: &mut Vec<u8>, key: &str, ty: u32) {
     out.extend_from_slice(&(key.len() as u64).to_le_bytes());
