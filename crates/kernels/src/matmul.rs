@@ -1057,8 +1057,7 @@ pub(crate) fn f16x8(bits: [u16; 8]) -> [f32; 8] {
 mod vector {
     use safe_arch::{
         abs_i8_m256i, add_horizontal_i32_m256i, add_i16_m256i, add_i32_m128i, add_i32_m256i,
-        add_m128, add_m256, bitxor_m256i, cast_to_m128i_from_m256i,
-        convert_to_i16_m256i_from_i8_m128i, convert_to_m128_from_i32_m128i,
+        add_m128, add_m256, bitxor_m256i, cast_to_m128i_from_m256i, convert_to_m128_from_i32_m128i,
         convert_to_m256_from_i32_m256i, extract_m128i_from_m256i, fused_mul_add_m128,
         fused_mul_add_m256, load_unaligned_hi_lo_m256i, load_unaligned_m256i, m128, m128i, m256,
         m256i, mul_i16_horizontal_add_m256i, mul_i16_keep_low_m256i, mul_i32_keep_low_m256i,
@@ -2110,15 +2109,14 @@ mod vector {
         let mut acc = [zeroed_m128(); C];
         let mut minimums = [zeroed_m128(); C];
         let rows: [&[Block]; C] = std::array::from_fn(|c| x.row(first + c));
-        let sixteen = |bytes: u128| convert_to_i16_m256i_from_i8_m128i(m128i::from(bytes));
         for u in 0..x.blocks / 8 {
             let unit = |r: usize| &w[r][u * L::BYTES..][..L::BYTES];
             let units = [unit(0), unit(1), unit(2), unit(3)];
-            let numbers = four(|r| L::numbers(units[r], 0));
+            let numbers = L::numbers16(&units, 0);
             // Each row's 16-bit scales, those of the first eight in both halves of a register,
             // then (split scales) those of the second eight.
             let halves = four(|r| {
-                let scales = sixteen(numbers[r].scales);
+                let scales = numbers[r].0;
                 (
                     shuffle_abi_i128z_all_m256i::<0x00>(scales, scales),
                     shuffle_abi_i128z_all_m256i::<0x11>(scales, scales),
@@ -2201,8 +2199,8 @@ mod vector {
             // Per row, what the inputs' sums are multiplied by: the biased types' scales
             // times their bias (at most 128 · 32: 16 bits), the minimums.
             let bias = set_splat_i16_m256i(i16::from(L::BIAS));
-            let biased = four(|r| mul_i16_keep_low_m256i(sixteen(numbers[r].scales), bias));
-            let mins = four(|r| sixteen(numbers[r].minimums));
+            let biased = four(|r| mul_i16_keep_low_m256i(numbers[r].0, bias));
+            let mins = four(|r| numbers[r].1);
             for c in 0..C {
                 // The inputs' sums per 16 values (split types) or per block.
                 let counts = m256i::from(x.counts(first + c, u)[usize::from(!L::SPLIT)]);

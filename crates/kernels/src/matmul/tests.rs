@@ -802,3 +802,33 @@ fn the_super_block_numbers_are_ggml_s() {
         }
     }
 }
+
+/// Each super-block layout's four-row widened numbers (the decode path's) are its one-row
+/// numbers widened, lane for lane, over random bytes: `Q4_K` and `Q5_K` unpack theirs for four
+/// rows at once in vector registers.
+#[cfg(vector)]
+#[test]
+fn the_four_row_numbers_are_the_one_row_numbers() {
+    use layouts::{Layout, Q4K, Q5K};
+    fn check<L: Layout>(rng: &mut Rng) {
+        let rows: [Vec<u8>; TILE_W] =
+            std::array::from_fn(|_| (0..2 * L::BYTES).map(|_| rng.next() as u8).collect());
+        let w: [&[u8]; TILE_W] = std::array::from_fn(|r| rows[r].as_slice());
+        let widen = |bytes: u128| -> [i16; 16] {
+            std::array::from_fn(|k| i16::from(((bytes >> (8 * k)) as u8).cast_signed()))
+        };
+        for s in 0..2 {
+            let four = L::numbers16(&w, s);
+            for (r, (scales, minimums)) in four.into_iter().enumerate() {
+                let one = L::numbers(w[r], s);
+                assert_eq!(<[i16; 16]>::from(scales), widen(one.scales), "row {r}");
+                assert_eq!(<[i16; 16]>::from(minimums), widen(one.minimums), "row {r}");
+            }
+        }
+    }
+    let mut rng = Rng(0x4e75_6d62);
+    for _ in 0..100 {
+        check::<Q4K>(&mut rng);
+        check::<Q5K>(&mut rng);
+    }
+}
