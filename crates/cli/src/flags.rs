@@ -208,7 +208,7 @@ pub(crate) fn load_llm(
     load: &LoadArgs,
     template: &TemplateArgs,
     max_tokens: u32,
-) -> anyhow::Result<wick::Llm> {
+) -> anyhow::Result<Loaded> {
     use anyhow::Context as _;
     let mut builder = match model {
         Some(reference) => wick::Llm::builder().model_ref(reference),
@@ -235,5 +235,39 @@ pub(crate) fn load_llm(
         Some(path) => builder.mmproj(path),
         None => builder,
     };
-    builder.build().context("loading the model")
+    let llm = builder.build().context("loading the model")?;
+    Ok(Loaded { llm: Some(llm) })
+}
+
+/// How long an engine gets to finish its last step once its model is dropped, before the
+/// process exits anyway.
+pub(crate) const ENGINE_EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A model a command loaded ([`load_llm`]). Dropping it drops the model and waits for its
+/// engine's thread: an answer cut short (a closed pipe, an interrupt) is cancelled only at the
+/// engine's next step, and a process that exits while the thread is inside llama.cpp tears
+/// llama.cpp down under it (a segmentation fault).
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    llm: Option<wick::Llm>,
+}
+
+impl std::ops::Deref for Loaded {
+    type Target = wick::Llm;
+
+    fn deref(&self) -> &wick::Llm {
+        self.llm.as_ref().expect("the model lives until dropped")
+    }
+}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        if let Some(llm) = self.llm.take() {
+            let engine = llm.engine_thread();
+            drop(llm);
+            if !engine.join(ENGINE_EXIT_GRACE) {
+                eprintln!("wick: the engine did not stop in time; exiting anyway");
+            }
+        }
+    }
 }

@@ -3,14 +3,14 @@
 use std::io::Write;
 
 use anyhow::Result;
-use wick::{ChatRequest, Event, Llm};
+use wick::{ChatRequest, Event};
 
 use super::{Answer, ChatArgs, Conversation, Interrupt, Printer, Responder};
 
 /// A model loaded here.
 #[derive(Debug)]
 pub(super) struct Local {
-    llm: Llm,
+    llm: crate::flags::Loaded,
 }
 
 impl Local {

@@ -424,15 +424,12 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
     // finishes its step and ends. Exiting before that would tear llama.cpp down under it.
     drop(runtime);
     for engine in engines {
-        if !engine.join(ENGINE_EXIT_GRACE) {
+        if !engine.join(crate::flags::ENGINE_EXIT_GRACE) {
             eprintln!("wick serve: an engine did not stop in time; exiting anyway");
         }
     }
     served
 }
-
-/// How long the engines get to finish their last step once the server is gone.
-const ENGINE_EXIT_GRACE: Duration = Duration::from_secs(10);
 
 /// Serves until a signal; returns how it went and the engines' threads to wait for.
 async fn serve(args: ServeArgs) -> (Result<()>, Vec<wick::EngineThread>) {
