@@ -46,7 +46,8 @@ pub(crate) struct BenchArgs {
 
     /// The CPU levels (a) measures wick's deterministic kernels at, comma-separated (`scalar`,
     /// `avx2`, `avx2-vnni`, `avx512`) [default: every level this build has]. The headline row
-    /// is the first model at the best level.
+    /// is the first model at the best level listed (beside the llama-bench built for that
+    /// level, when --llama-per-level built one).
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     cpu_levels: Vec<String>,
 
@@ -217,8 +218,11 @@ fn kernels(
             report.llama_cpp_tools = format!("{}, {build}", tools.version);
         }
         if i == 0 {
-            let best = at_levels.last().expect("at least one level").1;
-            report.kernel = Some([best, llama]);
+            // The headline: the best level listed, beside the llama-bench built for that
+            // level when one was (a level below this machine's own), else the native one.
+            let (level, best) = at_levels.last().expect("at least one level");
+            let against = llama_at_levels.iter().find(|(at, _)| at == level);
+            report.kernel = Some([*best, against.map_or(llama, |(_, k)| *k)]);
             report.kernel_fast = Some(fast);
             report.kernel_invariant = Some([invariant, fast_invariant]);
         }

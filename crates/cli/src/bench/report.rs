@@ -24,7 +24,8 @@ pub(crate) struct Report {
     /// Layers both sides offloaded to the GPU.
     pub(crate) gpu_layers: u32,
     pub(crate) quick: bool,
-    /// wick in its default kernel mode, and llama-bench.
+    /// wick in its default kernel mode at the first model's best level listed, and the
+    /// llama-bench built for that level (`--llama-per-level`), else the native one.
     pub(crate) kernel: Option<[Kernel; 2]>,
     /// wick with the fast kernels.
     pub(crate) kernel_fast: Option<Kernel>,
@@ -185,6 +186,8 @@ impl Report {
         rows.push(Row::new("(a) pp512", w.pp.mean, l.pp.mean, "tok/s", true));
         rows.push(Row::new("(a) tg128", w.tg.mean, l.tg.mean, "tok/s", true));
         if let Some(f) = &self.kernel_fast {
+            // The fast kernels are the native llama.cpp's: beside the native llama-bench.
+            let l = self.kernel_models.first().map_or(l, |m| &m.llama);
             let (pp, tg) = ("(a) pp512 (fast kernels)", "(a) tg128 (fast kernels)");
             rows.push(Row::new(pp, f.pp.mean, l.pp.mean, "tok/s", true));
             rows.push(Row::new(tg, f.tg.mean, l.tg.mean, "tok/s", true));
@@ -217,6 +220,17 @@ impl Report {
             rows.push(Row::new(pp, m.fast.pp.mean, l.pp.mean, "tok/s", true));
             rows.push(Row::new(tg, m.fast.tg.mean, l.tg.mean, "tok/s", true));
         }
+    }
+
+    /// The headline's level, when its llama-bench was one built for that level (a level below
+    /// this machine's own under `--llama-per-level`) rather than the native one.
+    fn headline_level_built_for(&self) -> Option<&str> {
+        let m = self.kernel_models.first()?;
+        let (level, _) = m.levels.last()?;
+        m.llama_at_levels
+            .iter()
+            .any(|(at, _)| at == level)
+            .then_some(level.as_str())
     }
 
     /// (f) and (g).
@@ -333,6 +347,12 @@ impl Report {
                  fast {}.",
                 yes(default),
                 yes(fast)
+            );
+        }
+        if let Some(level) = self.headline_level_built_for() {
+            let _ = writeln!(
+                out,
+                "\n(a) the headline rows: wick at {level} beside llama-bench built for {level}."
             );
         }
         if let Some([w, _]) = &self.load {
@@ -836,6 +856,44 @@ mod tests {
             md.contains("| (a) pp512 m fast kernels | 500 | 500 | tok/s | 1.00× |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn a_headline_below_the_machine_s_level_stands_beside_its_own_llama_bench() {
+        let rate = |mean| Rate { mean, stddev: 0.0 };
+        let kernel = |pp, tg| Kernel {
+            pp: rate(pp),
+            tg: rate(tg),
+        };
+        let mut report = sample();
+        // `--cpu-levels avx2 --llama-per-level` on a machine above AVX2: the headline is wick
+        // at avx2 beside llama-bench built for avx2 (what `kernels` puts in `kernel`); the
+        // fast kernels (the native llama.cpp's) beside the native llama-bench.
+        report.kernel = Some([kernel(800.0, 80.0), kernel(400.0, 20.0)]);
+        report.kernel_fast = Some(kernel(450.0, 45.0));
+        report.kernel_models.push(ModelKernel {
+            model: "m".into(),
+            levels: vec![("avx2".into(), kernel(800.0, 80.0))],
+            fast: kernel(450.0, 45.0),
+            llama: kernel(500.0, 50.0),
+            llama_at_levels: vec![("avx2".into(), kernel(400.0, 20.0))],
+        });
+        let md = report.markdown();
+        assert!(
+            md.contains("| (a) pp512 | 800 | 400 | tok/s | 2.00× |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| (a) pp512 (fast kernels) | 450 | 500 | tok/s | 0.90× |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("(a) the headline rows: wick at avx2 beside llama-bench built for avx2."),
+            "{md}"
+        );
+        // At the machine's own level nothing is added.
+        let md = sample().markdown();
+        assert!(!md.contains("the headline rows: wick at"), "{md}");
     }
 
     #[test]
