@@ -662,6 +662,15 @@ mod tests {
     use crate::bench::client::Percentiles;
     use crate::bench::kernel::Rate;
 
+    /// A kernel measurement of `pp` and `tg` tokens per second, no spread.
+    fn kernel(pp: f64, tg: f64) -> Kernel {
+        let rate = |mean| Rate { mean, stddev: 0.0 };
+        Kernel {
+            pp: rate(pp),
+            tg: rate(tg),
+        }
+    }
+
     fn sample() -> Report {
         let rate = |mean| Rate { mean, stddev: 0.0 };
         let load = |clients, tps| Load {
@@ -817,11 +826,6 @@ mod tests {
 
     #[test]
     fn a_level_with_its_own_llama_bench_is_compared_with_it_and_says_so() {
-        let rate = |mean| Rate { mean, stddev: 0.0 };
-        let kernel = |pp, tg| Kernel {
-            pp: rate(pp),
-            tg: rate(tg),
-        };
         let mut report = sample();
         report.kernel_models.push(ModelKernel {
             model: "m".into(),
@@ -860,11 +864,6 @@ mod tests {
 
     #[test]
     fn a_headline_below_the_machine_s_level_stands_beside_its_own_llama_bench() {
-        let rate = |mean| Rate { mean, stddev: 0.0 };
-        let kernel = |pp, tg| Kernel {
-            pp: rate(pp),
-            tg: rate(tg),
-        };
         let mut report = sample();
         // `--cpu-levels avx2 --llama-per-level` on a machine above AVX2: the headline is wick
         // at avx2 beside llama-bench built for avx2 (what `kernels` puts in `kernel`); the
