@@ -217,22 +217,23 @@ fn kernels(
         if !build.is_empty() {
             report.llama_cpp_tools = format!("{}, {build}", tools.version);
         }
-        if i == 0 {
-            // The headline: the best level listed, beside the llama-bench built for that
-            // level when one was (a level below this machine's own), else the native one.
-            let (level, best) = at_levels.last().expect("at least one level");
-            let against = llama_at_levels.iter().find(|(at, _)| at == level);
-            report.kernel = Some([*best, against.map_or(llama, |(_, k)| *k)]);
-            report.kernel_fast = Some(fast);
-            report.kernel_invariant = Some([invariant, fast_invariant]);
-        }
-        report.kernel_models.push(report::ModelKernel {
+        let model = report::ModelKernel {
             model: name,
             levels: at_levels,
             fast,
             llama,
             llama_at_levels,
-        });
+        };
+        if i == 0 {
+            // The headline: the best level listed, beside the llama-bench built for that
+            // level when one was (a level below this machine's own), else the native one.
+            let (level, best) = model.levels.last().expect("at least one level");
+            let against = model.llama_built_for(level).unwrap_or(&model.llama);
+            report.kernel = Some([*best, *against]);
+            report.kernel_fast = Some(fast);
+            report.kernel_invariant = Some([invariant, fast_invariant]);
+        }
+        report.kernel_models.push(model);
     }
     Ok(())
 }

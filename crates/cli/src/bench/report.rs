@@ -61,6 +61,15 @@ pub(crate) struct ModelKernel {
     pub(crate) llama_at_levels: Vec<(String, Kernel)>,
 }
 
+impl ModelKernel {
+    /// The llama-bench built for `level`, when `--llama-per-level` built one.
+    pub(crate) fn llama_built_for(&self, level: &str) -> Option<&Kernel> {
+        self.llama_at_levels
+            .iter()
+            .find_map(|(at, k)| (at == level).then_some(k))
+    }
+}
+
 /// One table row: what, wick, llama.cpp, and which way is better.
 struct Row {
     what: String,
@@ -202,8 +211,7 @@ impl Report {
         for m in &self.kernel_models {
             let l = &m.llama;
             for (level, w) in &m.levels {
-                let matched = m.llama_at_levels.iter().find(|(at, _)| at == level);
-                let (l, against) = matched.map_or((l, String::new()), |(_, k)| {
+                let (l, against) = m.llama_built_for(level).map_or((l, String::new()), |k| {
                     (k, format!(" (llama-bench built for {level})"))
                 });
                 let (pp, tg) = (
@@ -227,10 +235,7 @@ impl Report {
     fn headline_level_built_for(&self) -> Option<&str> {
         let m = self.kernel_models.first()?;
         let (level, _) = m.levels.last()?;
-        m.llama_at_levels
-            .iter()
-            .any(|(at, _)| at == level)
-            .then_some(level.as_str())
+        m.llama_built_for(level).map(|_| level.as_str())
     }
 
     /// (f) and (g).
