@@ -551,17 +551,10 @@ fn super_product<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> f32 {
     let (mut acc, mut minimums) = (0.0f32, 0.0f32);
     for first in (0..x.blocks).step_by(8) {
         let (mut sum, mut minimum) = (0i32, 0i32);
+        let numbers = L::numbers(w, first / 8);
         for b in first..first + 8 {
-            let pick = |numbers: [[i32; TILE_W]; 4]| {
-                let [a0, b0, a1, b1] = numbers;
-                if b % 2 == 0 {
-                    (a0[0], b0[0])
-                } else {
-                    (a1[0], b1[0])
-                }
-            };
-            let (scale, second) = pick(L::integers(&[w; TILE_W], b & !1));
-            let (lo, hi) = pick(L::minimums(&[w; TILE_W], b & !1));
+            let [scale, second] = numbers.block(L::SPLIT, b % 8);
+            let [lo, hi] = numbers.split_minimums(b % 8);
             let values = L::values(w, b);
             let block = &x.data[x.at(i, b)];
             let products = |range: Range<usize>| {
@@ -1080,7 +1073,8 @@ mod vector {
     #[cfg(wide)]
     use super::SIXTEEN_X;
     use super::{
-        Block, Layout, Quantized, Strip, DIRECT_ROWS, PREFETCH, QK, STRIP, STRIP_X, TILE_W,
+        layouts::Numbers, Block, Layout, Quantized, Strip, DIRECT_ROWS, PREFETCH, QK, STRIP,
+        STRIP_X, TILE_W,
     };
 
     /// `acc` plus, per 32-bit lane, the exact sum of its four products of `a`'s unsigned
@@ -1388,13 +1382,17 @@ mod vector {
     ) {
         let (top, bottom) = (&[w[0], w[1], w[2], w[3]], &[w[4], w[5], w[6], w[7]]);
         if L::SUPER {
-            let [s0, t0, s1, t1] = eight_rows(L::integers(top, j), L::integers(bottom, j));
-            (strip.integers[b], strip.integers[b + 1]) = ([s0, t0], [s1, t1]);
-            if !L::SIGNED && L::SPLIT {
-                let [lo0, hi0, lo1, hi1] = eight_rows(L::minimums(top, j), L::minimums(bottom, j));
-                (strip.minimums[b], strip.minimums[b + 1]) = ([lo0, hi0], [lo1, hi1]);
-            }
+            // A super-block's numbers, read once per row for its eight blocks.
             if b.is_multiple_of(8) {
+                let numbers: [Numbers; STRIP] = std::array::from_fn(|r| L::numbers(w[r], j / 8));
+                // Per row a pair of numbers, as the pair's firsts and seconds.
+                let rows = |pairs: [[i32; 2]; STRIP]| [pairs.map(|p| p[0]), pairs.map(|p| p[1])];
+                for k in 0..8 {
+                    strip.integers[b + k] = rows(numbers.map(|n| n.block(L::SPLIT, k)));
+                    if !L::SIGNED && L::SPLIT {
+                        strip.minimums[b + k] = rows(numbers.map(|n| n.split_minimums(k)));
+                    }
+                }
                 strip.supers[b / 8] =
                     eight_rows(L::super_scales(top, j), L::super_scales(bottom, j));
             }

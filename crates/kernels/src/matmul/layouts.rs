@@ -33,9 +33,9 @@ pub(super) trait Layout {
     const BYTES: usize;
     /// Signed values without minimums, or unsigned ones with them.
     const SIGNED: bool;
-    /// A scale per 16 values: [`Layout::headers`]' minimums are then the scales of values
-    /// 16–31, and an unsigned type's minimums (also per 16 values) come from
-    /// [`Layout::minimums`].
+    /// A scale per 16 values (a super-block type): [`Numbers::block`]'s second number is then
+    /// the scale of values 16–31, and an unsigned type's minimums (also per 16 values) come
+    /// from [`Numbers::split_minimums`].
     const SPLIT: bool = false;
     /// A signed type stored with a bias: values `w_j = u_j − BIAS` with `u_j` from 0 to 63.
     /// [`Layout::pair`] then gives `u_j`, which the vector paths multiply as unsigned bytes
@@ -50,7 +50,7 @@ pub(super) trait Layout {
     /// A 32-value type's scales and minimums of blocks `b` (even) and `b + 1` of the rows `w`
     /// (zeros past the row): `(d_b, m_b, d_b+1, m_b+1)`, each per row; minimums are zeros for
     /// the signed types. (A super-block type's numbers are [`Layout::super_scales`] and
-    /// [`Layout::integers`].)
+    /// [`Layout::numbers`].)
     #[allow(clippy::inline_always)] // in the tile loop
     #[inline(always)]
     fn headers(_w: &[&[u8]; TILE_W], _b: usize, _blocks: usize) -> [[f32; TILE_W]; 4] {
@@ -87,36 +87,6 @@ pub(super) trait Layout {
             let numbers = Self::numbers(w[r], s);
             (sixteen(numbers.scales), sixteen(numbers.minimums))
         })
-    }
-
-    /// A super-block type's integer numbers of 32-value blocks `b` (even) and `b + 1` of the
-    /// rows `w`: `(sc_b, second_b, sc_b+1, second_b+1)`, each per row, where `second` is the
-    /// minimum (an unsigned type), the scale of values 16–31 ([`Layout::SPLIT`]) or zero.
-    #[allow(clippy::inline_always)] // as `headers`
-    #[inline(always)]
-    fn integers(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
-        let numbers = w.map(|row| Self::numbers(row, b / 8));
-        std::array::from_fn(|k| {
-            let block = b % 8 + k / 2;
-            std::array::from_fn(|r| {
-                let n = &numbers[r];
-                match (Self::SPLIT, k % 2) {
-                    (true, half) => n.scale(2 * block + half),
-                    (false, 0) => n.scale(block),
-                    (false, _) => n.minimum(block),
-                }
-            })
-        })
-    }
-
-    /// With split scales and minimums (an unsigned [`Layout::SPLIT`] type), the integer
-    /// minimums of blocks `b` (even) and `b + 1` of the rows `w`, per 16 values: block `b`'s
-    /// values 0–15, its 16–31, then block `b + 1`'s, each per row.
-    #[allow(clippy::inline_always)] // as `headers`
-    #[inline(always)]
-    fn minimums(w: &[&[u8]; TILE_W], b: usize) -> [[i32; TILE_W]; 4] {
-        let numbers = w.map(|row| Self::numbers(row, b / 8));
-        std::array::from_fn(|k| std::array::from_fn(|r| numbers[r].minimum(2 * (b % 8) + k)))
     }
 
     /// Blocks `b` and `b + 1` of `row` (zeros past the row) in the inputs' paired layout:
@@ -161,6 +131,23 @@ impl Numbers {
     #[inline]
     pub(super) fn minimum(&self, k: usize) -> i32 {
         byte(self.minimums, k)
+    }
+
+    /// 32-value block `j`'s `(scale, second)`, where `second` is the minimum (an unsigned
+    /// type), the scale of values 16–31 (`split`: [`Layout::SPLIT`]) or zero.
+    #[inline]
+    pub(super) fn block(&self, split: bool, j: usize) -> [i32; 2] {
+        if split {
+            [self.scale(2 * j), self.scale(2 * j + 1)]
+        } else {
+            [self.scale(j), self.minimum(j)]
+        }
+    }
+
+    /// With split scales and minimums, 32-value block `j`'s minimums of values 0–15 and 16–31.
+    #[inline]
+    pub(super) fn split_minimums(&self, j: usize) -> [i32; 2] {
+        [self.minimum(2 * j), self.minimum(2 * j + 1)]
     }
 }
 
