@@ -1358,6 +1358,9 @@ mod vector {
                 unit(6),
                 unit(7),
             ];
+            if L::SUPER {
+                fill_numbers::<L>(&units, u, strip);
+            }
             for j in (0..unit_blocks).step_by(2) {
                 let b = u * unit_blocks + j;
                 prefetch::<L>(w, b);
@@ -1370,8 +1373,31 @@ mod vector {
         }
     }
 
+    /// [`fill`]'s numbers of super-block `s` of the strip from `units` (each row's bytes of
+    /// that super-block): each row's [`Numbers`] read once for its eight blocks, and the
+    /// super-block's `(d, −dmin)`.
+    #[allow(clippy::inline_always)] // the fill's loop body
+    #[inline(always)]
+    fn fill_numbers<L: Layout>(units: &[&[u8]; STRIP], s: usize, strip: &mut Strip) {
+        let numbers: [Numbers; STRIP] = std::array::from_fn(|r| L::numbers(units[r], 0));
+        // Per row a pair of numbers, as the pair's firsts and seconds.
+        let rows = |pairs: [[i32; 2]; STRIP]| [pairs.map(|p| p[0]), pairs.map(|p| p[1])];
+        for k in 0..8 {
+            strip.integers[8 * s + k] = rows(numbers.map(|n| n.block(L::SPLIT, k)));
+            if !L::SIGNED && L::SPLIT {
+                strip.minimums[8 * s + k] = rows(numbers.map(|n| n.split_minimums(k)));
+            }
+        }
+        let (top, bottom) = (
+            &[units[0], units[1], units[2], units[3]],
+            &[units[4], units[5], units[6], units[7]],
+        );
+        strip.supers[s] = eight_rows(L::super_scales(top, 0), L::super_scales(bottom, 0));
+    }
+
     /// [`fill`]'s step: blocks `b` (even) and `b + 1` of the strip from rows `w` (`(j, count)`:
-    /// the block index and count the layout's readers take).
+    /// the block index and count the layout's readers take); a super-block type's numbers are
+    /// [`fill_numbers`]'.
     #[allow(clippy::inline_always)] // the fill's loop body
     #[inline(always)]
     fn fill_pair<L: Layout>(
@@ -1380,23 +1406,8 @@ mod vector {
         b: usize,
         strip: &mut Strip,
     ) {
-        let (top, bottom) = (&[w[0], w[1], w[2], w[3]], &[w[4], w[5], w[6], w[7]]);
-        if L::SUPER {
-            // A super-block's numbers, read once per row for its eight blocks.
-            if b.is_multiple_of(8) {
-                let numbers: [Numbers; STRIP] = std::array::from_fn(|r| L::numbers(w[r], j / 8));
-                // Per row a pair of numbers, as the pair's firsts and seconds.
-                let rows = |pairs: [[i32; 2]; STRIP]| [pairs.map(|p| p[0]), pairs.map(|p| p[1])];
-                for k in 0..8 {
-                    strip.integers[b + k] = rows(numbers.map(|n| n.block(L::SPLIT, k)));
-                    if !L::SIGNED && L::SPLIT {
-                        strip.minimums[b + k] = rows(numbers.map(|n| n.split_minimums(k)));
-                    }
-                }
-                strip.supers[b / 8] =
-                    eight_rows(L::super_scales(top, j), L::super_scales(bottom, j));
-            }
-        } else {
+        if !L::SUPER {
+            let (top, bottom) = (&[w[0], w[1], w[2], w[3]], &[w[4], w[5], w[6], w[7]]);
             let [d0, m0, d1, m1] =
                 eight_rows(L::headers(top, j, count), L::headers(bottom, j, count));
             (strip.scales[b], strip.seconds[b]) = (d0, m0);
