@@ -1,5 +1,6 @@
 //! The matrix kernel per weight type at every CPU level this build has (`scalar` is the
-//! definition itself, per pair), on one thread: one decode row and an 8-row prefill tile
+//! definition itself, per pair), on one thread: one decode row, a 4-row batch (a decode step
+//! of four clients: direct passes or a strip, by type and level) and an 8-row prefill tile
 //! against a 1536 × 1536 matrix of random blocks (in cache), and one decode row against a
 //! 576 × 49152 one (`big`: SmolLM2's output layer, larger than the caches, so a decode step's
 //! memory traffic counts as it does in a model).
@@ -10,8 +11,9 @@ use wick_kernels::cpu;
 use wick_kernels::matmul::{Format, MatMul};
 
 /// (k, n, input rows, name) of each product measured.
-const SHAPES: [(usize, usize, usize, &str); 3] = [
+const SHAPES: [(usize, usize, usize, &str); 4] = [
     (1536, 1536, 1, "1"),
+    (1536, 1536, 4, "4"),
     (1536, 1536, 8, "8"),
     (576, 49152, 1, "big"),
 ];

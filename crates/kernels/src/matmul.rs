@@ -279,9 +279,11 @@ const STRIP_X: usize = 4;
 /// 12 slower than 8 (`Q6_K`'s accumulators spill).
 #[cfg(wide)]
 const SIXTEEN_X: usize = 8;
-/// Input rows up to which the vector paths multiply each pair of weight blocks in registers
-/// rather than unpack a strip first (decode steps): measured by instruction counts on one
-/// 1536-wide matrix, unpacking a strip costs about two rows' products.
+/// Input rows per direct pass: the vector paths multiply each pair of weight blocks in
+/// registers for up to this many rows at once rather than unpack a strip first (decode
+/// steps, and batches up to a type's [`Layout::DIRECT_BATCH`] as several passes): measured by
+/// instruction counts on one 1536-wide matrix, unpacking a strip costs about two rows'
+/// products.
 #[cfg(vector)]
 const DIRECT_ROWS: usize = 3;
 /// Weight rows per tile of the float formats' kernel, and per call of a layout's headers.
@@ -899,7 +901,10 @@ impl<'a> MatMul<'a> {
                 out[at..at + width].copy_from_slice(&values[..width]);
             };
             #[cfg(wide)]
-            if path == Path::Avx512Vnni && x.rows > DIRECT_ROWS && rows.end - n > STRIP {
+            if path == Path::Avx512Vnni
+                && x.rows > vector::direct_batch::<L, vector::Avx512Vnni>()
+                && rows.end - n > STRIP
+            {
                 let w: [&[u8]; 2 * STRIP] = std::array::from_fn(|r| weight_row(n + r));
                 vector::strips::<L>(w, x, strips, &mut |i, values| emit(i, &values));
                 n += 2 * STRIP;
@@ -1970,8 +1975,8 @@ mod vector {
         );
     }
 
-    /// [`product`]'s results for a 32-value type, a batch of at most [`DIRECT_ROWS`] input
-    /// rows and four of the strip's weight rows, without the strip: each pair of blocks unpacked in registers and
+    /// [`product`]'s results for a 32-value type, `C` (at most [`DIRECT_ROWS`]) input rows
+    /// from `first` and four of the strip's weight rows, without the strip: each pair of blocks unpacked in registers and
     /// multiplied in the layout [`Layout::pair`] gives (each lane a partial sum of one row),
     /// then [`reduce`]d to a lane per row. Unpacking a strip costs more than it saves for so
     /// few rows; the integer sums are exact either way, and the float operations are the same
@@ -2325,8 +2330,18 @@ mod vector {
         }
     }
 
+    /// [`Layout::DIRECT_BATCH`] on the path whose sums are `S`.
+    pub(super) fn direct_batch<L: Layout, S: Sums>() -> usize {
+        if S::EXACT {
+            L::DIRECT_BATCH.1
+        } else {
+            L::DIRECT_BATCH.0
+        }
+    }
+
     /// The eight weight rows `w` times every input row of `x`, handed to `emit` per input row
-    /// (one value per weight row).
+    /// (one value per weight row): a batch of at most [`direct_batch`] rows in direct passes
+    /// of up to [`DIRECT_ROWS`], a larger one from a strip.
     #[allow(clippy::inline_always)] // once per strip, specialised per format and path
     #[inline(always)]
     pub(super) fn strip<L: Layout, S: Sums>(
@@ -2335,32 +2350,37 @@ mod vector {
         strip: &mut Strip,
         emit: &mut dyn FnMut(usize, [f32; STRIP]),
     ) {
-        if x.rows <= DIRECT_ROWS {
+        if x.rows <= direct_batch::<L, S>() {
             let [a0, a1, a2, a3, b0, b1, b2, b3] = w;
-            let halves = |w: [&[u8]; TILE_W]| {
-                let mut out = [[0.0f32; TILE_W]; DIRECT_ROWS];
-                match (L::SUPER, x.rows) {
-                    (false, 1) => out[..1].copy_from_slice(&direct::<L, S, 1>(&w, x, 0)),
-                    (false, 2) => out[..2].copy_from_slice(&direct::<L, S, 2>(&w, x, 0)),
-                    (false, _) => out = direct::<L, S, DIRECT_ROWS>(&w, x, 0),
-                    (true, 1) => out[..1].copy_from_slice(&direct_super::<L, S, 1>(&w, x, 0)),
-                    (true, 2) => out[..2].copy_from_slice(&direct_super::<L, S, 2>(&w, x, 0)),
-                    (true, _) => out = direct_super::<L, S, DIRECT_ROWS>(&w, x, 0),
+            let mut i = 0;
+            while i < x.rows {
+                let count = (x.rows - i).min(DIRECT_ROWS);
+                let halves = |w: [&[u8]; TILE_W]| {
+                    let mut out = [[0.0f32; TILE_W]; DIRECT_ROWS];
+                    match (L::SUPER, count) {
+                        (false, 1) => out[..1].copy_from_slice(&direct::<L, S, 1>(&w, x, i)),
+                        (false, 2) => out[..2].copy_from_slice(&direct::<L, S, 2>(&w, x, i)),
+                        (false, _) => out = direct::<L, S, DIRECT_ROWS>(&w, x, i),
+                        (true, 1) => out[..1].copy_from_slice(&direct_super::<L, S, 1>(&w, x, i)),
+                        (true, 2) => out[..2].copy_from_slice(&direct_super::<L, S, 2>(&w, x, i)),
+                        (true, _) => out = direct_super::<L, S, DIRECT_ROWS>(&w, x, i),
+                    }
+                    out
+                };
+                let (top, bottom) = (halves([a0, a1, a2, a3]), halves([b0, b1, b2, b3]));
+                for (c, (top, bottom)) in top.into_iter().zip(bottom).take(count).enumerate() {
+                    emit(
+                        i + c,
+                        std::array::from_fn(|r| {
+                            if r < TILE_W {
+                                top[r]
+                            } else {
+                                bottom[r - TILE_W]
+                            }
+                        }),
+                    );
                 }
-                out
-            };
-            let (top, bottom) = (halves([a0, a1, a2, a3]), halves([b0, b1, b2, b3]));
-            for (i, (top, bottom)) in top.into_iter().zip(bottom).take(x.rows).enumerate() {
-                emit(
-                    i,
-                    std::array::from_fn(|r| {
-                        if r < TILE_W {
-                            top[r]
-                        } else {
-                            bottom[r - TILE_W]
-                        }
-                    }),
-                );
+                i += count;
             }
             return;
         }
@@ -2384,7 +2404,7 @@ mod vector {
     }
 
     /// [`strip`] for sixteen weight rows at the `avx512` level, for batches past
-    /// [`DIRECT_ROWS`]: two strips unpacked as usual, their products formed side by side in
+    /// [`Layout::DIRECT_BATCH`]: two strips unpacked as usual, their products formed side by side in
     /// 512-bit registers ([`Sixteen`]), each lane the same operations as in a strip of eight.
     #[cfg(wide)]
     #[allow(clippy::inline_always)] // once per pair of strips, specialised per format
@@ -2395,7 +2415,7 @@ mod vector {
         strips: &mut [Strip; 2],
         emit: &mut dyn FnMut(usize, [f32; 2 * STRIP]),
     ) {
-        debug_assert!(x.rows > DIRECT_ROWS);
+        debug_assert!(x.rows > direct_batch::<L, Avx512Vnni>());
         let [low, high] = &mut *strips;
         fill::<L>(w[..STRIP].try_into().expect("eight rows"), x.blocks, low);
         fill::<L>(w[STRIP..].try_into().expect("eight rows"), x.blocks, high);

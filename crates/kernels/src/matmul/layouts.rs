@@ -20,6 +20,8 @@
 #[cfg(vector)]
 use safe_arch::m256i;
 
+#[cfg(vector)]
+use super::DIRECT_ROWS;
 use super::{f16x8, QK, TILE_W};
 
 /// One weight type's block layout.
@@ -98,6 +100,14 @@ pub(super) trait Layout {
     /// than pairs.
     #[cfg(vector)]
     const NATURAL: bool = false;
+
+    /// Input rows up to which a batch takes the vector paths' direct passes (at most
+    /// [`DIRECT_ROWS`] rows each, no strip) rather than a strip, on a path whose integer sums
+    /// are `vpmaddubsw`'s (AVX2) and on one with VNNI's exact sums: a strip's unpacking pays
+    /// off only past it. Measured per type on the kernel bench (1536 × 1536, 4 to 12 rows,
+    /// `docs/kernels.md`); the `avx512` level's limit is VNNI's.
+    #[cfg(vector)]
+    const DIRECT_BATCH: (usize, usize) = (DIRECT_ROWS, DIRECT_ROWS);
 
     /// With [`Layout::NATURAL`], 32-value blocks `b` (even) and `b + 1` of `row`, each in value
     /// order: what [`Layout::values`] gives (or `u_j` for a biased type), as bytes.
@@ -636,6 +646,8 @@ fn scale_only(w: &[&[u8]; TILE_W], b: usize, bytes: usize, d_at: usize) -> [[f32
 impl Layout for Q4K {
     const VALUES: usize = 256;
     const BYTES: usize = 144;
+    #[cfg(vector)]
+    const DIRECT_BATCH: (usize, usize) = (6, DIRECT_ROWS);
     const SIGNED: bool = false;
 
     fn values(row: &[u8], b: usize) -> [i8; QK] {
@@ -677,6 +689,8 @@ impl Layout for Q4K {
 impl Layout for Q5K {
     const VALUES: usize = 256;
     const BYTES: usize = 176;
+    #[cfg(vector)]
+    const DIRECT_BATCH: (usize, usize) = (6, DIRECT_ROWS);
     const SIGNED: bool = false;
 
     fn values(row: &[u8], b: usize) -> [i8; QK] {
@@ -810,6 +824,8 @@ impl Q6K {
 impl Layout for Q6K {
     const VALUES: usize = 256;
     const BYTES: usize = 210;
+    #[cfg(vector)]
+    const DIRECT_BATCH: (usize, usize) = (12, 6);
     const SIGNED: bool = true;
     const BIAS: u8 = 32;
     const SPLIT: bool = true;
@@ -920,6 +936,8 @@ impl Q3K {
 impl Layout for Q3K {
     const VALUES: usize = 256;
     const BYTES: usize = 110;
+    #[cfg(vector)]
+    const DIRECT_BATCH: (usize, usize) = (6, 6);
     const SIGNED: bool = true;
     const SPLIT: bool = true;
     const BIAS: u8 = 4;
@@ -1014,6 +1032,8 @@ impl Q2K {
 impl Layout for Q2K {
     const VALUES: usize = 256;
     const BYTES: usize = 84;
+    #[cfg(vector)]
+    const DIRECT_BATCH: (usize, usize) = (12, 8);
     const SIGNED: bool = false;
     const SPLIT: bool = true;
 

@@ -449,7 +449,8 @@ fn matches_the_definition_at_every_level(case: &Case) {
 
 #[test]
 fn every_strip_and_tile_height_matches_the_definition_at_every_level() {
-    // 1 to 15 input rows (every pass height, 1 to 4, runs of them, and the `avx512` level's
+    // 1 to 15 input rows (every pass height, 1 to 4, runs of them, direct passes of three
+    // and a rest up to each type's direct batch and strips past it, and the `avx512` level's
     // passes of eight over two strips with a rest of one to seven), 1 to 24 weight rows
     // (short strips and tiles, pairs of strips with a strip or a short one after them), an
     // odd number of blocks (a last pair of blocks half empty).
@@ -462,6 +463,8 @@ fn every_strip_and_tile_height_matches_the_definition_at_every_level() {
                 (8, 3),
                 (9, 4),
                 (17, 5),
+                (16, 7),
+                (9, 8),
                 (8, 9),
                 (17, 12),
                 (24, 15),
