@@ -263,9 +263,7 @@ impl std::ops::Deref for Loaded {
 impl Drop for Loaded {
     fn drop(&mut self) {
         if let Some(llm) = self.llm.take() {
-            let engine = llm.engine_thread();
-            drop(llm);
-            if !engine.join(ENGINE_EXIT_GRACE) {
+            if !llm.close(ENGINE_EXIT_GRACE) {
                 eprintln!("wick: the engine did not stop in time; exiting anyway");
             }
         }

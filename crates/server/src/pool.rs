@@ -952,12 +952,7 @@ fn listing(entry: &Entry, now: Instant) -> Listing {
 /// Drops the pool's handle to `llm` and waits (off the async threads) for its engine to stop
 /// once the last handle is gone, so its memory is free before another model loads.
 async fn unload(llm: Llm) {
-    let engine = llm.engine_thread();
-    let _ = tokio::task::spawn_blocking(move || {
-        drop(llm);
-        engine.join(UNLOAD_GRACE)
-    })
-    .await;
+    let _ = tokio::task::spawn_blocking(move || llm.close(UNLOAD_GRACE)).await;
 }
 
 /// Unloads idle models every [`TICK`] while the pool lives.

@@ -119,6 +119,17 @@ impl Llm {
         self.loaded.engine.thread()
     }
 
+    /// Drops this handle and waits up to `grace` for the model's engine to stop, so that its
+    /// memory is free (and llama.cpp torn down) when this returns `true`. The engine stops once
+    /// every handle to the model is gone (clones, and other `Llm`s the registry gave the same
+    /// model) and the requests in flight have finished; `false`: it still ran after `grace`.
+    /// Blocking: from async code, call it on a blocking thread.
+    pub fn close(self, grace: std::time::Duration) -> bool {
+        let engine = self.engine_thread();
+        drop(self);
+        engine.join(grace)
+    }
+
     /// The prompt cache's counters for this model (hits by tier, misses, restored tokens and
     /// bytes, saves, evictions, rejects).
     pub fn cache_stats(&self) -> &wick_engine::CacheStats {
@@ -896,4 +907,31 @@ pub(crate) fn model_chat_format(b: &dyn wick_backend::Backend) -> Result<ChatFor
             b,
         )?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use wick_backend::{BackendConfig, StubBackend};
+
+    #[test]
+    fn close_waits_for_the_engine_once_the_last_handle_is_gone() {
+        let backend = StubBackend::new(&BackendConfig::new("stub")).expect("stub");
+        let llm = Llm::from_backend(Box::new(backend), Llm::builder()).expect("llm");
+        let answer = llm.complete("Once upon a time", true).expect("an answer");
+        assert!(answer.usage.expect("usage").completion_tokens > 0);
+        let clone = llm.clone();
+        let engine = clone.engine_thread();
+        assert!(
+            !llm.close(Duration::from_millis(50)),
+            "a clone keeps the engine running"
+        );
+        assert!(!engine.join(Duration::ZERO), "the engine still runs");
+        assert!(
+            clone.close(Duration::from_secs(30)),
+            "closing the last handle stops the engine"
+        );
+        assert!(engine.join(Duration::ZERO), "and it stays stopped");
+    }
 }
