@@ -109,7 +109,7 @@ pub(crate) fn prefetch(at: *const u8) {
     unsafe { _mm_prefetch::<_MM_HINT_T0>(at.cast::<i8>()) }
 }
 
-/// [`dpbusd_avx512_vnni`]'s sums on 512-bit registers (sixteen 32-bit lanes).
+/// `dpbusd_avx512_vnni`'s sums on 512-bit registers (sixteen 32-bit lanes).
 #[cfg(wide)]
 #[allow(clippy::inline_always)] // one instruction, in the matrix kernel's inner loop
 #[inline(always)]

@@ -504,8 +504,8 @@ pub(crate) fn dot(format: Format, w: &[u8], x: &Quantized, raw: &[f32], i: usize
     with_layout!(format, L => pair_product::<L>(w, x, i), E => floats::dot::<E>(w, raw))
 }
 
-/// [`dot`] for a block format: the scalar level's path, and what the tests hold the vector
-/// paths to.
+/// `dot` (the tests' definition of one product) for a block format: the scalar level's path,
+/// and what the tests hold the vector paths to.
 fn pair_product<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> f32 {
     if L::SUPER {
         return super_product::<L>(w, x, i);
@@ -537,7 +537,7 @@ fn pair_product<L: Layout>(w: &[u8], x: &Quantized, i: usize) -> f32 {
     }
 }
 
-/// [`dot`] for a super-block format (256 values; the inputs quantized with one scale per
+/// `dot` for a super-block format (256 values; the inputs quantized with one scale per
 /// 256 values). Per super-block, in super-block order: the exact integer sum over its
 /// sub-blocks of each sub-block's integer scale times its exact integer sum of products
 /// (weight values `w`, or unsigned `u`, times quantized inputs), converted to F32 (rounded to
@@ -639,7 +639,7 @@ thread_local! {
 /// How a tile's integer sums are computed: the levels' paths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Path {
-    /// [`pair_lanes`] per pair.
+    /// [`floats::pair_lanes`] per pair.
     Scalar,
     /// AVX2: `vpmaddubsw` then `vpmaddwd`.
     #[cfg(vector)]
@@ -1982,7 +1982,7 @@ mod vector {
     /// few rows; the integer sums are exact either way, and the float operations are the same
     /// ones in the same order.
     ///
-    /// The rows are read a unit at a time ([`unit`]): the layouts' readers then see slices
+    /// The rows are read a unit at a time ([`unit()`]): the layouts' readers then see slices
     /// and block indices the compiler knows, and their checks for blocks past the row fold
     /// away; only a last odd block goes through them.
     #[allow(clippy::inline_always)] // the decode path's loop, specialised per format and path
