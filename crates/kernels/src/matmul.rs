@@ -1976,11 +1976,11 @@ mod vector {
     }
 
     /// [`product`]'s results for a 32-value type, `C` (at most [`DIRECT_ROWS`]) input rows
-    /// from `first` and four of the strip's weight rows, without the strip: each pair of blocks unpacked in registers and
-    /// multiplied in the layout [`Layout::pair`] gives (each lane a partial sum of one row),
-    /// then [`reduce`]d to a lane per row. Unpacking a strip costs more than it saves for so
-    /// few rows; the integer sums are exact either way, and the float operations are the same
-    /// ones in the same order.
+    /// from `first` and four of the strip's weight rows, without the strip: each pair of
+    /// blocks unpacked in registers and multiplied in the layout [`Layout::pair`] gives (each
+    /// lane a partial sum of one row), then [`reduce`]d to a lane per row. Unpacking a strip
+    /// costs more than it saves for so few rows; the integer sums are exact either way, and
+    /// the float operations are the same ones in the same order.
     ///
     /// The rows are read a unit at a time ([`unit()`]): the layouts' readers then see slices
     /// and block indices the compiler knows, and their checks for blocks past the row fold
@@ -2404,8 +2404,9 @@ mod vector {
     }
 
     /// [`strip`] for sixteen weight rows at the `avx512` level, for batches past
-    /// [`Layout::DIRECT_BATCH`]: two strips unpacked as usual, their products formed side by side in
-    /// 512-bit registers ([`Sixteen`]), each lane the same operations as in a strip of eight.
+    /// [`Layout::DIRECT_BATCH`]: two strips unpacked as usual, their products formed side by
+    /// side in 512-bit registers ([`Sixteen`]), each lane the same operations as in a strip of
+    /// eight.
     #[cfg(wide)]
     #[allow(clippy::inline_always)] // once per pair of strips, specialised per format
     #[inline(always)]
