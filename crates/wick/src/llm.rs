@@ -115,6 +115,7 @@ impl Llm {
 
     /// The engine's thread: a process should wait for it once every handle to this model is
     /// dropped, before it exits (llama.cpp must not be torn down under a step in flight).
+    /// [`Llm::close`] drops a handle and waits, in one call.
     pub fn engine_thread(&self) -> wick_engine::EngineThread {
         self.loaded.engine.thread()
     }
