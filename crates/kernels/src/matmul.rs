@@ -2367,18 +2367,9 @@ mod vector {
                     }
                     out
                 };
-                let (top, bottom) = (halves([a0, a1, a2, a3]), halves([b0, b1, b2, b3]));
-                for (c, (top, bottom)) in top.into_iter().zip(bottom).take(count).enumerate() {
-                    emit(
-                        i + c,
-                        std::array::from_fn(|r| {
-                            if r < TILE_W {
-                                top[r]
-                            } else {
-                                bottom[r - TILE_W]
-                            }
-                        }),
-                    );
+                let out = eight_rows(halves([a0, a1, a2, a3]), halves([b0, b1, b2, b3]));
+                for (c, values) in out.into_iter().take(count).enumerate() {
+                    emit(i + c, values);
                 }
                 i += count;
             }
