@@ -4,7 +4,8 @@
 //! test model, the test model in every weight type with a wick kernel, 512-wide models with
 //! every matrix in `Q4_K` (with `Q6_K`) or `IQ4_XS`, a mixture of experts
 //! (also with `MXFP4` experts), a layer-norm model, Gemma-2- and Gemma-3-style models and
-//! Qwen-2-, Qwen-3- (dense and a mixture of experts), Phi-3- and gpt-oss-style models. `wick
+//! Qwen-2-, Qwen-3- (dense and a mixture of experts), Phi-3-, gpt-oss-, SmolLM-3-, Granite-,
+//! Mistral-3-, OLMo-2-, EXAONE-4-, Cohere-2- and DeepSeek-2-style models. `wick
 //! perplexity --json` prints a SHA-256 of every logit it computed; one differing bit anywhere
 //! changes it.
 //!
@@ -22,6 +23,17 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 use serve_util::{get_json, metric, post_json, Server};
+
+/// The architectures of [`serve_util::as_architecture`]'s models.
+const OTHER_ARCHITECTURES: [&str; 7] = [
+    "smollm3",
+    "granite",
+    "mistral3",
+    "olmo2",
+    "exaone4",
+    "cohere2",
+    "deepseek2",
+];
 
 /// The x86-64-v3 build.
 fn v3_build() -> PathBuf {
@@ -107,6 +119,12 @@ fn the_native_and_the_x86_64_v3_build_compute_the_same_logits() {
         "a gpt-oss-style model".to_owned(),
         serve_util::gpt_oss_model(),
     ));
+    for arch in OTHER_ARCHITECTURES {
+        models.push((
+            format!("a {arch}-style model"),
+            serve_util::as_architecture(arch),
+        ));
+    }
     let mut differ = Vec::new();
     for (name, model) in &models {
         let reference = scores(&native, model, None);

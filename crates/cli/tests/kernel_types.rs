@@ -266,6 +266,34 @@ fn gemma3_qwen2_qwen3_and_phi3_models_are_batch_invariant_and_the_same_at_every_
     );
 }
 
+/// Models of seven more families hold them too: SmolLM 3 (layers without rotary positions),
+/// Granite (scaled embeddings, residuals, attention and logits), Mistral 3 (YaRN rotary
+/// scaling, an attention temperature), OLMo 2 with a sliding window (norms after the attention
+/// and the network only; queries and keys normed whole), EXAONE 4 (the same norms; each query
+/// and key head normed), Cohere 2 (parallel attention and network on one layer norm, rotary
+/// positions only on its sliding-window layers) and DeepSeek 2 (multi-head latent attention:
+/// per-head matrices in 3-D products, one key-value head of the cached latents).
+#[test]
+fn models_of_seven_more_families_are_batch_invariant_and_the_same_at_every_cpu_level() {
+    let levels = cpu::available();
+    for arch in [
+        "smollm3",
+        "granite",
+        "mistral3",
+        "olmo2",
+        "exaone4",
+        "cohere2",
+        "deepseek2",
+    ] {
+        the_same_alone_in_a_batch_and_at_every_level(
+            arch,
+            &serve_util::as_architecture(arch),
+            "q4_1",
+            &levels,
+        );
+    }
+}
+
 /// `model` served at each of `levels`: `meta` names the level, wick's attention and
 /// `tensor_type` among wick's kernel types; a greedy answer with its log-probabilities is the
 /// same bits alone and in a batch of four, and the same at every level.

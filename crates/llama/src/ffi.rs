@@ -931,27 +931,30 @@ unsafe extern "C" fn matmul_op(
     // SAFETY: ggml passes the converted node, whose sources and data are live for the op; its
     // inputs were checked by `matmul_of` when it was converted (types, shapes, strides, no
     // overlap with the output) and are only read. Each output element is written by exactly
-    // one thread (the kernel splits the weight rows between `nth` threads by `ith`), inside
-    // `dst`'s data: input row `i` below `ne[1]`, weight rows `first..first + len` below
-    // `ne[0]`, at `i · nb[1] + 4 · first` bytes (`nb[0]` is 4 and `nb[1]` a multiple of 4,
-    // checked).
+    // one thread (each slice's product splits its weight rows between `nth` threads by `ith`),
+    // inside `dst`'s data: slice `(i2, i3)` below `ne[2]` and `ne[3]` at
+    // `i2 · nb[2] + i3 · nb[3]` bytes, its input row `i` below `ne[1]`, weight rows
+    // `first..first + len` below `ne[0]`, at `i · nb[1] + 4 · first` bytes past it (`nb[0]`
+    // is 4, the others multiples of 4, and no two slices share an element: checked).
     unsafe {
         let node = &*dst;
-        let Some(matmul) = matmul_of(node) else {
+        let Some(products) = matmul_of(node) else {
             return;
         };
-        let base = node.data.cast::<f32>();
-        let stride = node.nb[1] / 4;
         let Some((ith, nth)) = thread_of(ith, nth) else {
             return;
         };
-        matmul.run(ith, nth, &mut |i, first, values| {
-            std::ptr::copy_nonoverlapping(
-                values.as_ptr(),
-                base.add(i * stride + first),
-                values.len(),
-            );
-        });
+        let stride = products.out_stride[0];
+        for (i2, i3) in products.slices() {
+            let base = node.data.cast::<f32>().add(products.out_at(i2, i3));
+            products.of(i2, i3).run(ith, nth, &mut |i, first, values| {
+                std::ptr::copy_nonoverlapping(
+                    values.as_ptr(),
+                    base.add(i * stride + first),
+                    values.len(),
+                );
+            });
+        }
     }
 }
 
@@ -1204,23 +1207,87 @@ unsafe fn matmul_id_of(node: &sys::ggml_tensor) -> Option<MatMulId<'_>> {
     }
 }
 
-/// The product a `GGML_OP_MUL_MAT` node (or one converted from it) computes, as views, when
-/// wick's kernel ([`wick_kernels::matmul`]) computes it (only where its vector paths are compiled
-/// in: elsewhere ggml's reference product, which has its own SIMD, is faster): weights of one
-/// of [`wick_kernels::matmul::Format`]'s types (a 2-D matrix, blocks contiguous in each row) times F32 inputs (2-D, each row contiguous) into an F32 output
-/// (2-D, each row contiguous) that does not overlap the inputs.
+/// A `MUL_MAT` node's products, as views: one 2-D product per slice of the output's dimensions
+/// 2 and 3 (a 2-D node has one), the weights' slice `(i2 / ratio[0], i3 / ratio[1])` times
+/// the inputs' slice `(i2, i3)`, ggml's broadcast of the weights over the inputs.
+struct Products<'a> {
+    format: wick_kernels::matmul::Format,
+    k: usize,
+    rows: usize,
+    batch: usize,
+    /// Every weight slice's bytes, from the first's first row.
+    weights: &'a [u8],
+    /// Bytes from one weight row to the next, and from one slice to the next in dimensions 2
+    /// and 3.
+    w_stride: [usize; 3],
+    /// Every input slice's values, from the first's first row.
+    x: &'a [f32],
+    /// Floats from one input row to the next, and from one slice to the next.
+    x_stride: [usize; 3],
+    /// The output's (and the inputs') slices in dimensions 2 and 3.
+    slices: [usize; 2],
+    /// Input slices per weight slice in dimensions 2 and 3.
+    ratio: [usize; 2],
+    /// Floats from one output row to the next, and from one slice to the next.
+    out_stride: [usize; 3],
+}
+
+impl Products<'_> {
+    /// Every slice `(i2, i3)`, in order.
+    fn slices(&self) -> impl Iterator<Item = (usize, usize)> {
+        let [n2, n3] = self.slices;
+        (0..n3).flat_map(move |i3| (0..n2).map(move |i2| (i2, i3)))
+    }
+
+    /// The product of slice `(i2, i3)`.
+    fn of(&self, i2: usize, i3: usize) -> wick_kernels::matmul::MatMul<'_> {
+        use wick_kernels::matmul::{Inputs, MatMul, Weights};
+        let row_bytes = self.k / self.format.block_values() * self.format.block_bytes();
+        let w_at = i2 / self.ratio[0] * self.w_stride[1] + i3 / self.ratio[1] * self.w_stride[2];
+        let x_at = i2 * self.x_stride[1] + i3 * self.x_stride[2];
+        MatMul {
+            k: self.k,
+            w: Weights {
+                format: self.format,
+                data: &self.weights[w_at..w_at + (self.rows - 1) * self.w_stride[0] + row_bytes],
+                stride: self.w_stride[0],
+                rows: self.rows,
+            },
+            x: Inputs {
+                data: &self.x[x_at..x_at + (self.batch - 1) * self.x_stride[0] + self.k],
+                stride: self.x_stride[0],
+                rows: self.batch,
+            },
+        }
+    }
+
+    /// Where slice `(i2, i3)` of the output starts, in floats from the output's start.
+    fn out_at(&self, i2: usize, i3: usize) -> usize {
+        i2 * self.out_stride[1] + i3 * self.out_stride[2]
+    }
+}
+
+/// The products a `GGML_OP_MUL_MAT` node (or one converted from it) computes, as views, when
+/// wick's kernel ([`wick_kernels::matmul`]) computes them (only where its vector paths are
+/// compiled in: elsewhere ggml's reference product, which has its own SIMD, is faster):
+/// weights of one of [`wick_kernels::matmul::Format`]'s types (2-D matrices, up to 4-D
+/// slices of them, blocks contiguous in each row, in plain host memory) times F32 inputs
+/// (rows contiguous, slices a whole multiple of the weights' in dimensions 2 and 3) into an
+/// F32 output (rows contiguous, no two slices sharing an element) that does not overlap the
+/// inputs. Slices past dimension 1 are those of multi-head latent attention (DeepSeek 2's
+/// absorbed key and value matrices, one per head).
 ///
 /// # Safety
 ///
 /// `node` is a live `GGML_OP_MUL_MAT` node (or one `graph_compute_hook` converted) whose
 /// sources' data is allocated.
-unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<wick_kernels::matmul::MatMul<'_>> {
-    use wick_kernels::matmul::{Inputs, MatMul, Weights};
+unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<Products<'_>> {
     // SAFETY: the caller's contract: sources 0 and 1 are set.
     let (w, x) = unsafe { (node.src[0].as_ref()?, node.src[1].as_ref()?) };
-    let dim = |t: &sys::ggml_tensor, i: usize| usize::try_from(t.ne[i]).ok();
+    let dim = |t: &sys::ggml_tensor, i: usize| usize::try_from(t.ne[i]).ok().filter(|&n| n > 0);
     let (k, rows, batch) = (dim(w, 0)?, dim(w, 1)?, dim(x, 1)?);
-    let flat = |t: &sys::ggml_tensor| t.ne[2] == 1 && t.ne[3] == 1;
+    let (w2, w3) = (dim(w, 2)?, dim(w, 3)?);
+    let (n2, n3) = (dim(x, 2)?, dim(x, 3)?);
     let format = kernel_format(w.type_)?;
     // SAFETY: a weight's buffer (null for none, checked) and its type are ggml's, alive with it.
     let plain = unsafe {
@@ -1232,60 +1299,63 @@ unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<wick_kernels::matmul::Mat
         return None;
     }
     let (block, values) = (format.block_bytes(), format.block_values());
+    let row_bytes = k / values * block;
     // Whole blocks (and, for the floats, whole lane groups of 8) per row.
     let multiple = format.row_multiple();
+    let floats = |t: &sys::ggml_tensor| (1..4).all(|i| t.nb[i].is_multiple_of(4));
     let fits = wick_kernels::matmul::supports(format)
         && x.type_ == sys::GGML_TYPE_F32
         && node.type_ == sys::GGML_TYPE_F32
-        && k > 0
-        && rows > 0
-        && batch > 0
         && k.is_multiple_of(multiple)
-        && flat(w)
-        && flat(x)
-        && flat(node)
+        && n2.is_multiple_of(w2)
+        && n3.is_multiple_of(w3)
         && dim(x, 0)? == k
         && dim(node, 0)? == rows
         && dim(node, 1)? == batch
+        && dim(node, 2)? == n2
+        && dim(node, 3)? == n3
         && w.nb[0] == block
-        && w.nb[1] >= k / values * block
+        && w.nb[1] >= row_bytes
         && x.nb[0] == 4
-        && x.nb[1].is_multiple_of(4)
+        && floats(x)
         && x.nb[1] >= 4 * k
         && node.nb[0] == 4
-        && node.nb[1].is_multiple_of(4)
+        && floats(node)
         && node.nb[1] >= 4 * rows
+        // Each slice's outputs past the one before's (ggml's own layout): no element twice.
+        && (n2 == 1 || node.nb[2] >= (batch - 1) * node.nb[1] + 4 * rows)
+        && (n3 == 1 || node.nb[3] >= (n2 - 1) * node.nb[2] + (batch - 1) * node.nb[1] + 4 * rows)
         && !w.data.is_null()
         && !x.data.is_null()
         && !node.data.is_null();
     if !fits {
         return None;
     }
-    let w_len = (rows - 1) * w.nb[1] + k / values * block;
-    let x_len = (batch - 1) * (x.nb[1] / 4) + k;
-    let out_bytes = (batch - 1) * node.nb[1] + 4 * rows;
+    let w_len = (w2 - 1) * w.nb[2] + (w3 - 1) * w.nb[3] + (rows - 1) * w.nb[1] + row_bytes;
+    let x_len = ((n2 - 1) * x.nb[2] + (n3 - 1) * x.nb[3] + (batch - 1) * x.nb[1]) / 4 + k;
+    let out_bytes =
+        (n2 - 1) * node.nb[2] + (n3 - 1) * node.nb[3] + (batch - 1) * node.nb[1] + 4 * rows;
     let (x_start, out_start) = (x.data as usize, node.data as usize);
     if x_start < out_start + out_bytes && out_start < x_start + 4 * x_len {
         return None;
     }
-    // SAFETY: each slice spans its tensor's elements as ggml addresses them (the last row's
-    // last element ends the slice), inside the tensor's allocated data, with the element type
-    // checked above; they are only read while the op runs, and the output (written by the op)
-    // does not overlap the inputs (checked above).
+    // SAFETY: each slice spans its tensor's elements as ggml addresses them (the last slice's
+    // last row's last element ends the slice), inside the tensor's allocated data, with the
+    // element type checked above; they are only read while the op runs, and the output
+    // (written by the op) does not overlap the inputs (checked above).
     unsafe {
-        Some(MatMul {
+        Some(Products {
+            format,
             k,
-            w: Weights {
-                format,
-                data: std::slice::from_raw_parts(w.data.cast::<u8>(), w_len),
-                stride: w.nb[1],
-                rows,
-            },
-            x: Inputs {
-                data: std::slice::from_raw_parts(x.data.cast::<f32>(), x_len),
-                stride: x.nb[1] / 4,
-                rows: batch,
-            },
+            rows,
+            batch,
+            weights: std::slice::from_raw_parts(w.data.cast::<u8>(), w_len),
+            w_stride: [w.nb[1], w.nb[2], w.nb[3]],
+            x: std::slice::from_raw_parts(x.data.cast::<f32>(), x_len),
+            x_stride: [x.nb[1] / 4, x.nb[2] / 4, x.nb[3] / 4],
+            slices: [n2, n3],
+            ratio: [n2 / w2, n3 / w3],
+            out_stride: [node.nb[1] / 4, node.nb[2] / 4, node.nb[3] / 4],
         })
     }
 }
@@ -2224,6 +2294,90 @@ mod tests {
                             bits(&got[at..at + rows]),
                             bits(&want),
                             "{}, {x_slots} input slots, token {token}, slot {slot}",
+                            format.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A `MUL_MAT` of 3-D and 4-D slices (multi-head latent attention's per-head matrices)
+    /// runs wick's kernel per slice: each output slice is the bits of its weight slice (one
+    /// per two input slices in dimensions 2 and 3: ggml's broadcast) times its input slice
+    /// alone, with the inputs contiguous or permuted (rows a slice apart, as DeepSeek 2's
+    /// queries are).
+    #[test]
+    fn products_of_3_d_and_4_d_slices_run_wick_s_product_per_slice() {
+        use wick_kernels::matmul::{Format, MatMul};
+        let (k, rows, batch) = (256usize, 24usize, 5usize);
+        let (w2, n2, n3) = (3usize, 6usize, 2usize);
+        let dims = |v: usize| i64::try_from(v).unwrap();
+        for format in [Format::Q8_0, Format::Q4_K, Format::F16, Format::F32] {
+            let weights = ggml_quantize(format, &activations(k * rows * w2, 11), k);
+            let per_slice = weights.len() / w2;
+            let x = activations(k * batch * n2 * n3, 12);
+            for permuted in [false, true] {
+                let (got, converted) = computed(true, &[&weights, &f32_bytes(&x)], |ctx| {
+                    // SAFETY: `ctx` is the live context `computed` made for these tensors.
+                    unsafe {
+                        let w = sys::ggml_new_tensor_3d(
+                            ctx,
+                            ggml_type_of(format),
+                            dims(k),
+                            dims(rows),
+                            dims(w2),
+                        );
+                        let b = if permuted {
+                            // Stored slice-major within each row group: element (i, r, s, t)
+                            // at ((t · batch + r) · n2 + s) · k + i.
+                            let t = sys::ggml_new_tensor_4d(
+                                ctx,
+                                sys::GGML_TYPE_F32,
+                                dims(k),
+                                dims(n2),
+                                dims(batch),
+                                dims(n3),
+                            );
+                            (t, sys::ggml_permute(ctx, t, 0, 2, 1, 3))
+                        } else {
+                            let t = sys::ggml_new_tensor_4d(
+                                ctx,
+                                sys::GGML_TYPE_F32,
+                                dims(k),
+                                dims(batch),
+                                dims(n2),
+                                dims(n3),
+                            );
+                            (t, t)
+                        };
+                        (vec![w, b.0], sys::ggml_mul_mat(ctx, w, b.1))
+                    }
+                });
+                assert!(converted, "{}", format.name());
+                for t in 0..n3 {
+                    for s in 0..n2 {
+                        let input: Vec<f32> = (0..batch)
+                            .flat_map(|r| {
+                                let at = if permuted {
+                                    ((t * batch + r) * n2 + s) * k
+                                } else {
+                                    ((t * n2 + s) * batch + r) * k
+                                };
+                                x[at..at + k].to_vec()
+                            })
+                            .collect();
+                        // Input slice s takes weight slice s / 2 (6 over 3).
+                        let w = &weights[s / 2 * per_slice..][..per_slice];
+                        let mut want = vec![0f32; rows * batch];
+                        MatMul::packed(format, k, w, &input).run(0, 1, &mut |i, first, v| {
+                            want[i * rows + first..i * rows + first + v.len()].copy_from_slice(v);
+                        });
+                        let at = (t * n2 + s) * batch * rows;
+                        assert_eq!(
+                            bits(&got[at..at + rows * batch]),
+                            bits(&want),
+                            "{}, permuted: {permuted}, slice ({s}, {t})",
                             format.name()
                         );
                     }

@@ -544,9 +544,10 @@ pub(crate) fn check_device_memory(info: &ModelInfo) -> Result<(), BackendError> 
 /// an `x86-64-v3` build, at every CPU level, in every weight type of wick's kernel:
 /// `crates/cli/tests/cross_build.rs` compares every logit of a model of each (the test model,
 /// a mixture of experts, a layer-norm `starcoder2` model, `gemma2`, `gemma3`, `qwen2`,
-/// `qwen3`, `qwen3moe`, `phi3` and `gpt-oss` models), and an architecture joins this list only
-/// with a model there.
-const SAME_BITS_ARCHITECTURES: [&str; 9] = [
+/// `qwen3`, `qwen3moe`, `phi3`, `gpt-oss`, `smollm3`, `granite`, `mistral3`, `olmo2`, `exaone4`,
+/// `cohere2` and `deepseek2` models), and an architecture joins this list only with a model
+/// there.
+const SAME_BITS_ARCHITECTURES: [&str; 16] = [
     "llama",
     "starcoder2",
     "gemma2",
@@ -556,6 +557,13 @@ const SAME_BITS_ARCHITECTURES: [&str; 9] = [
     "qwen3moe",
     "phi3",
     "gpt-oss",
+    "smollm3",
+    "granite",
+    "mistral3",
+    "olmo2",
+    "exaone4",
+    "cohere2",
+    "deepseek2",
 ];
 
 /// The base level of [`same_bits_on`]: AVX2, FMA and F16C, the instruction sets wick's

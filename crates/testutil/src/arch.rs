@@ -3,7 +3,12 @@
 //! and sliding-window attention (`gemma2`), with query and key norms and a window's own rotary
 //! base (`gemma3`); biased queries, keys and values (`qwen2`); queries and keys normed per head
 //! (`qwen3`, and a mixture of experts: `qwen3moe`); fused matrices and rotary factors (`phi3`);
-//! attention sinks and biased experts (`gpt-oss`).
+//! attention sinks and biased experts (`gpt-oss`); layers without rotary positions
+//! (`smollm3`); scaled embeddings, residuals, attention and logits (`granite`); YaRN rotary
+//! scaling and an attention temperature (`mistral3`); norms after the attention and network
+//! only, with queries and keys normed as a whole (`olmo2`) or per head (`exaone4`); parallel
+//! attention and network on one layer norm without a bias (`cohere2`); multi-head latent
+//! attention, its per-head matrices 3-D (`deepseek2`).
 
 use crate::split::{key_of, kv, string_value, u32_value, write_gguf, Parsed, TensorData};
 
@@ -354,6 +359,278 @@ pub fn phi3_model(bytes: &[u8], seed: u64) -> Vec<u8> {
     write_gguf(&kvs, &tensors, file.alignment)
 }
 
+/// The dense `llama` model `bytes` (SmolLM2-135M) as a `smollm3` model (SmolLM 3): the same
+/// tensors and keys; llama.cpp leaves every fourth layer without rotary positions. Its graph
+/// is SmolLM 3's.
+///
+/// # Panics
+///
+/// When `bytes` is not a GGUF file: this is test support.
+pub fn smollm3_model(bytes: &[u8]) -> Vec<u8> {
+    let file = Parsed::new(bytes);
+    write_gguf(
+        &renamed_keys(&file, "smollm3"),
+        &file.tensor_data(),
+        file.alignment,
+    )
+}
+
+/// The dense `llama` model `bytes` (SmolLM2-135M) as a `granite` model (IBM Granite 3): the
+/// same tensors; the input embedding scaled by 12, each layer's attention and network outputs
+/// by 0.22 before their residual adds, the attention's logits by 1/64 instead of one over the
+/// square root of the head size, the final logits divided by 8 (Granite 3's multipliers).
+/// Its answers are poor; its graph is Granite's.
+///
+/// # Panics
+///
+/// When `bytes` is not a GGUF file: this is test support.
+pub fn granite_model(bytes: &[u8]) -> Vec<u8> {
+    const ARCH: &str = "granite";
+    let file = Parsed::new(bytes);
+    let mut kvs = renamed_keys(&file, ARCH);
+    for (key, value) in [
+        ("embedding_scale", 12.0f32),
+        ("residual_scale", 0.22),
+        ("attention.scale", 0.015_625),
+        ("logit_scale", 8.0),
+    ] {
+        kvs.push(kv(&format!("{ARCH}.{key}"), 6, &value.to_le_bytes())); // f32
+    }
+    write_gguf(&kvs, &file.tensor_data(), file.alignment)
+}
+
+/// The dense `llama` model `bytes` (SmolLM2-135M) as a `mistral3` model (Mistral Small 3 and
+/// Ministral 3): the same tensors; YaRN rotary scaling (factor 4 over an original context of
+/// 32 tokens) and Llama 4's attention temperature (queries scaled by a factor that grows with
+/// the position's log past each 32 tokens), as Ministral 3 has. Its answers are poor; its graph
+/// is Mistral 3's.
+///
+/// # Panics
+///
+/// When `bytes` is not a GGUF file: this is test support.
+pub fn mistral3_model(bytes: &[u8]) -> Vec<u8> {
+    const ARCH: &str = "mistral3";
+    let file = Parsed::new(bytes);
+    let mut kvs = renamed_keys(&file, ARCH);
+    kvs.push(kv(
+        &format!("{ARCH}.rope.scaling.type"),
+        8,
+        &string_value("yarn"),
+    ));
+    kvs.push(kv(
+        &format!("{ARCH}.rope.scaling.original_context_length"),
+        4,
+        &32u32.to_le_bytes(),
+    )); // u32
+    for (key, value) in [
+        ("rope.scaling.factor", 4.0f32),
+        ("rope.scaling.yarn_beta_fast", 32.0),
+        ("rope.scaling.yarn_beta_slow", 1.0),
+        ("rope.scaling.yarn_log_multiplier", 1.0),
+        ("attention.temperature_scale", 0.1),
+    ] {
+        kvs.push(kv(&format!("{ARCH}.{key}"), 6, &value.to_le_bytes())); // f32
+    }
+    write_gguf(&kvs, &file.tensor_data(), file.alignment)
+}
+
+/// The dense `llama` model `bytes` (SmolLM2-135M) as an `olmo2` model with a sliding window
+/// (OLMo 3's graph): its norms moved after the attention and after the network (no norms
+/// before them), queries and keys each RMS-normed as a whole (weights drawn around 1 from
+/// `seed`), an output matrix of its own (a copy of the embeddings), three layers in four
+/// attending to a sliding window of `window` tokens. Its answers are poor; its graph is
+/// OLMo's.
+///
+/// # Panics
+///
+/// When `bytes` is not a dense `llama` GGUF file with its width and head counts: this is test
+/// support.
+pub fn olmo2_model(bytes: &[u8], window: u32, seed: u64) -> Vec<u8> {
+    const ARCH: &str = "olmo2";
+    let file = Parsed::new(bytes);
+    let width = u64::from(u32_value(&file, "llama.embedding_length"));
+    let kv_heads = u64::from(u32_value(&file, "llama.attention.head_count_kv"));
+    let mut kvs = renamed_keys(&file, ARCH);
+    kvs.push(kv(
+        &format!("{ARCH}.attention.sliding_window"),
+        4,
+        &window.to_le_bytes(),
+    )); // u32
+    let mut draw = crate::Draw::new(seed);
+    let mut norm = |name: String, len: u64| -> TensorData {
+        let values = (0..len)
+            .flat_map(|_| (1.0 + draw.next() * 0.1).to_le_bytes())
+            .collect();
+        (name, vec![len], 0, values) // F32
+    };
+    let mut tensors: Vec<TensorData> = Vec::new();
+    for (name, dims, ty, data) in file.tensor_data() {
+        if name == "token_embd.weight" {
+            tensors.push(("output.weight".to_string(), dims.clone(), ty, data.clone()));
+        }
+        if name.ends_with(".attn_norm.weight") {
+            tensors.push(norm(name.replace("attn_norm", "attn_q_norm"), width));
+            let keys = kv_heads * head_len(&file);
+            tensors.push(norm(name.replace("attn_norm", "attn_k_norm"), keys));
+        }
+        let name = name
+            .replace(".attn_norm.", ".post_attention_norm.")
+            .replace(".ffn_norm.", ".post_ffw_norm.");
+        tensors.push((name, dims, ty, data));
+    }
+    write_gguf(&kvs, &tensors, file.alignment)
+}
+
+/// The dense `llama` model `bytes` (SmolLM2-135M) as an `exaone4` model (EXAONE 4.0 1.2B):
+/// its norms moved after the attention and after the network (no norms before them), each
+/// query and key head RMS-normed before its rotary positions (weights drawn around 1 from
+/// `seed`). Its answers are poor; its graph is EXAONE 4's.
+///
+/// # Panics
+///
+/// When `bytes` is not a dense `llama` GGUF file with its width and head count: this is test
+/// support.
+pub fn exaone4_model(bytes: &[u8], seed: u64) -> Vec<u8> {
+    let file = Parsed::new(bytes);
+    let head = head_len(&file);
+    let kvs = renamed_keys(&file, "exaone4");
+    let mut draw = crate::Draw::new(seed);
+    let mut tensors: Vec<TensorData> = Vec::new();
+    for (name, dims, ty, data) in file.tensor_data() {
+        if name.ends_with(".attn_norm.weight") {
+            tensors.extend(head_norm_tensors(&name, head, &mut draw));
+        }
+        let name = name
+            .replace(".attn_norm.", ".post_attention_norm.")
+            .replace(".ffn_norm.", ".post_ffw_norm.");
+        tensors.push((name, dims, ty, data));
+    }
+    write_gguf(&kvs, &tensors, file.alignment)
+}
+
+/// The dense `llama` model `bytes` (SmolLM2-135M) as a `cohere2` model (Command R7B, Command
+/// A): one layer norm without a bias before each layer's attention and network, which run side
+/// by side on it and add to the residual together (the network's own norm dropped), rotary
+/// positions only on the three layers in four that attend to a sliding window of `window`
+/// tokens, the final logits scaled by 1/4. Its answers are poor; its graph is Cohere's.
+///
+/// # Panics
+///
+/// When `bytes` is not a GGUF file: this is test support.
+pub fn cohere2_model(bytes: &[u8], window: u32) -> Vec<u8> {
+    const ARCH: &str = "cohere2";
+    let file = Parsed::new(bytes);
+    let mut kvs = renamed_keys(&file, ARCH);
+    kvs.push(kv(
+        &format!("{ARCH}.attention.sliding_window"),
+        4,
+        &window.to_le_bytes(),
+    )); // u32
+    for (key, value) in [
+        ("logit_scale", 0.25f32),
+        ("attention.layer_norm_epsilon", 1e-5),
+    ] {
+        kvs.push(kv(&format!("{ARCH}.{key}"), 6, &value.to_le_bytes())); // f32
+    }
+    let tensors: Vec<TensorData> = file
+        .tensor_data()
+        .into_iter()
+        .filter(|(name, ..)| !name.ends_with(".ffn_norm.weight"))
+        .collect();
+    write_gguf(&kvs, &tensors, file.alignment)
+}
+
+/// The dense `llama` model `bytes` (SmolLM2-135M) as a `deepseek2` model with multi-head
+/// latent attention (DeepSeek V2 Lite's graph, every layer dense): its query matrix and
+/// output kept, its key and value matrices replaced by one compressing each token to a
+/// 128-value latent and a 32-value rotary key shared by every head (`attn_kv_a_mqa`, with the
+/// latent's RMS norm `attn_kv_a_norm`), and each head's matrices taking the latent to its
+/// keys and values (`attn_k_b`, `attn_v_b`: 3-D, one slice per head), all drawn from `seed`
+/// (F32). llama.cpp then multiplies each head's queries by its slice of `attn_k_b` and its
+/// attention output by its slice of `attn_v_b` (3-D `MUL_MAT`s) and attends over the cached
+/// latents (one key-value head, keys of 160 values, values of 128). Its answers are poor; its
+/// graph is DeepSeek 2's.
+///
+/// # Panics
+///
+/// When `bytes` is not a dense `llama` GGUF file with its width, head count, block count and
+/// feed-forward width, and 64-value heads: this is test support.
+pub fn deepseek2_model(bytes: &[u8], seed: u64) -> Vec<u8> {
+    const ARCH: &str = "deepseek2";
+    // The latent's width, and the rotary and plain parts of each head's 64 query values.
+    const LATENT: u32 = 128;
+    const ROTARY: u32 = 32;
+    const PLAIN: u32 = 32;
+    let file = Parsed::new(bytes);
+    let heads = u32_value(&file, "llama.attention.head_count");
+    let layers = u32_value(&file, "llama.block_count");
+    let width = u32_value(&file, "llama.feed_forward_length");
+    assert_eq!(head_len(&file), u64::from(ROTARY + PLAIN), "64-value heads");
+    let ours = [
+        ("attention.head_count_kv", 1),
+        ("rope.dimension_count", ROTARY),
+        ("attention.key_length", LATENT + ROTARY),
+        ("attention.value_length", LATENT),
+        ("attention.key_length_mla", ROTARY + PLAIN),
+        ("attention.value_length_mla", ROTARY + PLAIN),
+        ("attention.q_lora_rank", 0),
+        ("attention.kv_lora_rank", LATENT),
+        ("leading_dense_block_count", layers),
+        ("expert_feed_forward_length", width),
+        ("expert_shared_count", 0),
+    ];
+    let mut kvs: Vec<Vec<u8>> = renamed_keys(&file, ARCH)
+        .into_iter()
+        .filter(|pair| {
+            let key = key_of(pair);
+            !ours.iter().any(|(name, _)| key == format!("{ARCH}.{name}"))
+        })
+        .collect();
+    for (name, value) in ours {
+        kvs.push(kv(&format!("{ARCH}.{name}"), 4, &value.to_le_bytes())); // u32
+    }
+    let mut draw = crate::Draw::new(seed);
+    let mut drawn = |name: String, dims: Vec<u64>, around: f32, spread: f32| -> TensorData {
+        let values = (0..dims.iter().product::<u64>())
+            .flat_map(|_| (around + draw.next() * spread).to_le_bytes())
+            .collect();
+        (name, dims, 0, values) // F32
+    };
+    let (latent, rotary, plain) = (u64::from(LATENT), u64::from(ROTARY), u64::from(PLAIN));
+    let (heads, embd) = (
+        u64::from(heads),
+        u64::from(u32_value(&file, "llama.embedding_length")),
+    );
+    let mut tensors: Vec<TensorData> = Vec::new();
+    for (name, dims, ty, data) in file.tensor_data() {
+        if name.ends_with(".attn_k.weight") || name.ends_with(".attn_v.weight") {
+            continue;
+        }
+        let latent_parts = name.ends_with(".attn_q.weight").then(|| {
+            let named = |part: &str| name.replace("attn_q", part);
+            [
+                drawn(
+                    named("attn_kv_a_mqa"),
+                    vec![embd, latent + rotary],
+                    0.0,
+                    0.08,
+                ),
+                drawn(named("attn_kv_a_norm"), vec![latent], 1.0, 0.1),
+                drawn(named("attn_k_b"), vec![plain, latent, heads], 0.0, 0.3),
+                drawn(
+                    named("attn_v_b"),
+                    vec![latent, rotary + plain, heads],
+                    0.0,
+                    0.15,
+                ),
+            ]
+        });
+        tensors.push((name, dims, ty, data));
+        tensors.extend(latent_parts.into_iter().flatten());
+    }
+    write_gguf(&kvs, &tensors, file.alignment)
+}
+
 /// Values per attention head of the `llama` model `file`: its width over its head count.
 fn head_len(file: &Parsed<'_>) -> u64 {
     let width = u32_value(file, "llama.embedding_length");
@@ -686,6 +963,124 @@ mod tests {
                 ("blk.0.ffn_up.weight".to_string(), vec![8, 4]),
                 ("blk.0.ffn_up.bias".to_string(), vec![4]),
             ]
+        );
+    }
+
+    /// [`dense`] with a width of 8, 4 heads of 2 values and 2 key-value heads.
+    fn with_heads() -> Vec<u8> {
+        let dense = dense();
+        let parsed = Parsed::new(&dense);
+        let mut kvs: Vec<Vec<u8>> = parsed.kvs.iter().map(|kv| kv.to_vec()).collect();
+        kvs.push(kv("llama.embedding_length", 4, &8u32.to_le_bytes()));
+        kvs.push(kv("llama.attention.head_count", 4, &4u32.to_le_bytes()));
+        kvs.push(kv("llama.attention.head_count_kv", 4, &2u32.to_le_bytes()));
+        write_gguf(&kvs, &parsed.tensor_data(), 32)
+    }
+
+    #[test]
+    fn smollm3_granite_and_mistral3_rename_the_keys_and_add_their_own() {
+        let dense = dense();
+        let tensors = names_and_dims(&Parsed::new(&dense));
+        let smollm3 = smollm3_model(&dense);
+        let parsed = Parsed::new(&smollm3);
+        assert!(parsed.kvs[0].ends_with(b"smollm3"));
+        assert_eq!(keys(&parsed)[1], "smollm3.block_count");
+        assert_eq!(names_and_dims(&parsed), tensors);
+
+        let granite = granite_model(&dense);
+        let parsed = Parsed::new(&granite);
+        assert_eq!(
+            keys(&parsed)[3..],
+            [
+                "granite.embedding_scale",
+                "granite.residual_scale",
+                "granite.attention.scale",
+                "granite.logit_scale",
+            ]
+        );
+        assert!(parsed.kvs[6].ends_with(&8.0f32.to_le_bytes()));
+        assert_eq!(names_and_dims(&parsed), tensors);
+
+        let mistral3 = mistral3_model(&dense);
+        let parsed = Parsed::new(&mistral3);
+        assert_eq!(
+            keys(&parsed)[3..],
+            [
+                "mistral3.rope.scaling.type",
+                "mistral3.rope.scaling.original_context_length",
+                "mistral3.rope.scaling.factor",
+                "mistral3.rope.scaling.yarn_beta_fast",
+                "mistral3.rope.scaling.yarn_beta_slow",
+                "mistral3.rope.scaling.yarn_log_multiplier",
+                "mistral3.attention.temperature_scale",
+            ]
+        );
+        assert!(parsed.kvs[3].ends_with(b"yarn"));
+        assert_eq!(names_and_dims(&parsed), tensors);
+    }
+
+    #[test]
+    fn olmo2_moves_the_norms_after_and_norms_queries_and_keys_whole() {
+        let out = olmo2_model(&with_heads(), 4, 7);
+        let parsed = Parsed::new(&out);
+        assert!(parsed.kvs[0].ends_with(b"olmo2"));
+        assert_eq!(
+            keys(&parsed).last().map(String::as_str),
+            Some("olmo2.attention.sliding_window")
+        );
+        assert_eq!(
+            names_and_dims(&parsed),
+            [
+                ("blk.0.attn_q_norm.weight".to_string(), vec![8]),
+                // Two key-value heads of two values.
+                ("blk.0.attn_k_norm.weight".to_string(), vec![4]),
+                ("blk.0.post_attention_norm.weight".to_string(), vec![8]),
+                ("blk.0.ffn_gate.weight".to_string(), vec![8, 4]),
+                ("blk.0.ffn_up.weight".to_string(), vec![8, 4]),
+            ]
+        );
+    }
+
+    #[test]
+    fn exaone4_moves_the_norms_after_and_norms_each_head() {
+        let out = exaone4_model(&with_heads(), 7);
+        let parsed = Parsed::new(&out);
+        assert!(parsed.kvs[0].ends_with(b"exaone4"));
+        assert_eq!(
+            names_and_dims(&parsed)[..3],
+            [
+                ("blk.0.attn_q_norm.weight".to_string(), vec![2]),
+                ("blk.0.attn_k_norm.weight".to_string(), vec![2]),
+                ("blk.0.post_attention_norm.weight".to_string(), vec![8]),
+            ]
+        );
+    }
+
+    #[test]
+    fn cohere2_keeps_one_norm_per_layer_and_gets_a_window_and_a_logit_scale() {
+        let dense = dense();
+        let parsed = Parsed::new(&dense);
+        let mut tensors = parsed.tensor_data();
+        tensors.push(("blk.0.ffn_norm.weight".to_string(), vec![8], 0, vec![1; 32]));
+        let with_ffn_norm = write_gguf(
+            &parsed.kvs.iter().map(|kv| kv.to_vec()).collect::<Vec<_>>(),
+            &tensors,
+            32,
+        );
+        let out = cohere2_model(&with_ffn_norm, 16);
+        let parsed = Parsed::new(&out);
+        assert_eq!(
+            keys(&parsed)[3..],
+            [
+                "cohere2.attention.sliding_window",
+                "cohere2.logit_scale",
+                "cohere2.attention.layer_norm_epsilon",
+            ]
+        );
+        assert!(parsed.kvs[3].ends_with(&16u32.to_le_bytes()));
+        assert_eq!(
+            names_and_dims(&parsed),
+            names_and_dims(&Parsed::new(&dense))
         );
     }
 }

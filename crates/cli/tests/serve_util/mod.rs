@@ -384,6 +384,24 @@ pub(crate) fn gpt_oss_model() -> std::path::PathBuf {
     )
 }
 
+/// The test model as a model of `arch`: `smollm3`, `granite`, `mistral3`, `olmo2` (with a
+/// sliding window of 4 tokens), `exaone4`, `cohere2` (a window of 4 tokens) or `deepseek2`
+/// (multi-head latent attention) —
+/// [`wick_testutil`]'s rewrites of it —, made once into `$WICK_HOME/test-models`.
+pub(crate) fn as_architecture(arch: &str) -> std::path::PathBuf {
+    let make: fn(&[u8]) -> Vec<u8> = match arch {
+        "smollm3" => wick_testutil::smollm3_model,
+        "granite" => wick_testutil::granite_model,
+        "mistral3" => wick_testutil::mistral3_model,
+        "olmo2" => |dense| wick_testutil::olmo2_model(dense, 4, 37),
+        "exaone4" => |dense| wick_testutil::exaone4_model(dense, 41),
+        "cohere2" => |dense| wick_testutil::cohere2_model(dense, 4),
+        "deepseek2" => |dense| wick_testutil::deepseek2_model(dense, 43),
+        other => panic!("no rewrite of the test model as {other}"),
+    };
+    made_once(&format!("SmolLM2-135M-Instruct.Q4_1.{arch}.gguf"), make)
+}
+
 /// `$WICK_HOME/test-models/name`, made once by `make` from the test model's bytes: written
 /// aside, then renamed, so a run cut short leaves no half file behind.
 fn made_once(name: &str, make: impl FnOnce(&[u8]) -> Vec<u8>) -> std::path::PathBuf {
