@@ -266,9 +266,9 @@ fn gemma3_qwen2_qwen3_and_phi3_models_are_batch_invariant_and_the_same_at_every_
     );
 }
 
-/// Models of seven more families hold them too: SmolLM 3 (layers without rotary positions),
-/// Granite (scaled embeddings, residuals, attention and logits), Mistral 3 (YaRN rotary
-/// scaling, an attention temperature), OLMo 2 with a sliding window (norms after the attention
+/// Models of seven more families hold them too: `SmolLM` 3 (layers without rotary positions),
+/// Granite (scaled embeddings, residuals, attention and logits), Mistral 3 (`YaRN` rotary
+/// scaling, an attention temperature), `OLMo` 2 with a sliding window (norms after the attention
 /// and the network only; queries and keys normed whole), EXAONE 4 (the same norms; each query
 /// and key head normed), Cohere 2 (parallel attention and network on one layer norm, rotary
 /// positions only on its sliding-window layers) and DeepSeek 2 (multi-head latent attention:

@@ -4,7 +4,7 @@
 //! base (`gemma3`); biased queries, keys and values (`qwen2`); queries and keys normed per head
 //! (`qwen3`, and a mixture of experts: `qwen3moe`); fused matrices and rotary factors (`phi3`);
 //! attention sinks and biased experts (`gpt-oss`); layers without rotary positions
-//! (`smollm3`); scaled embeddings, residuals, attention and logits (`granite`); YaRN rotary
+//! (`smollm3`); scaled embeddings, residuals, attention and logits (`granite`); `YaRN` rotary
 //! scaling and an attention temperature (`mistral3`); norms after the attention and network
 //! only, with queries and keys normed as a whole (`olmo2`) or per head (`exaone4`); parallel
 //! attention and network on one layer norm without a bias (`cohere2`); multi-head latent
@@ -359,9 +359,9 @@ pub fn phi3_model(bytes: &[u8], seed: u64) -> Vec<u8> {
     write_gguf(&kvs, &tensors, file.alignment)
 }
 
-/// The dense `llama` model `bytes` (SmolLM2-135M) as a `smollm3` model (SmolLM 3): the same
+/// The dense `llama` model `bytes` (SmolLM2-135M) as a `smollm3` model (`SmolLM` 3): the same
 /// tensors and keys; llama.cpp leaves every fourth layer without rotary positions. Its graph
-/// is SmolLM 3's.
+/// is `SmolLM` 3's.
 ///
 /// # Panics
 ///
@@ -400,7 +400,7 @@ pub fn granite_model(bytes: &[u8]) -> Vec<u8> {
 }
 
 /// The dense `llama` model `bytes` (SmolLM2-135M) as a `mistral3` model (Mistral Small 3 and
-/// Ministral 3): the same tensors; YaRN rotary scaling (factor 4 over an original context of
+/// Ministral 3): the same tensors; `YaRN` rotary scaling (factor 4 over an original context of
 /// 32 tokens) and Llama 4's attention temperature (queries scaled by a factor that grows with
 /// the position's log past each 32 tokens), as Ministral 3 has. Its answers are poor; its graph
 /// is Mistral 3's.
@@ -435,11 +435,11 @@ pub fn mistral3_model(bytes: &[u8]) -> Vec<u8> {
 }
 
 /// The dense `llama` model `bytes` (SmolLM2-135M) as an `olmo2` model with a sliding window
-/// (OLMo 3's graph): its norms moved after the attention and after the network (no norms
+/// (`OLMo` 3's graph): its norms moved after the attention and after the network (no norms
 /// before them), queries and keys each RMS-normed as a whole (weights drawn around 1 from
 /// `seed`), an output matrix of its own (a copy of the embeddings), three layers in four
 /// attending to a sliding window of `window` tokens. Its answers are poor; its graph is
-/// OLMo's.
+/// `OLMo`'s.
 ///
 /// # Panics
 ///
