@@ -24,17 +24,6 @@ use std::process::Command;
 use serde_json::{json, Value};
 use serve_util::{get_json, metric, post_json, Server};
 
-/// The architectures of [`serve_util::as_architecture`]'s models.
-const OTHER_ARCHITECTURES: [&str; 7] = [
-    "smollm3",
-    "granite",
-    "mistral3",
-    "olmo2",
-    "exaone4",
-    "cohere2",
-    "deepseek2",
-];
-
 /// The x86-64-v3 build.
 fn v3_build() -> PathBuf {
     std::env::var_os("WICK_X86_64_V3_BIN").map_or_else(
@@ -119,7 +108,7 @@ fn the_native_and_the_x86_64_v3_build_compute_the_same_logits() {
         "a gpt-oss-style model".to_owned(),
         serve_util::gpt_oss_model(),
     ));
-    for arch in OTHER_ARCHITECTURES {
+    for arch in serve_util::OTHER_ARCHITECTURES {
         models.push((
             format!("a {arch}-style model"),
             serve_util::as_architecture(arch),

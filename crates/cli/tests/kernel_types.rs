@@ -276,15 +276,7 @@ fn gemma3_qwen2_qwen3_and_phi3_models_are_batch_invariant_and_the_same_at_every_
 #[test]
 fn models_of_seven_more_families_are_batch_invariant_and_the_same_at_every_cpu_level() {
     let levels = cpu::available();
-    for arch in [
-        "smollm3",
-        "granite",
-        "mistral3",
-        "olmo2",
-        "exaone4",
-        "cohere2",
-        "deepseek2",
-    ] {
+    for arch in serve_util::OTHER_ARCHITECTURES {
         the_same_alone_in_a_batch_and_at_every_level(
             arch,
             &serve_util::as_architecture(arch),

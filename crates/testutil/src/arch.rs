@@ -473,10 +473,7 @@ pub fn olmo2_model(bytes: &[u8], window: u32, seed: u64) -> Vec<u8> {
             let keys = kv_heads * head_len(&file);
             tensors.push(norm(name.replace("attn_norm", "attn_k_norm"), keys));
         }
-        let name = name
-            .replace(".attn_norm.", ".post_attention_norm.")
-            .replace(".ffn_norm.", ".post_ffw_norm.");
-        tensors.push((name, dims, ty, data));
+        tensors.push((moved_after(&name), dims, ty, data));
     }
     write_gguf(&kvs, &tensors, file.alignment)
 }
@@ -500,10 +497,7 @@ pub fn exaone4_model(bytes: &[u8], seed: u64) -> Vec<u8> {
         if name.ends_with(".attn_norm.weight") {
             tensors.extend(head_norm_tensors(&name, head, &mut draw));
         }
-        let name = name
-            .replace(".attn_norm.", ".post_attention_norm.")
-            .replace(".ffn_norm.", ".post_ffw_norm.");
-        tensors.push((name, dims, ty, data));
+        tensors.push((moved_after(&name), dims, ty, data));
     }
     write_gguf(&kvs, &tensors, file.alignment)
 }
@@ -629,6 +623,13 @@ pub fn deepseek2_model(bytes: &[u8], seed: u64) -> Vec<u8> {
         tensors.extend(latent_parts.into_iter().flatten());
     }
     write_gguf(&kvs, &tensors, file.alignment)
+}
+
+/// A layer's tensor `name`, its norms before the attention and the network renamed as the
+/// norms after them (`post_attention_norm`, `post_ffw_norm`).
+fn moved_after(name: &str) -> String {
+    name.replace(".attn_norm.", ".post_attention_norm.")
+        .replace(".ffn_norm.", ".post_ffw_norm.")
 }
 
 /// Values per attention head of the `llama` model `file`: its width over its head count.

@@ -384,6 +384,17 @@ pub(crate) fn gpt_oss_model() -> std::path::PathBuf {
     )
 }
 
+/// The architectures [`as_architecture`] rewrites the test model as.
+pub(crate) const OTHER_ARCHITECTURES: [&str; 7] = [
+    "smollm3",
+    "granite",
+    "mistral3",
+    "olmo2",
+    "exaone4",
+    "cohere2",
+    "deepseek2",
+];
+
 /// The test model as a model of `arch`: `smollm3`, `granite`, `mistral3`, `olmo2` (with a
 /// sliding window of 4 tokens), `exaone4`, `cohere2` (a window of 4 tokens) or `deepseek2`
 /// (multi-head latent attention) —
