@@ -1088,17 +1088,18 @@ impl MatMulId<'_> {
 
     /// The product of `expert`'s weights with `inputs` (rows of `k`).
     fn of<'b>(&'b self, expert: usize, inputs: &'b [f32]) -> wick_kernels::matmul::MatMul<'b> {
-        use wick_kernels::matmul::{Inputs, MatMul, Weights};
-        let row_bytes = self.k / self.format.block_values() * self.format.block_bytes();
-        let first = expert * self.w_stride[1];
+        use wick_kernels::matmul::{Inputs, MatMul};
+        let at = expert * self.w_stride[1];
         MatMul {
             k: self.k,
-            w: Weights {
-                format: self.format,
-                data: &self.weights[first..first + (self.rows - 1) * self.w_stride[0] + row_bytes],
-                stride: self.w_stride[0],
-                rows: self.rows,
-            },
+            w: weight_rows(
+                self.format,
+                self.k,
+                self.rows,
+                self.w_stride[0],
+                self.weights,
+                at,
+            ),
             x: Inputs {
                 data: inputs,
                 stride: self.k,
@@ -1207,6 +1208,25 @@ unsafe fn matmul_id_of(node: &sys::ggml_tensor) -> Option<MatMulId<'_>> {
     }
 }
 
+/// One weight matrix among several in `weights`: `rows` rows of `k` values in `format`, row
+/// `r` at byte `at + r · stride` (the view ends with the last row's last block).
+fn weight_rows(
+    format: wick_kernels::matmul::Format,
+    k: usize,
+    rows: usize,
+    stride: usize,
+    weights: &[u8],
+    at: usize,
+) -> wick_kernels::matmul::Weights<'_> {
+    let row_bytes = k / format.block_values() * format.block_bytes();
+    wick_kernels::matmul::Weights {
+        format,
+        data: &weights[at..at + (rows - 1) * stride + row_bytes],
+        stride,
+        rows,
+    }
+}
+
 /// A `MUL_MAT` node's products, as views: one 2-D product per slice of the output's dimensions
 /// 2 and 3 (a 2-D node has one), the weights' slice `(i2 / ratio[0], i3 / ratio[1])` times
 /// the inputs' slice `(i2, i3)`, ggml's broadcast of the weights over the inputs.
@@ -1241,18 +1261,19 @@ impl Products<'_> {
 
     /// The product of slice `(i2, i3)`.
     fn of(&self, i2: usize, i3: usize) -> wick_kernels::matmul::MatMul<'_> {
-        use wick_kernels::matmul::{Inputs, MatMul, Weights};
-        let row_bytes = self.k / self.format.block_values() * self.format.block_bytes();
+        use wick_kernels::matmul::{Inputs, MatMul};
         let w_at = i2 / self.ratio[0] * self.w_stride[1] + i3 / self.ratio[1] * self.w_stride[2];
         let x_at = i2 * self.x_stride[1] + i3 * self.x_stride[2];
         MatMul {
             k: self.k,
-            w: Weights {
-                format: self.format,
-                data: &self.weights[w_at..w_at + (self.rows - 1) * self.w_stride[0] + row_bytes],
-                stride: self.w_stride[0],
-                rows: self.rows,
-            },
+            w: weight_rows(
+                self.format,
+                self.k,
+                self.rows,
+                self.w_stride[0],
+                self.weights,
+                w_at,
+            ),
             x: Inputs {
                 data: &self.x[x_at..x_at + (self.batch - 1) * self.x_stride[0] + self.k],
                 stride: self.x_stride[0],

@@ -101,18 +101,13 @@ pub fn gemma3_model(bytes: &[u8], window: u32, seed: u64) -> Vec<u8> {
 fn gemma_model(bytes: &[u8], arch: &str, window: u32, head_norms: Option<u64>) -> Vec<u8> {
     let file = Parsed::new(bytes);
     let mut kvs = renamed_keys(&file, arch);
-    let f32_key = |name: &str, value: f32| kv(&format!("{arch}.{name}"), 6, &value.to_le_bytes());
     if head_norms.is_some() {
-        kvs.push(f32_key("rope.freq_base_swa", 10_000.0));
+        kvs.push(f32_key(arch, "rope.freq_base_swa", 10_000.0));
     } else {
-        kvs.push(f32_key("attn_logit_softcapping", 50.0));
-        kvs.push(f32_key("final_logit_softcapping", 30.0));
+        kvs.push(f32_key(arch, "attn_logit_softcapping", 50.0));
+        kvs.push(f32_key(arch, "final_logit_softcapping", 30.0));
     }
-    kvs.push(kv(
-        &format!("{arch}.attention.sliding_window"),
-        4,
-        &window.to_le_bytes(),
-    )); // u32
+    kvs.push(u32_key(arch, "attention.sliding_window", window));
     let mut head = head_norms.map(|seed| (head_len(&file), crate::Draw::new(seed)));
     let mut tensors: Vec<TensorData> = Vec::new();
     for (name, dims, ty, data) in file.tensor_data() {
@@ -203,11 +198,7 @@ pub fn qwen3_model(bytes: &[u8], seed: u64) -> Vec<u8> {
 pub fn qwen3moe_model(bytes: &[u8], seed: u64) -> Vec<u8> {
     let file = Parsed::new(bytes);
     let width = u32_value(&file, "llama.feed_forward_length");
-    let key = kv(
-        "qwen3moe.expert_feed_forward_length",
-        4,
-        &width.to_le_bytes(),
-    ); // u32
+    let key = u32_key("qwen3moe", "expert_feed_forward_length", width);
     head_normed(&file, "qwen3moe", seed, vec![key])
 }
 
@@ -230,16 +221,8 @@ pub fn gpt_oss_model(bytes: &[u8], window: u32, seed: u64) -> Vec<u8> {
     let heads = u64::from(u32_value(&file, "llama.attention.head_count"));
     let width = u32_value(&file, "llama.feed_forward_length");
     let mut kvs = renamed_keys(&file, ARCH);
-    kvs.push(kv(
-        &format!("{ARCH}.expert_feed_forward_length"),
-        4,
-        &width.to_le_bytes(),
-    )); // u32
-    kvs.push(kv(
-        &format!("{ARCH}.attention.sliding_window"),
-        4,
-        &window.to_le_bytes(),
-    )); // u32
+    kvs.push(u32_key(ARCH, "expert_feed_forward_length", width));
+    kvs.push(u32_key(ARCH, "attention.sliding_window", window));
     let mut draw = crate::Draw::new(seed);
     let mut drawn = |name: String, dims: Vec<u64>, spread: f32| -> TensorData {
         let values = (0..dims.iter().product::<u64>())
@@ -394,7 +377,7 @@ pub fn granite_model(bytes: &[u8]) -> Vec<u8> {
         ("attention.scale", 0.015_625),
         ("logit_scale", 8.0),
     ] {
-        kvs.push(kv(&format!("{ARCH}.{key}"), 6, &value.to_le_bytes())); // f32
+        kvs.push(f32_key(ARCH, key, value));
     }
     write_gguf(&kvs, &file.tensor_data(), file.alignment)
 }
@@ -417,11 +400,7 @@ pub fn mistral3_model(bytes: &[u8]) -> Vec<u8> {
         8,
         &string_value("yarn"),
     ));
-    kvs.push(kv(
-        &format!("{ARCH}.rope.scaling.original_context_length"),
-        4,
-        &32u32.to_le_bytes(),
-    )); // u32
+    kvs.push(u32_key(ARCH, "rope.scaling.original_context_length", 32));
     for (key, value) in [
         ("rope.scaling.factor", 4.0f32),
         ("rope.scaling.yarn_beta_fast", 32.0),
@@ -429,7 +408,7 @@ pub fn mistral3_model(bytes: &[u8]) -> Vec<u8> {
         ("rope.scaling.yarn_log_multiplier", 1.0),
         ("attention.temperature_scale", 0.1),
     ] {
-        kvs.push(kv(&format!("{ARCH}.{key}"), 6, &value.to_le_bytes())); // f32
+        kvs.push(f32_key(ARCH, key, value));
     }
     write_gguf(&kvs, &file.tensor_data(), file.alignment)
 }
@@ -451,11 +430,7 @@ pub fn olmo2_model(bytes: &[u8], window: u32, seed: u64) -> Vec<u8> {
     let width = u64::from(u32_value(&file, "llama.embedding_length"));
     let kv_heads = u64::from(u32_value(&file, "llama.attention.head_count_kv"));
     let mut kvs = renamed_keys(&file, ARCH);
-    kvs.push(kv(
-        &format!("{ARCH}.attention.sliding_window"),
-        4,
-        &window.to_le_bytes(),
-    )); // u32
+    kvs.push(u32_key(ARCH, "attention.sliding_window", window));
     let mut draw = crate::Draw::new(seed);
     let mut norm = |name: String, len: u64| -> TensorData {
         let values = (0..len)
@@ -515,16 +490,12 @@ pub fn cohere2_model(bytes: &[u8], window: u32) -> Vec<u8> {
     const ARCH: &str = "cohere2";
     let file = Parsed::new(bytes);
     let mut kvs = renamed_keys(&file, ARCH);
-    kvs.push(kv(
-        &format!("{ARCH}.attention.sliding_window"),
-        4,
-        &window.to_le_bytes(),
-    )); // u32
+    kvs.push(u32_key(ARCH, "attention.sliding_window", window));
     for (key, value) in [
         ("logit_scale", 0.25f32),
         ("attention.layer_norm_epsilon", 1e-5),
     ] {
-        kvs.push(kv(&format!("{ARCH}.{key}"), 6, &value.to_le_bytes())); // f32
+        kvs.push(f32_key(ARCH, key, value));
     }
     let tensors: Vec<TensorData> = file
         .tensor_data()
@@ -581,7 +552,7 @@ pub fn deepseek2_model(bytes: &[u8], seed: u64) -> Vec<u8> {
         })
         .collect();
     for (name, value) in ours {
-        kvs.push(kv(&format!("{ARCH}.{name}"), 4, &value.to_le_bytes())); // u32
+        kvs.push(u32_key(ARCH, name, value));
     }
     let mut draw = crate::Draw::new(seed);
     let mut drawn = |name: String, dims: Vec<u64>, around: f32, spread: f32| -> TensorData {
@@ -630,6 +601,16 @@ pub fn deepseek2_model(bytes: &[u8], seed: u64) -> Vec<u8> {
 fn moved_after(name: &str) -> String {
     name.replace(".attn_norm.", ".post_attention_norm.")
         .replace(".ffn_norm.", ".post_ffw_norm.")
+}
+
+/// The key-value pair `{arch}.{name}` with the F32 `value`.
+fn f32_key(arch: &str, name: &str, value: f32) -> Vec<u8> {
+    kv(&format!("{arch}.{name}"), 6, &value.to_le_bytes())
+}
+
+/// The key-value pair `{arch}.{name}` with the U32 `value`.
+fn u32_key(arch: &str, name: &str, value: u32) -> Vec<u8> {
+    kv(&format!("{arch}.{name}"), 4, &value.to_le_bytes())
 }
 
 /// Values per attention head of the `llama` model `file`: its width over its head count.
