@@ -50,6 +50,13 @@ pub struct ModelInfo {
     /// wick's own CPU kernels, where they compute the layers on the CPU (the deterministic
     /// mode, with or without layers on a GPU).
     pub cpu_kernels: Option<CpuKernels>,
+    /// Whether the model keeps a recurrent state per sequence (Mamba, RWKV, LFM2's short
+    /// convolutions, and hybrids of them with attention). Such a state holds the sequence's
+    /// last position only, so cutting a sequence back ([`crate::Backend::seq_rm_last`], a
+    /// shorter [`crate::Backend::seq_copy`], a verify's rejected drafts) evaluates the tokens
+    /// it keeps again: exact, but as costly as a prefill of them. The engine reuses a
+    /// sequence there only where a prompt extends all of it, and does not speculate.
+    pub recurrent: bool,
 }
 
 /// wick's own CPU kernels in a deterministic model: the CPU level they run at and the weight
@@ -117,6 +124,7 @@ impl ModelInfo {
             placement: Vec::new(),
             max_active_adapters: 0,
             cpu_kernels: None,
+            recurrent: false,
         }
     }
 }

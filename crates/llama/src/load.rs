@@ -367,6 +367,7 @@ pub(crate) fn model_info(
         .ok()
         .and_then(|t| t.to_string().ok());
     info.deterministic = deterministic(config);
+    info.recurrent = model.is_recurrent() || model.is_hybrid();
     // llama-cpp-2 sets one adapter at a time (see `Worker::apply_adapters`).
     info.max_active_adapters = 1;
     let cpu_deterministic = cpu_deterministic(config);

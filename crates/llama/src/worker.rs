@@ -196,7 +196,7 @@ impl Worker<'_> {
         // A verify's greedy pick at each of its positions, in order.
         let mut predicted: Vec<Vec<TokenId>> = vec![Vec::new(); ops.len()];
         let samplers = &mut self.state.samplers;
-        eval(
+        let evaluated = eval(
             &mut self.ctx,
             self.state.config.n_batch as usize,
             self.state.projector.as_deref(),
@@ -225,7 +225,11 @@ impl Worker<'_> {
                 });
                 Ok(())
             },
-        )?;
+        );
+        if let Err(e) = evaluated {
+            self.recover(&passes);
+            return Err(e);
+        }
         let mut out = Vec::with_capacity(ops.len());
         for (((seq, op), token), predicted) in ops.iter().zip(sampled).zip(predicted) {
             let result = match (op, token) {
@@ -284,19 +288,15 @@ impl Worker<'_> {
                 reason: "llama.cpp produced no logits for a verify".into(),
             });
         };
-        let len = self.state.seqs[index].len();
-        // Keep the cells of the history and the accepted candidates; the next token is pending.
-        self.ctx
-            .clear_kv_cache_seq(Some(pos_u32(index)), Some(pos_u32(len + accepted)), None)
-            .map_err(|e| BackendError::Decode {
-                reason: e.to_string(),
-            })?;
         let history = &mut self.state.seqs[index];
         history.extend_from_slice(&candidates[..accepted]);
         history.push(next);
+        // Keep the cells of the history and the accepted candidates; the next token is pending.
+        let kept = history.len() - 1;
+        self.remove_cells(index, kept)?;
         Ok(StepResult::Verified(wick_backend::classify_appended(
             &self.state.info,
-            history,
+            &self.state.seqs[index],
             accepted + 1,
         )))
     }
@@ -342,7 +342,7 @@ impl Worker<'_> {
         let history = &self.state.seqs[index];
         self.check_fits(seq, history.len() + tokens.len())?;
         let pass = extend(index, history, tokens, Outputs::All);
-        eval(
+        let evaluated = eval(
             &mut self.ctx,
             self.state.config.n_batch as usize,
             None,
@@ -351,26 +351,81 @@ impl Worker<'_> {
                 each(ctx.get_logits_ith(idx));
                 Ok(())
             },
-        )?;
-        let len = self.state.seqs[index].len() + tokens.len();
-        self.remove_cells(index, len - 1);
+        );
+        if let Err(e) = evaluated {
+            self.recover(std::slice::from_ref(&pass));
+            return Err(e);
+        }
         self.state.seqs[index].extend_from_slice(tokens);
-        Ok(())
+        let kept = self.state.seqs[index].len() - 1;
+        self.remove_cells(index, kept)
     }
 
     /// Keeps the first `n` tokens of `seq`.
     pub(crate) fn truncate(&mut self, seq: SeqId, n: usize) -> Result<()> {
         let index = self.index(seq)?;
         let n = n.min(self.state.seqs[index].len());
-        self.remove_cells(index, n.saturating_sub(1));
         self.state.seqs[index].truncate(n);
-        Ok(())
+        self.remove_cells(index, n.saturating_sub(1))
     }
 
-    fn remove_cells(&mut self, index: usize, from: usize) {
+    /// Removes sequence `index`'s cells from position `from` on, keeping those of the first
+    /// `from` tokens of `state.seqs[index]`.
+    ///
+    /// A model with a recurrent state (Mamba, RWKV, LFM2's short convolutions, hybrids) holds
+    /// its state after the last position only: llama.cpp refuses to take it back, and the
+    /// sequence is rebuilt instead — cleared, then its first `from` tokens evaluated again
+    /// (the same bits in the deterministic mode, at the cost of a prefill). When that fails,
+    /// the sequence is left empty.
+    fn remove_cells(&mut self, index: usize, from: usize) -> Result<()> {
+        let removed = self
+            .ctx
+            .clear_kv_cache_seq(Some(pos_u32(index)), Some(pos_u32(from)), None)
+            .unwrap_or(false);
+        if removed {
+            return Ok(());
+        }
         let _ = self
             .ctx
-            .clear_kv_cache_seq(Some(pos_u32(index)), Some(pos_u32(from)), None);
+            .clear_kv_cache_seq(Some(pos_u32(index)), None, None);
+        if from == 0 {
+            return Ok(());
+        }
+        let pass = Pass {
+            seq: seq_i32(index),
+            start: 0,
+            tokens: self.state.seqs[index][..from]
+                .iter()
+                .map(|&t| to_llama(t))
+                .collect(),
+            outputs: Outputs::None,
+        };
+        let rebuilt = eval(
+            &mut self.ctx,
+            self.state.config.n_batch as usize,
+            self.state.projector.as_deref(),
+            std::slice::from_ref(&pass),
+            |_, _, _, _| Ok(()),
+        );
+        if rebuilt.is_err() {
+            self.state.seqs[index].clear();
+        }
+        rebuilt
+    }
+
+    /// After a failed evaluation of `passes`: every sequence's cells are those of its tokens
+    /// but the last again. [`eval`] removes the new cells itself; a recurrent state cannot be
+    /// taken back that way, so such a sequence is rebuilt.
+    fn recover(&mut self, passes: &[Pass]) {
+        if !self.state.info.recurrent {
+            return;
+        }
+        for pass in passes {
+            let index = usize::try_from(pass.seq).unwrap_or(0);
+            if self.remove_cells(index, pass.start).is_err() {
+                tracing::warn!("sequence {index} could not be rebuilt after a failed evaluation; it is empty now");
+            }
+        }
     }
 
     pub(crate) fn seq_rm_last(&mut self, seq: SeqId, n: usize) -> Result<()> {
@@ -393,7 +448,8 @@ impl Worker<'_> {
         self.truncate(dst, 0)?;
         if n > 1 {
             self.copy_cells(s, d, available)?;
-            self.remove_cells(d, n - 1);
+            self.state.seqs[d] = self.state.seqs[s][..n].to_vec();
+            return self.remove_cells(d, n - 1);
         }
         self.state.seqs[d] = self.state.seqs[s][..n].to_vec();
         Ok(())
@@ -410,7 +466,7 @@ impl Worker<'_> {
                 if crate::ffi::set_seq_state_bytes(&mut self.ctx, seq_i32(d), &bytes) {
                     return Ok(());
                 }
-                self.remove_cells(d, 0);
+                self.remove_cells(d, 0)?;
             }
         }
         self.ctx
@@ -457,13 +513,13 @@ impl Worker<'_> {
             )));
         }
         if !crate::ffi::set_seq_state_bytes(&mut self.ctx, seq_i32(index), snap.payload) {
-            self.remove_cells(index, 0);
+            self.remove_cells(index, 0)?;
             return Err(invalid("llama.cpp refused the KV state".into()));
         }
         let expected = i32::try_from(snap.tokens.len()).unwrap_or(i32::MAX) - 2;
         let pos_max = self.ctx.kv_cache_seq_pos_max(seq_i32(index)).max(-1);
         if pos_max != expected.max(-1) {
-            self.remove_cells(index, 0);
+            self.remove_cells(index, 0)?;
             return Err(invalid(format!(
                 "the KV state ends at position {pos_max}, the tokens need {expected}"
             )));

@@ -8,7 +8,8 @@
 //! scaling and an attention temperature (`mistral3`); norms after the attention and network
 //! only, with queries and keys normed as a whole (`olmo2`) or per head (`exaone4`); parallel
 //! attention and network on one layer norm without a bias (`cohere2`); multi-head latent
-//! attention, its per-head matrices 3-D (`deepseek2`).
+//! attention, its per-head matrices 3-D (`deepseek2`); short convolutions with a recurrent
+//! state beside attention layers (`lfm2`).
 
 use crate::split::{key_of, kv, string_value, u32_value, write_gguf, Parsed, TensorData};
 
@@ -596,6 +597,110 @@ pub fn deepseek2_model(bytes: &[u8], seed: u64) -> Vec<u8> {
     write_gguf(&kvs, &tensors, file.alignment)
 }
 
+/// The dense `llama` model `bytes` (SmolLM2-135M) as an `lfm2` model (Liquid's LFM2): a
+/// hybrid of attention layers (every third, with per-head query and key norms drawn from
+/// `seed`) and gated short-convolution layers (the others) whose state is recurrent. A
+/// convolution layer's input projection is its query, output and query matrices' rows one
+/// after another (the three gates), its output projection the attention's output matrix,
+/// its 3-tap kernel drawn (F32); the final norm is renamed `token_embd_norm` as LFM2 names
+/// it. llama.cpp then runs the convolution layers with `SSM_CONV` over a state of the last
+/// two tokens per sequence, which it cannot cut back to an earlier position. Its answers
+/// are poor; its graph and its memory are LFM2's.
+///
+/// # Panics
+///
+/// When `bytes` is not a dense `llama` GGUF file of 32-value block types: this is test
+/// support.
+pub fn lfm2_model(bytes: &[u8], seed: u64) -> Vec<u8> {
+    const ARCH: &str = "lfm2";
+    // The kernel's taps: the token itself and the two before it.
+    const TAPS: u32 = 3;
+    let file = Parsed::new(bytes);
+    let layers = u32_value(&file, "llama.block_count");
+    let kv_heads = u32_value(&file, "llama.attention.head_count_kv");
+    let attention = |layer: u32| layer % 3 == 2;
+    let mut kvs: Vec<Vec<u8>> = renamed_keys(&file, ARCH)
+        .into_iter()
+        .filter(|pair| key_of(pair) != format!("{ARCH}.attention.head_count_kv"))
+        .collect();
+    // Per layer: the attention layers' key-value heads, 0 for a convolution layer.
+    let mut heads = 4u32.to_le_bytes().to_vec(); // an array of u32
+    heads.extend_from_slice(&u64::from(layers).to_le_bytes());
+    for layer in 0..layers {
+        let n = if attention(layer) { kv_heads } else { 0 };
+        heads.extend_from_slice(&n.to_le_bytes());
+    }
+    kvs.push(kv(&format!("{ARCH}.attention.head_count_kv"), 9, &heads));
+    kvs.push(u32_key(ARCH, "shortconv.l_cache", TAPS));
+    let tensors = file.tensor_data();
+    let rows = |name: &str| -> (Vec<u64>, u32, Vec<u8>) {
+        let (_, dims, ty, data) = tensors
+            .iter()
+            .find(|(n, ..)| n == name)
+            .unwrap_or_else(|| panic!("no {name}"));
+        let used = crate::moe::tensor_bytes(dims, *ty);
+        (dims.clone(), *ty, data[..used].to_vec())
+    };
+    let len = head_len(&file);
+    let mut draw = crate::Draw::new(seed);
+    let mut out: Vec<TensorData> = Vec::new();
+    for (name, dims, ty, data) in file.tensor_data() {
+        let layer = name
+            .strip_prefix("blk.")
+            .and_then(|rest| rest.split('.').next())
+            .and_then(|n| n.parse::<u32>().ok());
+        if name == "output_norm.weight" {
+            out.push(("token_embd_norm.weight".into(), dims, ty, data));
+            continue;
+        }
+        let Some(layer) = layer else {
+            out.push((name, dims, ty, data));
+            continue;
+        };
+        if attention(layer) {
+            if name.ends_with(".attn_norm.weight") {
+                out.extend(head_norm_tensors(&name, len, &mut draw));
+            }
+            out.push((name, dims, ty, data));
+            continue;
+        }
+        let at = |part: &str| format!("blk.{layer}.{part}");
+        if name.ends_with(".attn_q.weight") {
+            let (q_dims, q_ty, q) = rows(&at("attn_q.weight"));
+            let (o_dims, o_ty, o) = rows(&at("attn_output.weight"));
+            assert_eq!(
+                (q_dims.clone(), q_ty),
+                (o_dims.clone(), o_ty),
+                "square matrices of one type"
+            );
+            let gates = [q.as_slice(), &o, &q].concat();
+            out.push((
+                at("shortconv.in_proj.weight"),
+                vec![q_dims[0], 3 * q_dims[1]],
+                q_ty,
+                gates,
+            ));
+            out.push((at("shortconv.out_proj.weight"), o_dims, o_ty, o));
+            let width = q_dims[0];
+            let kernel = (0..u64::from(TAPS) * width)
+                .flat_map(|_| (0.3 + draw.next() * 0.3).to_le_bytes())
+                .collect();
+            out.push((
+                at("shortconv.conv.weight"),
+                vec![u64::from(TAPS), width],
+                0,
+                kernel,
+            )); // F32
+            continue;
+        }
+        let attention_only = [".attn_k.", ".attn_v.", ".attn_output."];
+        if !attention_only.iter().any(|part| name.contains(part)) {
+            out.push((name, dims, ty, data));
+        }
+    }
+    write_gguf(&kvs, &out, file.alignment)
+}
+
 /// A layer's tensor `name`, its norms before the attention and the network renamed as the
 /// norms after them (`post_attention_norm`, `post_ffw_norm`).
 fn moved_after(name: &str) -> String {
@@ -1064,5 +1169,93 @@ mod tests {
             names_and_dims(&parsed),
             names_and_dims(&Parsed::new(&dense))
         );
+    }
+
+    #[test]
+    fn lfm2_turns_two_layers_in_three_into_short_convolutions_of_the_attention_s_rows() {
+        // Three layers 32 values wide, two query heads and one key-value head of 16 values,
+        // the matrices in Q8_0 (34 bytes per 32 values), each filled with its own byte.
+        let kvs = [
+            kv("general.architecture", 8, &string_value("llama")),
+            kv("llama.block_count", 4, &3u32.to_le_bytes()),
+            kv("llama.embedding_length", 4, &32u32.to_le_bytes()),
+            kv("llama.attention.head_count", 4, &2u32.to_le_bytes()),
+            kv("llama.attention.head_count_kv", 4, &1u32.to_le_bytes()),
+        ];
+        let mut tensors: Vec<TensorData> = Vec::new();
+        for layer in 0..3u8 {
+            for (i, (part, rows)) in [
+                ("attn_q", 32),
+                ("attn_k", 16),
+                ("attn_v", 16),
+                ("attn_output", 32),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let fill = layer * 10 + u8::try_from(i).unwrap();
+                let bytes = vec![fill; rows * 34];
+                tensors.push((
+                    format!("blk.{layer}.{part}.weight"),
+                    vec![32, rows as u64],
+                    8,
+                    bytes,
+                ));
+            }
+            tensors.push((
+                format!("blk.{layer}.attn_norm.weight"),
+                vec![32],
+                0,
+                vec![0; 128],
+            ));
+        }
+        tensors.push(("output_norm.weight".into(), vec![32], 0, vec![0; 128]));
+        let out = lfm2_model(&write_gguf(&kvs, &tensors, 32), 5);
+        let parsed = Parsed::new(&out);
+        assert!(parsed.kvs[0].ends_with(b"lfm2"));
+        let heads = parsed
+            .kvs
+            .iter()
+            .find(|pair| key_of(pair) == "lfm2.attention.head_count_kv")
+            .expect("per-layer key-value heads");
+        // An array (9) of three u32 (4): 0, 0, then the attention layer's one head.
+        let mut want = 9u32.to_le_bytes().to_vec();
+        for word in [4u32, 3, 0, 0, 1] {
+            want.extend_from_slice(&word.to_le_bytes());
+        }
+        want.splice(12..12, [0; 4]); // the count is a u64
+        assert!(heads.ends_with(&want), "{heads:?}");
+        assert_eq!(u32_value(&parsed, "lfm2.shortconv.l_cache"), 3);
+        let data = parsed.tensor_data();
+        let find = |name: &str| {
+            data.iter()
+                .find(|(n, ..)| n == name)
+                .unwrap_or_else(|| panic!("no {name}"))
+        };
+        for layer in 0..2u8 {
+            let (_, dims, ty, bytes) = find(&format!("blk.{layer}.shortconv.in_proj.weight"));
+            assert_eq!((dims.as_slice(), *ty), (&[32u64, 96][..], 8));
+            let (q, o) = (layer * 10, layer * 10 + 3);
+            let gates: Vec<u8> = [q, o, q].iter().flat_map(|&b| vec![b; 32 * 34]).collect();
+            assert_eq!(&bytes[..gates.len()], gates.as_slice());
+            let (_, dims, _, bytes) = find(&format!("blk.{layer}.shortconv.out_proj.weight"));
+            assert_eq!(dims, &[32, 32]);
+            assert!(bytes[..32 * 34].iter().all(|&b| b == o));
+            assert_eq!(
+                find(&format!("blk.{layer}.shortconv.conv.weight")).1,
+                [3, 32]
+            );
+            for part in ["attn_q", "attn_k", "attn_v", "attn_output"] {
+                let name = format!("blk.{layer}.{part}.weight");
+                assert!(data.iter().all(|(n, ..)| *n != name), "{name} is left");
+            }
+        }
+        for part in ["attn_q", "attn_k", "attn_v", "attn_output"] {
+            find(&format!("blk.2.{part}.weight"));
+        }
+        assert_eq!(find("blk.2.attn_q_norm.weight").1, [16]);
+        assert_eq!(find("blk.2.attn_k_norm.weight").1, [16]);
+        find("token_embd_norm.weight");
+        assert!(data.iter().all(|(n, ..)| n != "output_norm.weight"));
     }
 }

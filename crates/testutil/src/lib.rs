@@ -23,8 +23,8 @@ mod split;
 
 pub use arch::{
     cohere2_model, deepseek2_model, exaone4_model, gemma2_model, gemma3_model, gpt_oss_model,
-    granite_model, layer_norm_model, mistral3_model, olmo2_model, phi3_model, qwen2_model,
-    qwen3_model, qwen3moe_model, smollm3_model,
+    granite_model, layer_norm_model, lfm2_model, mistral3_model, olmo2_model, phi3_model,
+    qwen2_model, qwen3_model, qwen3moe_model, smollm3_model,
 };
 pub use draw::Draw;
 pub use gguf::{synthetic_gguf, synthetic_gguf_with, SYNTHETIC_TEMPLATE};
@@ -57,13 +57,10 @@ pub const MODEL_SHA256: &str = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc7
 
 pub use wick_types::hex;
 
-/// Where the test model is expected: `$WICK_TEST_MODEL`, else `$WICK_HOME/models/…`, else the
-/// user cache dir (`$XDG_CACHE_HOME` or `~/.cache`) + `/wick/models/…`.
-pub fn expected_model_path() -> PathBuf {
-    if let Some(path) = std::env::var_os("WICK_TEST_MODEL").filter(|p| !p.is_empty()) {
-        return PathBuf::from(path);
-    }
-    let home = std::env::var_os("WICK_HOME")
+/// `$WICK_HOME`, as `scripts/common.sh` sets it: else the user cache dir (`$XDG_CACHE_HOME` or
+/// `~/.cache`) + `/wick`.
+pub fn wick_home() -> PathBuf {
+    std::env::var_os("WICK_HOME")
         .filter(|p| !p.is_empty())
         .map_or_else(
             || {
@@ -79,8 +76,39 @@ pub fn expected_model_path() -> PathBuf {
                 cache.join("wick")
             },
             PathBuf::from,
-        );
-    home.join("models").join(MODEL_FILE)
+        )
+}
+
+/// Where the test model is expected: `$WICK_TEST_MODEL`, else [`wick_home`]`/models/…`.
+pub fn expected_model_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("WICK_TEST_MODEL").filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    wick_home().join("models").join(MODEL_FILE)
+}
+
+/// `$WICK_HOME/test-models/name`, made once by `make` from the bytes of the model `source`:
+/// written aside, then renamed, so a run cut short leaves no half file behind.
+///
+/// # Panics
+///
+/// When `source` does not read or the file cannot be written: this is test support.
+pub fn made_once(
+    source: &std::path::Path,
+    name: &str,
+    make: impl FnOnce(&[u8]) -> Vec<u8>,
+) -> PathBuf {
+    let dir = wick_home().join("test-models");
+    let out = dir.join(name);
+    if out.is_file() {
+        return out;
+    }
+    std::fs::create_dir_all(&dir).expect("the test-models directory");
+    let dense = std::fs::read(source).expect("the source model reads");
+    let part = dir.join(format!("{name}.{}.part", std::process::id()));
+    std::fs::write(&part, make(&dense)).expect("the model is written");
+    std::fs::rename(&part, &out).expect("the model is renamed into place");
+    out
 }
 
 /// The verified test model; checked once per test binary.

@@ -154,6 +154,8 @@ impl StubBackend {
             }],
             max_active_adapters: u32::MAX,
             cpu_kernels: None,
+            // The stub's context is a hash of every token: any prefix can be taken back.
+            recurrent: false,
         };
         let tokenizer = Arc::new(StubTokenizer {
             vocab: vocab.clone(),

@@ -377,7 +377,7 @@ pub(crate) fn phi3_model() -> std::path::PathBuf {
 /// experts, a sliding window of 4 tokens on every other layer:
 /// [`wick_testutil::gpt_oss_model`]), made once into `$WICK_HOME/test-models`.
 pub(crate) fn gpt_oss_model() -> std::path::PathBuf {
-    made_once_from(
+    wick_testutil::made_once(
         &mixture_of_experts_in("MXFP4_MOE"),
         "SmolLM2-135M-Instruct.MoE-4x2.MXFP4_MOE.gpt-oss-swa4.gguf",
         |moe| wick_testutil::gpt_oss_model(moe, 4, 31),
@@ -413,45 +413,12 @@ pub(crate) fn as_architecture(arch: &str) -> std::path::PathBuf {
     made_once(&format!("SmolLM2-135M-Instruct.Q4_1.{arch}.gguf"), make)
 }
 
-/// `$WICK_HOME/test-models/name`, made once by `make` from the test model's bytes: written
-/// aside, then renamed, so a run cut short leaves no half file behind.
+/// `$WICK_HOME/test-models/name`, made once by `make` from the test model's bytes.
 fn made_once(name: &str, make: impl FnOnce(&[u8]) -> Vec<u8>) -> std::path::PathBuf {
-    made_once_from(&wick_testutil::model_path(), name, make)
+    wick_testutil::made_once(&wick_testutil::model_path(), name, make)
 }
 
-/// [`made_once`] from the bytes of `source` instead of the test model's.
-fn made_once_from(
-    source: &std::path::Path,
-    name: &str,
-    make: impl FnOnce(&[u8]) -> Vec<u8>,
-) -> std::path::PathBuf {
-    let dir = wick_home().join("test-models");
-    let out = dir.join(name);
-    if out.is_file() {
-        return out;
-    }
-    std::fs::create_dir_all(&dir).expect("the test-models directory");
-    let dense = std::fs::read(source).expect("the source model reads");
-    let part = dir.join(format!("{name}.{}.part", std::process::id()));
-    std::fs::write(&part, make(&dense)).expect("the model is written");
-    std::fs::rename(&part, &out).expect("the model is renamed into place");
-    out
-}
-
-/// `$WICK_HOME`, as `scripts/common.sh` sets it (default: the user cache dir + `/wick`).
-pub(crate) fn wick_home() -> std::path::PathBuf {
-    use std::path::PathBuf;
-    std::env::var_os("WICK_HOME").map_or_else(
-        || {
-            let cache = std::env::var_os("XDG_CACHE_HOME").map_or_else(
-                || PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache"),
-                PathBuf::from,
-            );
-            cache.join("wick")
-        },
-        PathBuf::from,
-    )
-}
+pub(crate) use wick_testutil::wick_home;
 
 /// The python of a client-test virtual environment: `$var` when set (`scripts/common.sh`
 /// exports it), else `$WICK_HOME/<venv>/bin/python`. When `module` does not import there, the
