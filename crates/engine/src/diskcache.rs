@@ -269,18 +269,19 @@ impl DiskCache {
         self.entries = seen;
     }
 
-    /// The snapshot sharing the longest prefix with `prompt` (at most `limit` tokens), if
-    /// that prefix is longer than `better_than`.
+    /// The snapshot sharing the longest prefix with `prompt` that `reuse` allows (at most
+    /// `limit` tokens), if that prefix is longer than `better_than`.
     pub(crate) fn best(
         &mut self,
         prompt: &[TokenId],
+        reuse: Reuse,
         limit: usize,
         better_than: usize,
     ) -> Option<(PathBuf, usize)> {
         self.refresh();
         self.entries
             .iter()
-            .map(|(name, e)| (name, common_prefix(&e.tokens, prompt).min(limit)))
+            .map(|(name, e)| (name, reuse.shared(&e.tokens, prompt, limit)))
             .filter(|&(_, len)| len > better_than)
             .max_by_key(|&(_, len)| len)
             .map(|(name, len)| (self.dir.join(name), len))
@@ -642,6 +643,38 @@ fn file_name(tokens: &[TokenId]) -> String {
 /// The tokens `a` and `b` share, never ending inside an image ([`wick_types::common_prefix`]).
 pub(crate) fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
     wick_types::common_prefix(a, b)
+}
+
+/// Which prefixes of a held sequence (a slot's, a RAM entry's, a snapshot's) a new prompt
+/// can start from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reuse {
+    /// Any: the backend cuts a sequence back for free (attention's KV cells).
+    AnyPrefix,
+    /// All of it or nothing: cutting a recurrent state back evaluates what it keeps again
+    /// ([`wick_backend::ModelInfo::recurrent`]), as costly as a prefill of it and, unlike one,
+    /// not in chunks between other requests' steps.
+    Whole,
+}
+
+impl Reuse {
+    /// The reuse that `info`'s model allows.
+    pub(crate) fn of(info: &wick_backend::ModelInfo) -> Self {
+        if info.recurrent {
+            Reuse::Whole
+        } else {
+            Reuse::AnyPrefix
+        }
+    }
+
+    /// How many of `prompt`'s first tokens `held` gives, at most `limit`.
+    pub(crate) fn shared(self, held: &[TokenId], prompt: &[TokenId], limit: usize) -> usize {
+        let shared = common_prefix(held, prompt).min(limit);
+        match self {
+            Reuse::Whole if shared < held.len() => 0,
+            _ => shared,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 use wick_backend::AdapterSet;
 use wick_types::TokenId;
 
-use crate::diskcache::common_prefix;
+use crate::diskcache::Reuse;
 
 /// One parked sequence.
 #[derive(Debug)]
@@ -62,13 +62,14 @@ impl RamCache {
             .any(|e| e.adapters == *adapters && e.tokens.starts_with(tokens))
     }
 
-    /// The entry computed under `adapters` sharing the longest prefix with `prompt` (at most
-    /// `limit` tokens), when that prefix is longer than `better_than`: its index and the
-    /// shared length.
+    /// The entry computed under `adapters` sharing the longest prefix with `prompt` that
+    /// `reuse` allows (at most `limit` tokens), when that prefix is longer than `better_than`:
+    /// its index and the shared length.
     pub(crate) fn best(
         &self,
         prompt: &[TokenId],
         adapters: &AdapterSet,
+        reuse: Reuse,
         limit: usize,
         better_than: usize,
     ) -> Option<(usize, usize)> {
@@ -76,7 +77,7 @@ impl RamCache {
             .iter()
             .enumerate()
             .filter(|(_, e)| e.adapters == *adapters)
-            .map(|(i, e)| (i, common_prefix(&e.tokens, prompt).min(limit)))
+            .map(|(i, e)| (i, reuse.shared(&e.tokens, prompt, limit)))
             .filter(|&(_, len)| len > better_than)
             .max_by_key(|&(i, len)| (len, self.entries[i].last_used))
     }
@@ -157,14 +158,17 @@ mod tests {
         cache.insert(toks(&[1, 2, 3, 4]), base(), vec![0; 10]);
         cache.insert(toks(&[1, 2, 9]), base(), vec![0; 10]);
         let prompt = toks(&[1, 2, 3, 7]);
-        assert_eq!(cache.best(&prompt, &base(), 4, 0), Some((0, 3)));
         assert_eq!(
-            cache.best(&prompt, &base(), 2, 0),
+            cache.best(&prompt, &base(), Reuse::AnyPrefix, 4, 0),
+            Some((0, 3))
+        );
+        assert_eq!(
+            cache.best(&prompt, &base(), Reuse::AnyPrefix, 2, 0),
             Some((1, 2)),
             "a tie goes to the most recently used"
         );
         assert_eq!(
-            cache.best(&prompt, &base(), 4, 3),
+            cache.best(&prompt, &base(), Reuse::AnyPrefix, 4, 3),
             None,
             "not better than 3"
         );
@@ -210,9 +214,16 @@ mod tests {
         let mut cache = RamCache::new(1000);
         cache.insert(toks(&[1, 2, 3]), lora.clone(), vec![0; 10]);
         let prompt = toks(&[1, 2, 3, 4]);
-        assert_eq!(cache.best(&prompt, &base(), 4, 0), None);
-        assert_eq!(cache.best(&prompt, &other, 4, 0), None, "another scale");
-        assert_eq!(cache.best(&prompt, &lora, 4, 0), Some((0, 3)));
+        assert_eq!(cache.best(&prompt, &base(), Reuse::AnyPrefix, 4, 0), None);
+        assert_eq!(
+            cache.best(&prompt, &other, Reuse::AnyPrefix, 4, 0),
+            None,
+            "another scale"
+        );
+        assert_eq!(
+            cache.best(&prompt, &lora, Reuse::AnyPrefix, 4, 0),
+            Some((0, 3))
+        );
         assert!(!cache.covers(&toks(&[1, 2]), &base()));
         cache.insert(toks(&[1, 2, 3, 4]), base(), vec![0; 10]);
         assert_eq!(
@@ -246,5 +257,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_model_whose_state_cannot_be_cut_back_reuses_whole_entries_only() {
+        let mut cache = RamCache::new(1000);
+        cache.insert(toks(&[1, 2, 3, 4]), base(), vec![0; 10]);
+        let prompt = toks(&[1, 2, 3, 7]);
+        assert_eq!(
+            cache.best(&prompt, &base(), Reuse::AnyPrefix, 4, 0),
+            Some((0, 3))
+        );
+        assert_eq!(
+            cache.best(&prompt, &base(), Reuse::Whole, 4, 0),
+            None,
+            "three of its four tokens would be a cut"
+        );
+        let longer = toks(&[1, 2, 3, 4, 5]);
+        assert_eq!(
+            cache.best(&longer, &base(), Reuse::Whole, 5, 0),
+            Some((0, 4)),
+            "a prompt that extends all of it"
+        );
+        assert_eq!(
+            cache.best(&longer, &base(), Reuse::Whole, 3, 0),
+            None,
+            "nor a whole entry cut to the limit"
+        );
     }
 }

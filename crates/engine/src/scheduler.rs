@@ -29,7 +29,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use wick_backend::{AdapterSet, Backend, BackendError, Decoded, SamplerId, StepOp, StepResult};
 use wick_types::{FinishReason, SeqId, TokenId, Usage};
 
-use crate::diskcache::{common_prefix, CacheStats, DiskCache, Then};
+use crate::diskcache::{CacheStats, DiskCache, Reuse, Then};
 use crate::logprobs::TokenLog;
 use crate::ramcache::RamCache;
 use crate::spec::{ngram_draft, DraftModel, Drafter};
@@ -61,10 +61,11 @@ struct Slot {
 }
 
 impl Slot {
-    /// How many of `prompt`'s first tokens this sequence holds computed under `adapters`.
-    fn shared(&self, prompt: &[TokenId], adapters: &AdapterSet) -> usize {
+    /// How many of `prompt`'s first tokens this sequence holds computed under `adapters`, as
+    /// `reuse` allows.
+    fn shared(&self, prompt: &[TokenId], adapters: &AdapterSet, reuse: Reuse) -> usize {
         if self.adapters == *adapters {
-            common_prefix(&self.tokens, prompt)
+            reuse.shared(&self.tokens, prompt, prompt.len())
         } else {
             0
         }
@@ -226,6 +227,8 @@ pub(crate) struct State {
     active: AdapterSet,
     /// The draft model proposing speculative tokens, if any (else prompt lookup does).
     draft: Option<DraftModel>,
+    /// Which prefixes of what a sequence or tier holds a prompt can start from.
+    reuse: Reuse,
 }
 
 /// Another sequence's prefix must beat the target's own by this many tokens to be copied
@@ -292,6 +295,7 @@ impl State {
             pieces,
             active: AdapterSet::default(),
             draft: None,
+            reuse: Reuse::of(info),
         }
     }
 
@@ -441,7 +445,10 @@ impl State {
             .filter(|&i| self.slots[i].job.is_none())
             .min_by_key(|&i| {
                 let slot = &self.slots[i];
-                (Reverse(slot.shared(prompt, adapters)), slot.last_used)
+                (
+                    Reverse(slot.shared(prompt, adapters, self.reuse)),
+                    slot.last_used,
+                )
             })
             .expect("invariant: admit only picks while a sequence is free")
     }
@@ -484,12 +491,14 @@ impl State {
         } else {
             None
         };
-        // Verification is greedy: only plain greedy requests speculate.
-        let spec_max = if sampler.is_none() && request.logprobs.is_none() {
-            request.spec_max.unwrap_or(self.config.spec_max)
-        } else {
-            0
-        };
+        // Verification is greedy: only plain greedy requests speculate; and only where the
+        // drafts a verify rejects can be taken off for free.
+        let spec_max =
+            if sampler.is_none() && request.logprobs.is_none() && self.reuse == Reuse::AnyPrefix {
+                request.spec_max.unwrap_or(self.config.spec_max)
+            } else {
+                0
+            };
         let slot = &mut self.slots[target];
         slot.last_used = self.clock;
         slot.job = Some(Job {
@@ -523,7 +532,7 @@ impl State {
     /// slot `target`. Every tier is compared on its index alone; nothing is read or copied yet.
     fn best_source(&mut self, target: usize, prompt: &[TokenId], adapters: &AdapterSet) -> Source {
         let limit = prompt.len();
-        let shared = |slot: &Slot| slot.shared(prompt, adapters).min(limit);
+        let shared = |slot: &Slot| slot.shared(prompt, adapters, self.reuse).min(limit);
         let own = shared(&self.slots[target]);
         let mut best = Source::Own(own);
         if let Some((src, len)) = (0..self.slots.len())
@@ -535,15 +544,20 @@ impl State {
                 best = Source::Copy(src, len);
             }
         }
-        if let Some((index, len)) =
-            self.ram
-                .best(prompt, adapters, limit, best.len() + RAM_MIN_GAIN - 1)
-        {
+        if let Some((index, len)) = self.ram.best(
+            prompt,
+            adapters,
+            self.reuse,
+            limit,
+            best.len() + RAM_MIN_GAIN - 1,
+        ) {
             best = Source::Ram(index, len);
         }
         // The disk tier keeps base-model prefixes only (its files are named by tokens alone).
         if let Some(disk) = self.disk.as_mut().filter(|_| adapters.is_empty()) {
-            if let Some((path, len)) = disk.best(prompt, limit, best.len() + DISK_MIN_GAIN - 1) {
+            if let Some((path, len)) =
+                disk.best(prompt, self.reuse, limit, best.len() + DISK_MIN_GAIN - 1)
+            {
                 best = Source::Disk(path, len);
             }
         }
@@ -644,7 +658,7 @@ impl State {
         self.slots[target].tokens.clear();
         let adapters = &self.slots[target].adapters;
         let fallback = match (0..self.slots.len())
-            .map(|i| (i, self.slots[i].shared(prompt, adapters)))
+            .map(|i| (i, self.slots[i].shared(prompt, adapters, self.reuse)))
             .max_by_key(|&(_, len)| len)
         {
             Some((src, len)) if len > 0 && src != target => Source::Copy(src, len),

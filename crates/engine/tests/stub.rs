@@ -629,6 +629,67 @@ fn speculation_drafts_from_repeats_and_changes_no_answer_or_budget() {
     );
 }
 
+/// A model whose state cannot be cut back (`ModelInfo::recurrent`: Mamba, RWKV, LFM2, …):
+/// a prompt starts from a sequence only where it extends all of it, a speculating engine does
+/// not draft, so the backend never evaluates kept tokens again — and every answer is still
+/// the one of a fresh engine.
+#[test]
+fn on_a_recurrent_model_only_whole_sequences_are_reused_and_nothing_is_evaluated_twice() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let rebuilt = std::sync::Arc::new(AtomicU64::new(0));
+    let recurrent = stub(1, 512).with_recurrent(std::sync::Arc::clone(&rebuilt));
+    assert!(recurrent.info().recurrent);
+    let config = EngineConfig {
+        spec_max: 6,
+        ram_cache_bytes: 1 << 20,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::start(Box::new(recurrent), config).expect("engine");
+    let generate = |prompt: &[TokenId]| {
+        collect(
+            engine
+                .submit(GenerateRequest {
+                    prompt: prompt.to_vec(),
+                    max_tokens: Some(12),
+                    sampler: no_eog(),
+                    ..GenerateRequest::default()
+                })
+                .expect("submit"),
+        )
+    };
+    // Repeats, so a speculating engine would draft.
+    let question = prompt("the cat sat on the mat and the cat sat on the");
+    let (answer, first) = generate(&question);
+    assert_eq!(first.usage.cached_tokens, 0);
+    // The next turn extends the question and its answer: all of them are reused.
+    let mut next = question.clone();
+    next.extend(prompt(&answer));
+    next.extend(prompt(" and then?"));
+    let (text, done) = generate(&next);
+    assert_eq!(
+        done.usage.cached_tokens as usize,
+        question.len() + 12,
+        "the whole sequence: the question and the answer's tokens"
+    );
+    assert_eq!(text, engine_cold_answer(&next, 12));
+    // The question again shares only part of what the sequence holds now: nothing is reused
+    // (a cut would evaluate the question again, outside the prompt's chunks).
+    let (again, done) = generate(&question);
+    assert_eq!(done.usage.cached_tokens, 0);
+    assert_eq!(again, answer);
+    // The next turn again: the sequence holds the question and its answer again, all of
+    // which it extends (the longer conversation parked in RAM would need a cut).
+    let (again, done) = generate(&next);
+    assert_eq!(done.usage.cached_tokens as usize, question.len() + 12);
+    assert_eq!(again, text);
+    assert_eq!(
+        rebuilt.load(Ordering::Relaxed),
+        0,
+        "no cut made the backend evaluate kept tokens again"
+    );
+    assert_eq!(engine.cache_stats().spec_drafted.load(Ordering::Relaxed), 0);
+}
+
 /// Two adapters loaded into `backend` (the stub only checks that their files exist); the ids
 /// are the same for every stub that loads them in this order.
 fn with_adapters(backend: &mut StubBackend, dir: &std::path::Path) -> (AdapterId, AdapterId) {

@@ -11,6 +11,7 @@ mod vocab;
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use wick_types::{Grammar, SamplerOpts, SeqId, TokenId};
@@ -73,6 +74,8 @@ pub struct StubBackend {
     next_adapter: u64,
     /// The fake projector, when [`StubBackend::with_projector`] gave one.
     projector: Option<Arc<projector::StubProjector>>,
+    /// With [`StubBackend::with_recurrent`]: the tokens its cuts would evaluate again.
+    rebuilt: Option<Arc<AtomicU64>>,
 }
 
 /// The stub's vocabulary, for any thread.
@@ -172,7 +175,26 @@ impl StubBackend {
             active: BTreeMap::new(),
             next_adapter: 0,
             projector: None,
+            rebuilt: None,
         })
+    }
+
+    /// The stub as a model with a recurrent state ([`ModelInfo::recurrent`]): it still cuts
+    /// any sequence back exactly, and adds to `rebuilt` the tokens a real one would evaluate
+    /// again for each cut (a shorter `seq_rm_last` or `seq_copy`, a verify's rejected
+    /// drafts), so a test sees what an engine made it redo.
+    #[must_use]
+    pub fn with_recurrent(mut self, rebuilt: Arc<AtomicU64>) -> Self {
+        self.info.recurrent = true;
+        self.rebuilt = Some(rebuilt);
+        self
+    }
+
+    /// Counts a cut that keeps `kept` of `len` tokens, when the stub is recurrent.
+    fn cut(&self, kept: usize, len: usize) {
+        if let (Some(rebuilt), true) = (&self.rebuilt, 0 < kept && kept < len) {
+            rebuilt.fetch_add(kept as u64, Ordering::Relaxed);
+        }
     }
 
     /// The stub with a fake image projector ([`Backend::media_encoder`]): every image (PNG,
@@ -352,6 +374,9 @@ impl StubBackend {
             out.push(next);
             next = self.greedy_after(hash);
         }
+        // The rejected drafts are taken off again.
+        let len = self.seqs[i].len();
+        self.cut(len + out.len(), len + candidates.len());
         out.push(next);
         out
     }
@@ -656,6 +681,7 @@ impl Backend for StubBackend {
     fn seq_rm_last(&mut self, seq: SeqId, n: usize) -> Result<()> {
         let i = self.index(seq)?;
         let keep = self.seqs[i].len().saturating_sub(n);
+        self.cut(keep, self.seqs[i].len());
         self.seqs[i].truncate(keep);
         Ok(())
     }
@@ -669,6 +695,7 @@ impl Backend for StubBackend {
                 reason: format!("cannot copy {n} tokens of sequence {src}, it holds {len}"),
             });
         }
+        self.cut(n, len);
         self.seqs[d] = self.seqs[s].prefix(n);
         Ok(())
     }
