@@ -435,6 +435,76 @@ fn serve_help_names_every_flag() {
     }
 }
 
+/// A hybrid model with a recurrent state (the test model as LFM2: short convolutions beside
+/// attention) on the real binary: `meta` says so; a follow-up turn reuses the whole first
+/// conversation; the first prompt again reuses nothing (the state cannot be cut back to its
+/// end); four prompts at once each get their solo answer; every answer is a fresh server's,
+/// bit for bit.
+#[test]
+fn a_recurrent_model_reuses_whole_conversations_and_answers_as_a_fresh_server() {
+    let model = serve_util::as_architecture("lfm2");
+    let server = Server::start_model(&model, &["--parallel", "4"]);
+    let models = serve_util::get_json(&server, "/v1/models");
+    assert_eq!(models["data"][0]["meta"]["recurrent"], true, "{models}");
+    let (status, tokenized) = post(
+        &server,
+        "/tokenize",
+        &json!({"content": "The three primary colours are"}),
+    );
+    assert_eq!(status, 200, "{tokenized}");
+    let question: Vec<u64> = serde_json::from_value(tokenized["tokens"].clone()).unwrap();
+    // Token ids in and out, so that the next turn holds exactly the tokens generated.
+    let complete = |server: &Server, prompt: &[u64]| {
+        let body = json!({"prompt": prompt, "n_predict": 8, "temperature": 0,
+                          "ignore_eos": true, "return_tokens": true});
+        let (status, out) = post(server, "/completion", &body);
+        assert_eq!(status, 200, "{out}");
+        let tokens: Vec<u64> = serde_json::from_value(out["tokens"].clone()).unwrap();
+        assert_eq!(tokens.len(), 8, "{out}");
+        (tokens, out["tokens_cached"].as_u64().unwrap())
+    };
+    let (answer, cached) = complete(&server, &question);
+    assert_eq!(cached, 0);
+    let mut next = question.clone();
+    next.extend(&answer);
+    next.extend(&question);
+    let (warm, cached) = complete(&server, &next);
+    assert_eq!(
+        cached as usize,
+        question.len() + answer.len(),
+        "the question and all of its answer"
+    );
+    let (again, cached) = complete(&server, &question);
+    assert_eq!(cached, 0, "a cut back to the question");
+    assert_eq!(again, answer);
+    // Four prompts at once (their recurrent states in one batch), each its solo answer.
+    let prompts = [
+        question.clone(),
+        next.clone(),
+        next[..next.len() - 3].to_vec(),
+        [&question[..], &answer[..2]].concat(),
+    ];
+    let together: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = prompts
+            .iter()
+            .map(|p| s.spawn(|| complete(&server, p).0))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    drop(server);
+    let fresh = Server::start_model(&model, &[]);
+    assert_eq!(
+        complete(&fresh, &next),
+        (warm, 0),
+        "a fresh server's answer"
+    );
+    drop(fresh);
+    for (prompt, answer) in prompts.iter().zip(together) {
+        let fresh = Server::start_model(&model, &[]);
+        assert_eq!(complete(&fresh, prompt).0, answer, "in a batch of four");
+    }
+}
+
 #[test]
 fn a_restarted_server_restores_the_prompt_from_its_disk_cache() {
     let home = tempfile::tempdir().expect("tmp");

@@ -42,6 +42,7 @@ fn model_json(state: &AppState, m: &Listing) -> Value {
         let meta = llm.metadata();
         entry["context_window"] = json!(meta.context_window);
         entry["meta"] = json!({"deterministic": meta.deterministic, "build": meta.build,
+               "recurrent": meta.recurrent,
                "placement": placement_json(&meta.placement),
                "cpu_kernels": meta.cpu_kernels.as_ref().map(|k| json!({
                    "level": k.level, "matmul_types": k.matmul_types,

@@ -181,6 +181,7 @@ impl Llm {
             build: info.build.clone(),
             placement: info.placement.clone(),
             cpu_kernels: info.cpu_kernels.clone(),
+            recurrent: info.recurrent,
         }
     }
 

@@ -52,4 +52,7 @@ pub struct LlmMetadata {
     pub placement: Vec<crate::LayerPlacement>,
     /// wick's own CPU kernels, where they compute the model: their CPU level and weight types.
     pub cpu_kernels: Option<crate::CpuKernels>,
+    /// Whether the model keeps a recurrent state (Mamba, RWKV, LFM2, hybrids): a prompt then
+    /// reuses a held conversation only where it extends all of it, and nothing speculates.
+    pub recurrent: bool,
 }

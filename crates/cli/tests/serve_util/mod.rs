@@ -398,7 +398,8 @@ pub(crate) const OTHER_ARCHITECTURES: [&str; 7] = [
 /// The test model as a model of `arch`: `smollm3`, `granite`, `mistral3`, `olmo2` (with a
 /// sliding window of 4 tokens), `exaone4`, `cohere2` (a window of 4 tokens) or `deepseek2`
 /// (multi-head latent attention) —
-/// [`wick_testutil`]'s rewrites of it —, made once into `$WICK_HOME/test-models`.
+/// [`wick_testutil`]'s rewrites of it —, or `lfm2` (short convolutions with a recurrent state
+/// beside attention), made once into `$WICK_HOME/test-models`.
 pub(crate) fn as_architecture(arch: &str) -> std::path::PathBuf {
     let make: fn(&[u8]) -> Vec<u8> = match arch {
         "smollm3" => wick_testutil::smollm3_model,
@@ -408,6 +409,7 @@ pub(crate) fn as_architecture(arch: &str) -> std::path::PathBuf {
         "exaone4" => |dense| wick_testutil::exaone4_model(dense, 41),
         "cohere2" => |dense| wick_testutil::cohere2_model(dense, 4),
         "deepseek2" => |dense| wick_testutil::deepseek2_model(dense, 43),
+        "lfm2" => |dense| wick_testutil::lfm2_model(dense, 47),
         other => panic!("no rewrite of the test model as {other}"),
     };
     made_once(&format!("SmolLM2-135M-Instruct.Q4_1.{arch}.gguf"), make)
