@@ -31,6 +31,8 @@ pub struct CompletionResponse {
 }
 
 /// Facts about the model an [`crate::Llm`] runs.
+// Four independent facts (chat, tools, determinism, recurrence), each a yes or no.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LlmMetadata {
     /// The context window, in tokens.
