@@ -470,7 +470,7 @@ fn a_recurrent_model_reuses_whole_conversations_and_answers_as_a_fresh_server() 
     next.extend(&question);
     let (warm, cached) = complete(&server, &next);
     assert_eq!(
-        cached as usize,
+        usize::try_from(cached).unwrap(),
         question.len() + answer.len(),
         "the question and all of its answer"
     );
