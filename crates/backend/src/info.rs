@@ -54,8 +54,11 @@ pub struct ModelInfo {
     /// convolutions, and hybrids of them with attention). Such a state holds the sequence's
     /// last position only, so cutting a sequence back ([`crate::Backend::seq_rm_last`], a
     /// shorter [`crate::Backend::seq_copy`], a verify's rejected drafts) evaluates the tokens
-    /// it keeps again: exact, but as costly as a prefill of them. The engine reuses a
-    /// sequence there only where a prompt extends all of it, and does not speculate.
+    /// it keeps again — exact, but as costly as a prefill of them — except back to a
+    /// checkpoint: the backend keeps the state before the last token of each of a sequence's
+    /// last [`RECURRENT_CHECKPOINTS`] prompts (the tokens of a [`crate::StepOp::PrefillDecode`]
+    /// and all before them), so a cut back to such a prompt's length evaluates nothing again.
+    /// The engine cuts such a sequence back only to those lengths, and does not speculate.
     pub recurrent: bool,
 }
 
@@ -101,6 +104,11 @@ pub struct LayerPlacement {
     /// ([`ModelInfo::deterministic`]).
     pub deterministic: bool,
 }
+
+/// How many prompts' checkpoints a recurrent model's sequence keeps
+/// ([`ModelInfo::recurrent`]): the last ones; each is a copy of the recurrent state (kilobytes
+/// for LFM2's short convolutions, megabytes for a large Mamba).
+pub const RECURRENT_CHECKPOINTS: usize = 4;
 
 impl ModelInfo {
     /// Metadata for a model called `name`; every size starts at zero for the backend to fill in.

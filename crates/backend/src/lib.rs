@@ -55,7 +55,8 @@ pub use contract::{
 pub use error::{BackendError, Result};
 pub use gbnf::{check_gbnf, GbnfError};
 pub use info::{
-    CpuKernels, LayerPlacement, ModelInfo, SpecialTokens, ThinkingTokens, THINKING_MARKERS,
+    CpuKernels, LayerPlacement, ModelInfo, SpecialTokens, ThinkingTokens, RECURRENT_CHECKPOINTS,
+    THINKING_MARKERS,
 };
 pub use logprobs::{log_softmax, Logprobs, TokenLogprob, MAX_TOP_LOGPROBS};
 pub use media::{EncodedMedia, MediaEncoder, SharedMediaEncoder};

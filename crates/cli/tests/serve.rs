@@ -437,9 +437,9 @@ fn serve_help_names_every_flag() {
 
 /// A hybrid model with a recurrent state (the test model as LFM2: short convolutions beside
 /// attention) on the real binary: `meta` says so; a follow-up turn reuses the whole first
-/// conversation; the first prompt again reuses nothing (the state cannot be cut back to its
-/// end); four prompts at once each get their solo answer; every answer is a fresh server's,
-/// bit for bit.
+/// conversation; the first prompt again reuses all of it (the state checkpointed at its end);
+/// a prompt that leaves it earlier reuses nothing (no checkpoint there); four prompts at once
+/// each get their solo answer; every answer is a fresh server's, bit for bit.
 #[test]
 fn a_recurrent_model_reuses_whole_conversations_and_answers_as_a_fresh_server() {
     let model = serve_util::as_architecture("lfm2");
@@ -475,14 +475,25 @@ fn a_recurrent_model_reuses_whole_conversations_and_answers_as_a_fresh_server() 
         "the question and all of its answer"
     );
     let (again, cached) = complete(&server, &question);
-    assert_eq!(cached, 0, "a cut back to the question");
+    assert_eq!(
+        usize::try_from(cached).unwrap(),
+        question.len(),
+        "a cut back to the question's checkpoint"
+    );
     assert_eq!(again, answer);
+    let early = [&question[..question.len() - 2], &answer[..3]].concat();
+    let (early_answer, cached) = complete(&server, &early);
+    assert_eq!(
+        cached, 0,
+        "no checkpoint two tokens before the question's end"
+    );
     // Four prompts at once (their recurrent states in one batch), each its solo answer.
     let prompts = [
         question.clone(),
         next.clone(),
         next[..next.len() - 3].to_vec(),
         [&question[..], &answer[..2]].concat(),
+        early,
     ];
     let together: Vec<Vec<u64>> = std::thread::scope(|s| {
         let handles: Vec<_> = prompts
@@ -499,6 +510,7 @@ fn a_recurrent_model_reuses_whole_conversations_and_answers_as_a_fresh_server() 
         "a fresh server's answer"
     );
     drop(fresh);
+    assert_eq!(together[4], early_answer, "alone and in a batch");
     for (prompt, answer) in prompts.iter().zip(together) {
         let fresh = Server::start_model(&model, &[]);
         assert_eq!(complete(&fresh, prompt).0, answer, "in a batch of four");

@@ -281,7 +281,7 @@ impl DiskCache {
         self.refresh();
         self.entries
             .iter()
-            .map(|(name, e)| (name, reuse.shared(&e.tokens, prompt, limit)))
+            .map(|(name, e)| (name, reuse.shared(&e.tokens, &[], prompt, limit)))
             .filter(|&(_, len)| len > better_than)
             .max_by_key(|&(_, len)| len)
             .map(|(name, len)| (self.dir.join(name), len))
@@ -651,9 +651,10 @@ pub(crate) fn common_prefix(a: &[TokenId], b: &[TokenId]) -> usize {
 pub(crate) enum Reuse {
     /// Any: the backend cuts a sequence back for free (attention's KV cells).
     AnyPrefix,
-    /// All of it or nothing: cutting a recurrent state back evaluates what it keeps again
-    /// ([`wick_backend::ModelInfo::recurrent`]), as costly as a prefill of it and, unlike one,
-    /// not in chunks between other requests' steps.
+    /// All of it, a length the backend checkpointed (a mark), or nothing: cutting a
+    /// recurrent state back anywhere else evaluates what it keeps again
+    /// ([`wick_backend::ModelInfo::recurrent`]), as costly as a prefill of it and, unlike
+    /// one, not in chunks between other requests' steps.
     Whole,
 }
 
@@ -667,11 +668,23 @@ impl Reuse {
         }
     }
 
-    /// How many of `prompt`'s first tokens `held` gives, at most `limit`.
-    pub(crate) fn shared(self, held: &[TokenId], prompt: &[TokenId], limit: usize) -> usize {
+    /// How many of `prompt`'s first tokens `held` gives, at most `limit`; `marks` are the
+    /// lengths of `held` the backend checkpointed (none for a snapshot).
+    pub(crate) fn shared(
+        self,
+        held: &[TokenId],
+        marks: &[usize],
+        prompt: &[TokenId],
+        limit: usize,
+    ) -> usize {
         let shared = common_prefix(held, prompt).min(limit);
         match self {
-            Reuse::Whole if shared < held.len() => 0,
+            Reuse::Whole if shared < held.len() => marks
+                .iter()
+                .copied()
+                .filter(|&m| m <= shared)
+                .max()
+                .unwrap_or(0),
             _ => shared,
         }
     }

@@ -77,7 +77,7 @@ impl RamCache {
             .iter()
             .enumerate()
             .filter(|(_, e)| e.adapters == *adapters)
-            .map(|(i, e)| (i, reuse.shared(&e.tokens, prompt, limit)))
+            .map(|(i, e)| (i, reuse.shared(&e.tokens, &[], prompt, limit)))
             .filter(|&(_, len)| len > better_than)
             .max_by_key(|&(i, len)| (len, self.entries[i].last_used))
     }

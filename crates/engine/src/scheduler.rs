@@ -56,6 +56,10 @@ struct Slot {
     tokens: Vec<TokenId>,
     /// The adapters `tokens`' cells were computed under.
     adapters: AdapterSet,
+    /// On a recurrent model, the lengths of the last prompts `tokens` holds: the backend keeps
+    /// a checkpoint of each, so a cut back to one evaluates nothing again
+    /// ([`wick_backend::ModelInfo::recurrent`]). Empty otherwise.
+    marks: Vec<usize>,
     job: Option<Job>,
     last_used: u64,
 }
@@ -65,10 +69,16 @@ impl Slot {
     /// `reuse` allows.
     fn shared(&self, prompt: &[TokenId], adapters: &AdapterSet, reuse: Reuse) -> usize {
         if self.adapters == *adapters {
-            reuse.shared(&self.tokens, prompt, prompt.len())
+            reuse.shared(&self.tokens, &self.marks, prompt, prompt.len())
         } else {
             0
         }
+    }
+
+    /// Forgets what the sequence holds (its cells are gone or unknown).
+    fn forget(&mut self) {
+        self.tokens.clear();
+        self.marks.clear();
     }
 }
 
@@ -278,6 +288,7 @@ impl State {
                 seq: SeqId(u32::try_from(i).expect("invariant: n_seq_max fits u32")),
                 tokens: Vec::new(),
                 adapters: AdapterSet::default(),
+                marks: Vec::new(),
                 job: None,
                 last_used: 0,
             })
@@ -389,7 +400,7 @@ impl State {
                     let index = self.slot_index(op.0);
                     // The failed sequence's cells are unknown now: forget them.
                     let _ = backend.seq_rm(op.0);
-                    self.slots[index].tokens.clear();
+                    self.slots[index].forget();
                     self.fail(backend, index, e.into());
                 }
             }
@@ -492,7 +503,7 @@ impl State {
             None
         };
         // Verification is greedy: only plain greedy requests speculate; and only where the
-        // drafts a verify rejects can be taken off for free.
+        // drafts a verify rejects can be taken off for free (not a recurrent state).
         let spec_max =
             if sampler.is_none() && request.logprobs.is_none() && self.reuse == Reuse::AnyPrefix {
                 request.spec_max.unwrap_or(self.config.spec_max)
@@ -634,6 +645,17 @@ impl State {
             Err(_) => return self.fall_back(backend, target, prompt),
         };
         self.slots[target].tokens = prompt[..len].to_vec();
+        // A cut keeps the marks up to its length, a copy its source's; a snapshot has none.
+        self.slots[target].marks = match *source {
+            Source::Own(_) => std::mem::take(&mut self.slots[target].marks),
+            Source::Copy(src, _) => self.slots[src]
+                .marks
+                .iter()
+                .copied()
+                .filter(|&m| m <= len)
+                .collect(),
+            Source::Ram(..) | Source::Disk(..) => Vec::new(),
+        };
         let counter = match (len, tier) {
             (0, _) => &self.stats.misses,
             (_, "ram") => &self.stats.hits_host,
@@ -655,7 +677,7 @@ impl State {
         prompt: &[TokenId],
     ) -> Result<usize, EngineError> {
         backend.seq_rm(self.slots[target].seq)?;
-        self.slots[target].tokens.clear();
+        self.slots[target].forget();
         let adapters = &self.slots[target].adapters;
         let fallback = match (0..self.slots.len())
             .map(|i| (i, self.slots[i].shared(prompt, adapters, self.reuse)))
@@ -700,6 +722,7 @@ impl State {
             let cached = match restored {
                 Ok(()) => {
                     self.slots[index].tokens = prompt[..loaded.len].to_vec();
+                    self.slots[index].marks.clear();
                     CacheStats::add(&self.stats.hits_disk, 1);
                     CacheStats::add(&self.stats.restored_tokens, loaded.len as u64);
                     Ok(loaded.len)
@@ -746,6 +769,7 @@ impl State {
             backend.seq_rm_last(slot.seq, extra)
         };
         slot.tokens.truncate(len);
+        slot.marks.retain(|&m| m <= len);
         cut.map_err(|e| e.to_string())
     }
 
@@ -894,6 +918,13 @@ impl State {
             let prefix = op.prefix();
             slot.tokens.extend_from_slice(prefix);
             job.fed += prefix.len();
+            if self.reuse == Reuse::Whole && matches!(op, StepOp::PrefillDecode(..)) {
+                // The backend took a checkpoint of the whole prompt.
+                slot.marks.push(slot.tokens.len());
+                if slot.marks.len() > wick_backend::RECURRENT_CHECKPOINTS {
+                    slot.marks.remove(0);
+                }
+            }
             // Each prompt chunk, and the step that samples the first token (which computes
             // the prompt's last position even when the cache held it all).
             if job.generated == 0 && (!prefix.is_empty() || op.decodes()) {
@@ -925,7 +956,7 @@ impl State {
                     if unused > 0 && backend.seq_rm_last(*seq, unused).is_err() {
                         // The cells are unknown now: forget the sequence's tokens.
                         let _ = backend.seq_rm(*seq);
-                        self.slots[index].tokens.clear();
+                        self.slots[index].forget();
                     }
                     break;
                 }

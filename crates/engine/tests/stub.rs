@@ -630,9 +630,9 @@ fn speculation_drafts_from_repeats_and_changes_no_answer_or_budget() {
 }
 
 /// A model whose state cannot be cut back (`ModelInfo::recurrent`: Mamba, RWKV, LFM2, …):
-/// a prompt starts from a sequence only where it extends all of it, a speculating engine does
-/// not draft, so the backend never evaluates kept tokens again — and every answer is still
-/// the one of a fresh engine.
+/// a prompt starts from a sequence where it extends all of it or at the end of one of its
+/// prompts (the backend's checkpoints), a speculating engine does not draft, so the backend
+/// never evaluates kept tokens again — and every answer is still the one of a fresh engine.
 #[test]
 fn on_a_recurrent_model_only_whole_sequences_are_reused_and_nothing_is_evaluated_twice() {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -672,13 +672,21 @@ fn on_a_recurrent_model_only_whole_sequences_are_reused_and_nothing_is_evaluated
         "the whole sequence: the question and the answer's tokens"
     );
     assert_eq!(text, engine_cold_answer(&next, 12));
-    // The question again shares only part of what the sequence holds now: nothing is reused
-    // (a cut would evaluate the question again, outside the prompt's chunks).
+    // The question again: the sequence is cut back to the end of its first prompt, which the
+    // backend checkpointed.
     let (again, done) = generate(&question);
-    assert_eq!(done.usage.cached_tokens, 0);
+    assert_eq!(done.usage.cached_tokens as usize, question.len());
     assert_eq!(again, answer);
-    // The next turn again: the sequence holds the question and its answer again, all of
-    // which it extends (the longer conversation parked in RAM would need a cut).
+    // A prompt that leaves the question three tokens before its end: no checkpoint there, so
+    // nothing is reused (a cut would evaluate the question's start again, in one piece).
+    let mut other = question[..question.len() - 3].to_vec();
+    other.extend(prompt(" a dog"));
+    let (text_other, done) = generate(&other);
+    assert_eq!(done.usage.cached_tokens, 0);
+    assert_eq!(text_other, engine_cold_answer(&other, 12));
+    // The next turn again: the question and its answer, parked in RAM when the other prompt
+    // took the sequence, are all of a prefix of it (the longer conversation parked before
+    // would need a cut).
     let (again, done) = generate(&next);
     assert_eq!(done.usage.cached_tokens as usize, question.len() + 12);
     assert_eq!(again, text);

@@ -26,6 +26,31 @@ pub(crate) fn seq_state_bytes(ctx: &LlamaContext<'_>, seq: i32) -> Option<Vec<u8
     (written == size).then_some(bytes)
 }
 
+/// The recurrent part of sequence `seq`'s state as bytes (llama.cpp's partial state: a
+/// recurrent model's per-sequence state, without a hybrid's attention cells).
+pub(crate) fn seq_partial_state_bytes(ctx: &LlamaContext<'_>, seq: i32) -> Option<Vec<u8>> {
+    let flags = LlamaStateSeqFlags::PARTIAL_ONLY;
+    let size = ctx.state_seq_get_size_ext(seq, flags);
+    let mut bytes = vec![0u8; size];
+    // SAFETY: as in `seq_state_bytes`: `bytes` holds exactly the `size` bytes llama.cpp
+    // reported for this sequence's partial state, which cannot change between the two calls.
+    let written = unsafe { ctx.state_seq_get_data_ext(bytes.as_mut_ptr(), seq, flags) };
+    (written == size).then_some(bytes)
+}
+
+/// Replaces the recurrent part of sequence `seq`'s state with bytes made by
+/// [`seq_partial_state_bytes`] for the same context; a hybrid's attention cells stay.
+pub(crate) fn set_seq_partial_state_bytes(
+    ctx: &mut LlamaContext<'_>,
+    seq: i32,
+    bytes: &[u8],
+) -> bool {
+    // SAFETY: llama.cpp reads at most `bytes.len()` bytes, bounds-checking each read; the bytes
+    // came from `llama_state_seq_get_data_ext` with the same flag on this very context (the
+    // worker keeps them in memory only), the precondition of `llama_state_seq_set_data_ext`.
+    unsafe { ctx.state_seq_set_data_ext(bytes, seq, LlamaStateSeqFlags::PARTIAL_ONLY) }
+}
+
 /// Restores sequence `seq` from bytes made by [`seq_state_bytes`].
 ///
 /// Callers only pass bytes that came out of [`seq_state_bytes`] for the same model and context

@@ -86,6 +86,7 @@ impl LlamaBackend {
             next_adapter: 1,
             info: info.clone(),
             projector: None,
+            checkpoints: (0..config.n_seq_max).map(|_| Vec::new()).collect(),
         };
         let mut projector = None;
         let loaded = Loaded::try_new(model, |model| {
@@ -196,6 +197,7 @@ fn new_worker(model: &LlamaModel, state: State, saved: Vec<(i32, Vec<u8>)>) -> R
             // Cannot happen for state this very process just produced; recompute if it does.
             let index = usize::try_from(seq).unwrap_or(0);
             let tokens = std::mem::take(&mut worker.state.seqs[index]);
+            worker.state.checkpoints[index].clear();
             let id = SeqId(u32::try_from(index).unwrap_or(0));
             let _ = worker.step(&[(id, StepOp::Prefill(tokens))]);
         }

@@ -30,6 +30,19 @@ pub(crate) struct State {
     pub(crate) next_adapter: u64,
     /// The model's projector (`--mmproj`), when it has one.
     pub(crate) projector: Option<std::sync::Arc<crate::media::Projector>>,
+    /// A recurrent model's checkpoints, per sequence: see [`Checkpoint`].
+    pub(crate) checkpoints: Vec<Vec<Checkpoint>>,
+}
+
+/// A recurrent model's state of a sequence after its first `kept` tokens: the recurrent part
+/// only (a hybrid's attention cells can be cut back as they are). Taken before the last token
+/// of each prompt (and of each `logits` call), so that a cut back to that prompt's length
+/// restores it instead of evaluating the prompt again. A sequence keeps its last
+/// [`wick_backend::RECURRENT_CHECKPOINTS`]; a cut below one drops it.
+#[derive(Debug)]
+pub(crate) struct Checkpoint {
+    kept: usize,
+    state: Vec<u8>,
 }
 
 /// The model and its contexts, as the backend holds them.
@@ -99,6 +112,7 @@ impl Worker<'_> {
             active_adapter: None,
             next_adapter: 0,
             projector: self.state.projector.clone(),
+            checkpoints: Vec::new(),
         };
         std::mem::replace(&mut self.state, empty)
     }
@@ -188,10 +202,21 @@ impl Worker<'_> {
     /// Every op in as few forward passes as the batch size allows.
     pub(crate) fn step(&mut self, ops: &[(SeqId, StepOp)]) -> Result<Vec<(SeqId, StepResult)>> {
         check_distinct(ops)?;
-        let passes = ops
+        let mut passes = ops
             .iter()
             .map(|(seq, op)| self.plan(*seq, op))
             .collect::<Result<Vec<_>>>()?;
+        let origins: Vec<(i32, usize)> = passes.iter().map(|p| (p.seq, p.start)).collect();
+        if self.state.info.recurrent {
+            // Each prompt's tokens but its last first, then a checkpoint of the state there.
+            let heads: Vec<Pass> = ops
+                .iter()
+                .zip(&mut passes)
+                .filter(|((_, op), _)| matches!(op, StepOp::PrefillDecode(..)))
+                .filter_map(|(_, pass)| split_last(pass))
+                .collect();
+            self.eval_and_checkpoint(&heads, &origins, |_| {})?;
+        }
         let mut sampled: Vec<Option<(TokenId, Option<Logprobs>)>> = vec![None; ops.len()];
         // A verify's greedy pick at each of its positions, in order.
         let mut predicted: Vec<Vec<TokenId>> = vec![Vec::new(); ops.len()];
@@ -227,7 +252,7 @@ impl Worker<'_> {
             },
         );
         if let Err(e) = evaluated {
-            self.recover(&passes);
+            self.recover(&origins);
             return Err(e);
         }
         let mut out = Vec::with_capacity(ops.len());
@@ -341,7 +366,13 @@ impl Worker<'_> {
         let index = self.index(seq)?;
         let history = &self.state.seqs[index];
         self.check_fits(seq, history.len() + tokens.len())?;
-        let pass = extend(index, history, tokens, Outputs::All);
+        let mut pass = extend(index, history, tokens, Outputs::All);
+        let origins = [(pass.seq, pass.start)];
+        if self.state.info.recurrent {
+            // The state before the last token is kept, so that the cut below restores it.
+            let head: Vec<Pass> = split_last(&mut pass).into_iter().collect();
+            self.eval_and_checkpoint(&head, &origins, &mut *each)?;
+        }
         let evaluated = eval(
             &mut self.ctx,
             self.state.config.n_batch as usize,
@@ -353,7 +384,7 @@ impl Worker<'_> {
             },
         );
         if let Err(e) = evaluated {
-            self.recover(std::slice::from_ref(&pass));
+            self.recover(&origins);
             return Err(e);
         }
         self.state.seqs[index].extend_from_slice(tokens);
@@ -378,6 +409,9 @@ impl Worker<'_> {
     /// (the same bits in the deterministic mode, at the cost of a prefill). When that fails,
     /// the sequence is left empty.
     fn remove_cells(&mut self, index: usize, from: usize) -> Result<()> {
+        if let Some(checkpoints) = self.state.checkpoints.get_mut(index) {
+            checkpoints.retain(|c| c.kept <= from);
+        }
         let removed = self
             .ctx
             .clear_kv_cache_seq(Some(pos_u32(index)), Some(pos_u32(from)), None)
@@ -385,16 +419,24 @@ impl Worker<'_> {
         if removed {
             return Ok(());
         }
-        let _ = self
-            .ctx
-            .clear_kv_cache_seq(Some(pos_u32(index)), None, None);
-        if from == 0 {
+        // The latest checkpoint at or before `from`: its recurrent state, the attention cells
+        // cut back to it, and the tokens between it and `from` evaluated again.
+        let start = self.restore_checkpoint(index).unwrap_or_else(|| {
+            let _ = self
+                .ctx
+                .clear_kv_cache_seq(Some(pos_u32(index)), None, None);
+            if let Some(checkpoints) = self.state.checkpoints.get_mut(index) {
+                checkpoints.clear();
+            }
+            0
+        });
+        if start == from {
             return Ok(());
         }
         let pass = Pass {
             seq: seq_i32(index),
-            start: 0,
-            tokens: self.state.seqs[index][..from]
+            start,
+            tokens: self.state.seqs[index][start..from]
                 .iter()
                 .map(|&t| to_llama(t))
                 .collect(),
@@ -408,22 +450,87 @@ impl Worker<'_> {
             |_, _, _, _| Ok(()),
         );
         if rebuilt.is_err() {
+            let _ = self
+                .ctx
+                .clear_kv_cache_seq(Some(pos_u32(index)), None, None);
             self.state.seqs[index].clear();
+            self.state.checkpoints[index].clear();
         }
         rebuilt
     }
 
-    /// After a failed evaluation of `passes`: every sequence's cells are those of its tokens
-    /// but the last again. [`eval`] removes the new cells itself; a recurrent state cannot be
-    /// taken back that way, so such a sequence is rebuilt.
-    fn recover(&mut self, passes: &[Pass]) {
+    /// Sequence `index` back at its latest checkpoint (all of them are at or before the cut
+    /// being made): its recurrent state restored, its attention cells after it removed.
+    /// Returns the checkpoint's `kept`, or `None` when there is none or llama.cpp refuses.
+    fn restore_checkpoint(&mut self, index: usize) -> Option<usize> {
+        let checkpoint = self.state.checkpoints.get(index)?.last()?;
+        let restored = crate::ffi::set_seq_partial_state_bytes(
+            &mut self.ctx,
+            seq_i32(index),
+            &checkpoint.state,
+        ) && self
+            .ctx
+            .clear_kv_cache_seq(Some(pos_u32(index)), Some(pos_u32(checkpoint.kept)), None)
+            .unwrap_or(false);
+        restored.then_some(checkpoint.kept)
+    }
+
+    /// Evaluates `heads` (each the part of a pass before its last token; their outputs to
+    /// `each`, in order), then takes a checkpoint of each head's sequence. On failure the
+    /// sequences of `origins` are recovered.
+    fn eval_and_checkpoint(
+        &mut self,
+        heads: &[Pass],
+        origins: &[(i32, usize)],
+        mut each: impl FnMut(&[f32]),
+    ) -> Result<()> {
+        if heads.is_empty() {
+            return Ok(());
+        }
+        let evaluated = eval(
+            &mut self.ctx,
+            self.state.config.n_batch as usize,
+            self.state.projector.as_deref(),
+            heads,
+            |ctx, _, _, idx| {
+                each(ctx.get_logits_ith(idx));
+                Ok(())
+            },
+        );
+        if let Err(e) = evaluated {
+            self.recover(origins);
+            return Err(e);
+        }
+        for head in heads {
+            let index = usize::try_from(head.seq).unwrap_or(0);
+            let kept = head.start + head.tokens.len();
+            let Some(state) = crate::ffi::seq_partial_state_bytes(&self.ctx, head.seq) else {
+                continue;
+            };
+            let checkpoints = &mut self.state.checkpoints[index];
+            checkpoints.retain(|c| c.kept < kept);
+            checkpoints.push(Checkpoint { kept, state });
+            if checkpoints.len() > wick_backend::RECURRENT_CHECKPOINTS {
+                checkpoints.remove(0);
+            }
+        }
+        Ok(())
+    }
+
+    /// After a failed evaluation: every sequence of `origins` (a pass's sequence and start)
+    /// holds the cells of its tokens but the last again. [`eval`] removes the new cells
+    /// itself; a recurrent state cannot be taken back that way, so such a sequence is rebuilt.
+    fn recover(&mut self, origins: &[(i32, usize)]) {
         if !self.state.info.recurrent {
             return;
         }
-        for pass in passes {
-            let index = usize::try_from(pass.seq).unwrap_or(0);
-            if self.remove_cells(index, pass.start).is_err() {
-                tracing::warn!("sequence {index} could not be rebuilt after a failed evaluation; it is empty now");
+        for &(seq, start) in origins {
+            let index = usize::try_from(seq).unwrap_or(0);
+            if self.remove_cells(index, start).is_err() {
+                tracing::warn!(
+                    "sequence {index} could not be rebuilt after a failed evaluation; it is \
+                     empty now"
+                );
             }
         }
     }
@@ -449,6 +556,15 @@ impl Worker<'_> {
         if n > 1 {
             self.copy_cells(s, d, available)?;
             self.state.seqs[d] = self.state.seqs[s][..n].to_vec();
+            let copied = self.state.checkpoints[s]
+                .iter()
+                .filter(|c| c.kept < n)
+                .map(|c| Checkpoint {
+                    kept: c.kept,
+                    state: c.state.clone(),
+                })
+                .collect();
+            self.state.checkpoints[d] = copied;
             return self.remove_cells(d, n - 1);
         }
         self.state.seqs[d] = self.state.seqs[s][..n].to_vec();
@@ -480,6 +596,9 @@ impl Worker<'_> {
         self.ctx.clear_kv_cache();
         for s in &mut self.state.seqs {
             s.clear();
+        }
+        for c in &mut self.state.checkpoints {
+            c.clear();
         }
     }
 
@@ -643,6 +762,29 @@ impl Worker<'_> {
         self.state.adapters.remove(&id);
         Ok(())
     }
+}
+
+/// Splits the last token off `pass` (which keeps it, with the last output wanted): the rest
+/// of the pass, with every output `pass` wanted (no tokens when the pass has one), unless the
+/// pass starts the sequence with one token or none (there is no state before it).
+fn split_last(pass: &mut Pass) -> Option<Pass> {
+    let n = pass.tokens.len();
+    if n == 0 || pass.start + n < 2 {
+        return None;
+    }
+    let head = Pass {
+        seq: pass.seq,
+        start: pass.start,
+        tokens: pass.tokens[..n - 1].to_vec(),
+        outputs: if pass.outputs == Outputs::All {
+            Outputs::All
+        } else {
+            Outputs::None
+        },
+    };
+    pass.start += n - 1;
+    pass.tokens.drain(..n - 1);
+    Some(head)
 }
 
 /// The pass that evaluates the pending last token of `history` (sequence `index`) and then

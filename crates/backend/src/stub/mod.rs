@@ -76,6 +76,9 @@ pub struct StubBackend {
     projector: Option<Arc<projector::StubProjector>>,
     /// With [`StubBackend::with_recurrent`]: the tokens its cuts would evaluate again.
     rebuilt: Option<Arc<AtomicU64>>,
+    /// With [`StubBackend::with_recurrent`], per sequence: the lengths of its last prompts,
+    /// which a real backend checkpoints (a cut back to one evaluates nothing again).
+    checkpoints: Vec<Vec<usize>>,
 }
 
 /// The stub's vocabulary, for any thread.
@@ -166,6 +169,7 @@ impl StubBackend {
         });
         Ok(StubBackend {
             seqs: vec![Sequence::default(); config.n_seq_max as usize],
+            checkpoints: vec![Vec::new(); config.n_seq_max as usize],
             info,
             vocab,
             tokenizer,
@@ -182,7 +186,8 @@ impl StubBackend {
     /// The stub as a model with a recurrent state ([`ModelInfo::recurrent`]): it still cuts
     /// any sequence back exactly, and adds to `rebuilt` the tokens a real one would evaluate
     /// again for each cut (a shorter `seq_rm_last` or `seq_copy`, a verify's rejected
-    /// drafts), so a test sees what an engine made it redo.
+    /// drafts) that does not end at a checkpoint (the length of one of the sequence's last
+    /// [`crate::RECURRENT_CHECKPOINTS`] prompts), so a test sees what an engine made it redo.
     #[must_use]
     pub fn with_recurrent(mut self, rebuilt: Arc<AtomicU64>) -> Self {
         self.info.recurrent = true;
@@ -190,9 +195,11 @@ impl StubBackend {
         self
     }
 
-    /// Counts a cut that keeps `kept` of `len` tokens, when the stub is recurrent.
-    fn cut(&self, kept: usize, len: usize) {
-        if let (Some(rebuilt), true) = (&self.rebuilt, 0 < kept && kept < len) {
+    /// Counts a cut of sequence `i` that keeps `kept` of `len` tokens, when the stub is
+    /// recurrent and `kept` is not a checkpoint of it.
+    fn cut(&self, i: usize, kept: usize, len: usize) {
+        let checkpoint = self.checkpoints[i].contains(&kept);
+        if let (Some(rebuilt), true) = (&self.rebuilt, 0 < kept && kept < len && !checkpoint) {
             rebuilt.fetch_add(kept as u64, Ordering::Relaxed);
         }
     }
@@ -376,7 +383,7 @@ impl StubBackend {
         }
         // The rejected drafts are taken off again.
         let len = self.seqs[i].len();
-        self.cut(len + out.len(), len + candidates.len());
+        self.cut(i, len + out.len(), len + candidates.len());
         out.push(next);
         out
     }
@@ -447,6 +454,7 @@ impl Backend for StubBackend {
     fn kv_unpack(&mut self, seq: SeqId, snapshot: &[u8]) -> Result<()> {
         let i = self.index(seq)?;
         self.seqs[i].truncate(0);
+        self.checkpoints[i].clear();
         let tokens = self.unpack_tokens(snapshot)?;
         self.seqs[i].extend(&tokens);
         Ok(())
@@ -490,6 +498,13 @@ impl Backend for StubBackend {
                 decode => {
                     // The prompt's last chunk goes in before its first token is sampled.
                     self.seqs[i].extend(decode.prefix());
+                    if self.rebuilt.is_some() && matches!(decode, StepOp::PrefillDecode(..)) {
+                        let checkpoints = &mut self.checkpoints[i];
+                        checkpoints.push(self.seqs[i].len());
+                        if checkpoints.len() > crate::RECURRENT_CHECKPOINTS {
+                            checkpoints.remove(0);
+                        }
+                    }
                     let (token, candidates) = self.sample_next(
                         i,
                         decode.sampler(),
@@ -675,14 +690,16 @@ impl Backend for StubBackend {
     fn seq_rm(&mut self, seq: SeqId) -> Result<()> {
         let i = self.index(seq)?;
         self.seqs[i].truncate(0);
+        self.checkpoints[i].clear();
         Ok(())
     }
 
     fn seq_rm_last(&mut self, seq: SeqId, n: usize) -> Result<()> {
         let i = self.index(seq)?;
         let keep = self.seqs[i].len().saturating_sub(n);
-        self.cut(keep, self.seqs[i].len());
+        self.cut(i, keep, self.seqs[i].len());
         self.seqs[i].truncate(keep);
+        self.checkpoints[i].retain(|&m| m <= keep);
         Ok(())
     }
 
@@ -695,13 +712,19 @@ impl Backend for StubBackend {
                 reason: format!("cannot copy {n} tokens of sequence {src}, it holds {len}"),
             });
         }
-        self.cut(n, len);
+        self.cut(s, n, len);
         self.seqs[d] = self.seqs[s].prefix(n);
+        self.checkpoints[d] = self.checkpoints[s]
+            .iter()
+            .copied()
+            .filter(|&m| m <= n)
+            .collect();
         Ok(())
     }
 
     fn seq_clear(&mut self) -> Result<()> {
         self.seqs.iter_mut().for_each(|s| s.truncate(0));
+        self.checkpoints.iter_mut().for_each(Vec::clear);
         Ok(())
     }
 }
