@@ -5,7 +5,7 @@
 //! every matrix in `Q4_K` (with `Q6_K`) or `IQ4_XS`, a mixture of experts
 //! (also with `MXFP4` experts), a layer-norm model, Gemma-2- and Gemma-3-style models and
 //! Qwen-2-, Qwen-3- (dense and a mixture of experts), Phi-3-, gpt-oss-, SmolLM-3-, Granite-,
-//! Mistral-3-, OLMo-2-, EXAONE-4-, Cohere-2- and DeepSeek-2-style models. `wick
+//! Mistral-3-, OLMo-2-, EXAONE-4-, Cohere-2-, DeepSeek-2- and LFM2-style models. `wick
 //! perplexity --json` prints a SHA-256 of every logit it computed; one differing bit anywhere
 //! changes it.
 //!

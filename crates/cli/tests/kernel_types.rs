@@ -266,15 +266,16 @@ fn gemma3_qwen2_qwen3_and_phi3_models_are_batch_invariant_and_the_same_at_every_
     );
 }
 
-/// Models of seven more families hold them too: `SmolLM` 3 (layers without rotary positions),
+/// Models of eight more families hold them too: `SmolLM` 3 (layers without rotary positions),
 /// Granite (scaled embeddings, residuals, attention and logits), Mistral 3 (`YaRN` rotary
 /// scaling, an attention temperature), `OLMo` 2 with a sliding window (norms after the attention
 /// and the network only; queries and keys normed whole), EXAONE 4 (the same norms; each query
 /// and key head normed), Cohere 2 (parallel attention and network on one layer norm, rotary
-/// positions only on its sliding-window layers) and DeepSeek 2 (multi-head latent attention:
-/// per-head matrices in 3-D products, one key-value head of the cached latents).
+/// positions only on its sliding-window layers), DeepSeek 2 (multi-head latent attention:
+/// per-head matrices in 3-D products, one key-value head of the cached latents) and LFM2
+/// (short convolutions with a recurrent state, ggml's `SSM_CONV`, beside attention layers).
 #[test]
-fn models_of_seven_more_families_are_batch_invariant_and_the_same_at_every_cpu_level() {
+fn models_of_eight_more_families_are_batch_invariant_and_the_same_at_every_cpu_level() {
     let levels = cpu::available();
     for arch in serve_util::OTHER_ARCHITECTURES {
         the_same_alone_in_a_batch_and_at_every_level(

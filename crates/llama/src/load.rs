@@ -546,9 +546,9 @@ pub(crate) fn check_device_memory(info: &ModelInfo) -> Result<(), BackendError> 
 /// `crates/cli/tests/cross_build.rs` compares every logit of a model of each (the test model,
 /// a mixture of experts, a layer-norm `starcoder2` model, `gemma2`, `gemma3`, `qwen2`,
 /// `qwen3`, `qwen3moe`, `phi3`, `gpt-oss`, `smollm3`, `granite`, `mistral3`, `olmo2`, `exaone4`,
-/// `cohere2` and `deepseek2` models), and an architecture joins this list only with a model
-/// there.
-const SAME_BITS_ARCHITECTURES: [&str; 16] = [
+/// `cohere2`, `deepseek2` and `lfm2` models), and an architecture joins this list only with a
+/// model there.
+const SAME_BITS_ARCHITECTURES: [&str; 17] = [
     "llama",
     "starcoder2",
     "gemma2",
@@ -565,6 +565,7 @@ const SAME_BITS_ARCHITECTURES: [&str; 16] = [
     "exaone4",
     "cohere2",
     "deepseek2",
+    "lfm2",
 ];
 
 /// The base level of [`same_bits_on`]: AVX2, FMA and F16C, the instruction sets wick's
@@ -710,10 +711,10 @@ mod tests {
         let iq2 = [sys::GGML_TYPE_F32, sys::GGML_TYPE_IQ2_XXS];
         assert_eq!(same_bits_on(&config, &info, Some(&iq2)), None);
         assert_eq!(same_bits_on(&config, &info, None), None);
-        // A graph no test compares across builds (a hybrid: short convolutions, ggml's).
-        let mut lfm2 = cpu_model();
-        lfm2.architecture = "lfm2".into();
-        assert_eq!(same_bits_on(&config, &lfm2, Some(&quantized)), None);
+        // A graph no test compares across builds (Mamba's selective scan, ggml's).
+        let mut mamba = cpu_model();
+        mamba.architecture = "mamba".into();
+        assert_eq!(same_bits_on(&config, &mamba, Some(&quantized)), None);
         // Layers on an RPC worker, or the fast kernels.
         let mut rpc = cpu_model();
         rpc.placement[0].n_layers = 10;

@@ -385,7 +385,7 @@ pub(crate) fn gpt_oss_model() -> std::path::PathBuf {
 }
 
 /// The architectures [`as_architecture`] rewrites the test model as.
-pub(crate) const OTHER_ARCHITECTURES: [&str; 7] = [
+pub(crate) const OTHER_ARCHITECTURES: [&str; 8] = [
     "smollm3",
     "granite",
     "mistral3",
@@ -393,6 +393,7 @@ pub(crate) const OTHER_ARCHITECTURES: [&str; 7] = [
     "exaone4",
     "cohere2",
     "deepseek2",
+    "lfm2",
 ];
 
 /// The test model as a model of `arch`: `smollm3`, `granite`, `mistral3`, `olmo2` (with a
