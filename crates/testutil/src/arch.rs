@@ -9,7 +9,7 @@
 //! only, with queries and keys normed as a whole (`olmo2`) or per head (`exaone4`); parallel
 //! attention and network on one layer norm without a bias (`cohere2`); multi-head latent
 //! attention, its per-head matrices 3-D (`deepseek2`); short convolutions with a recurrent
-//! state beside attention layers (`lfm2`).
+//! state beside attention layers (`lfm2`); selective state spaces and no attention (`mamba`).
 
 use crate::split::{key_of, kv, string_value, u32_value, write_gguf, Parsed, TensorData};
 
@@ -701,6 +701,119 @@ pub fn lfm2_model(bytes: &[u8], seed: u64) -> Vec<u8> {
     write_gguf(&kvs, &out, file.alignment)
 }
 
+/// The dense `llama` model `bytes` (SmolLM2-135M) as a `mamba` model of its first `layers`
+/// layers: each a selective state-space block (Mamba 1: an inner width of twice the model's,
+/// a 4-tap convolution, a state of 16 per channel) after the layer's norm, with no attention
+/// and no feed-forward network. The input projection is the layer's gate and half its up
+/// matrix, rows one after another; the others are drawn from `seed` (F32). llama.cpp runs it
+/// with `SSM_CONV` and `SSM_SCAN` over a per-sequence recurrent state and no KV cells at all.
+/// Its answers are poor; its graph and its memory are Mamba's.
+///
+/// # Panics
+///
+/// When `bytes` is not a dense `llama` GGUF file whose gate and up matrices have one type and
+/// the rows for twice its width, or it has fewer than `layers` layers: this is test support.
+pub fn mamba_model(bytes: &[u8], layers: u32, seed: u64) -> Vec<u8> {
+    const ARCH: &str = "mamba";
+    const CONV: u64 = 4;
+    const STATE: u64 = 16;
+    let file = Parsed::new(bytes);
+    assert!(
+        u32_value(&file, "llama.block_count") >= layers,
+        "{layers} layers"
+    );
+    let embd = u64::from(u32_value(&file, "llama.embedding_length"));
+    let inner = 2 * embd;
+    let rank = embd.div_ceil(16);
+    let replaced = [
+        "block_count",
+        "attention.head_count",
+        "attention.head_count_kv",
+        "feed_forward_length",
+    ];
+    let mut kvs: Vec<Vec<u8>> = renamed_keys(&file, ARCH)
+        .into_iter()
+        .filter(|pair| {
+            let key = key_of(pair);
+            !replaced.iter().any(|name| key == format!("{ARCH}.{name}"))
+                && !key.starts_with(&format!("{ARCH}.rope."))
+        })
+        .collect();
+    for (name, value) in [
+        ("block_count", u64::from(layers)),
+        ("attention.head_count", 0),
+        ("attention.head_count_kv", 0),
+        ("feed_forward_length", 0),
+        ("ssm.conv_kernel", CONV),
+        ("ssm.inner_size", inner),
+        ("ssm.state_size", STATE),
+        ("ssm.time_step_rank", rank),
+    ] {
+        let value = u32::try_from(value).expect("a u32");
+        kvs.push(u32_key(ARCH, name, value));
+    }
+    let tensors = file.tensor_data();
+    let find = |name: &str| {
+        tensors
+            .iter()
+            .find(|(n, ..)| n == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    let mut draw = crate::Draw::new(seed);
+    let mut drawn = |name: String, dims: Vec<u64>, around: f32, spread: f32| -> TensorData {
+        let values = (0..dims.iter().product::<u64>())
+            .flat_map(|_| (around + draw.next() * spread).to_le_bytes())
+            .collect();
+        (name, dims, 0, values) // F32
+    };
+    let mut out: Vec<TensorData> = Vec::new();
+    for (name, dims, ty, data) in &tensors {
+        if !name.starts_with("blk.") {
+            out.push((name.clone(), dims.clone(), *ty, data.clone()));
+        }
+    }
+    for layer in 0..layers {
+        let at = |part: &str| format!("blk.{layer}.{part}");
+        let norm = find(&at("attn_norm.weight"));
+        out.push(norm.clone());
+        let (_, gate_dims, gate_ty, gate) = find(&at("ffn_gate.weight"));
+        let (_, up_dims, up_ty, up) = find(&at("ffn_up.weight"));
+        assert_eq!(
+            (gate_ty, gate_dims[0], embd),
+            (up_ty, up_dims[0], gate_dims[0]),
+            "gate and up of one type and the model's width"
+        );
+        assert!(
+            gate_dims[1] + up_dims[1] >= 2 * inner,
+            "rows for twice the width"
+        );
+        let gate = &gate[..crate::moe::tensor_bytes(gate_dims, *gate_ty)];
+        let rows = 2 * inner - gate_dims[1];
+        let up = &up[..crate::moe::tensor_bytes(&[embd, rows], *up_ty)];
+        let input = [gate, up].concat();
+        out.push((at("ssm_in.weight"), vec![embd, 2 * inner], *gate_ty, input));
+        out.push(drawn(
+            at("ssm_conv1d.weight"),
+            vec![CONV, inner],
+            0.25,
+            0.25,
+        ));
+        out.push(drawn(at("ssm_conv1d.bias"), vec![inner], 0.0, 0.1));
+        out.push(drawn(
+            at("ssm_x.weight"),
+            vec![inner, rank + 2 * STATE],
+            0.0,
+            0.05,
+        ));
+        out.push(drawn(at("ssm_dt.weight"), vec![rank, inner], 0.0, 0.2));
+        out.push(drawn(at("ssm_dt.bias"), vec![inner], -3.0, 1.0));
+        out.push(drawn(at("ssm_a"), vec![STATE, inner], -2.0, 1.0));
+        out.push(drawn(at("ssm_d"), vec![inner], 1.0, 0.1));
+        out.push(drawn(at("ssm_out.weight"), vec![inner, embd], 0.0, 0.04));
+    }
+    write_gguf(&kvs, &out, file.alignment)
+}
+
 /// A layer's tensor `name`, its norms before the attention and the network renamed as the
 /// norms after them (`post_attention_norm`, `post_ffw_norm`).
 fn moved_after(name: &str) -> String {
@@ -1257,5 +1370,76 @@ mod tests {
         assert_eq!(find("blk.2.attn_k_norm.weight").1, [16]);
         find("token_embd_norm.weight");
         assert!(data.iter().all(|(n, ..)| n != "output_norm.weight"));
+    }
+
+    #[test]
+    fn mamba_keeps_the_norms_and_builds_state_space_blocks_of_the_gate_and_up_rows() {
+        // Three layers 32 values wide; gate and up of 96 rows each in Q8_0, one byte each.
+        let kvs = [
+            kv("general.architecture", 8, &string_value("llama")),
+            kv("llama.block_count", 4, &3u32.to_le_bytes()),
+            kv("llama.embedding_length", 4, &32u32.to_le_bytes()),
+            kv("llama.attention.head_count", 4, &2u32.to_le_bytes()),
+            kv("llama.rope.freq_base", 6, &1e4f32.to_le_bytes()),
+        ];
+        let mut tensors: Vec<TensorData> = Vec::new();
+        for layer in 0..3u8 {
+            tensors.push((
+                format!("blk.{layer}.attn_norm.weight"),
+                vec![32],
+                0,
+                vec![0; 128],
+            ));
+            for (part, fill) in [("ffn_gate", 1), ("ffn_up", 2), ("attn_q", 3)] {
+                let rows = if part == "attn_q" { 32 } else { 96 };
+                let bytes = vec![layer * 10 + fill; rows * 34];
+                tensors.push((
+                    format!("blk.{layer}.{part}.weight"),
+                    vec![32, rows as u64],
+                    8,
+                    bytes,
+                ));
+            }
+        }
+        tensors.push(("output_norm.weight".into(), vec![32], 0, vec![0; 128]));
+        let out = mamba_model(&write_gguf(&kvs, &tensors, 32), 2, 5);
+        let parsed = Parsed::new(&out);
+        assert!(parsed.kvs[0].ends_with(b"mamba"));
+        for (key, value) in [
+            ("mamba.block_count", 2),
+            ("mamba.attention.head_count", 0),
+            ("mamba.ssm.conv_kernel", 4),
+            ("mamba.ssm.inner_size", 64),
+            ("mamba.ssm.state_size", 16),
+            ("mamba.ssm.time_step_rank", 2),
+        ] {
+            assert_eq!(u32_value(&parsed, key), value, "{key}");
+        }
+        assert!(keys(&parsed).iter().all(|k| !k.starts_with("mamba.rope.")));
+        let dims = names_and_dims(&parsed);
+        let layer = |name: &str| dims.iter().find(|(n, _)| n == name).map(|(_, d)| d.clone());
+        assert_eq!(layer("blk.0.ssm_in.weight"), Some(vec![32, 128]));
+        assert_eq!(layer("blk.1.ssm_x.weight"), Some(vec![64, 34]));
+        assert_eq!(layer("blk.1.ssm_dt.weight"), Some(vec![2, 64]));
+        assert_eq!(layer("blk.1.ssm_a"), Some(vec![16, 64]));
+        assert_eq!(layer("blk.1.ssm_out.weight"), Some(vec![64, 32]));
+        assert_eq!(layer("blk.0.attn_norm.weight"), Some(vec![32]));
+        assert_eq!(layer("output_norm.weight"), Some(vec![32]));
+        assert!(
+            dims.iter().all(|(n, _)| !n.starts_with("blk.2.")),
+            "two layers"
+        );
+        assert!(dims
+            .iter()
+            .all(|(n, _)| !n.contains("ffn_") && !n.contains("attn_q")));
+        // The input projection: all 96 gate rows, then the first 32 up rows.
+        let data = parsed.tensor_data();
+        let (_, _, ty, input) = data
+            .iter()
+            .find(|(n, ..)| n == "blk.1.ssm_in.weight")
+            .unwrap();
+        assert_eq!(*ty, 8);
+        assert!(input[..96 * 34].iter().all(|&b| b == 11));
+        assert!(input[96 * 34..128 * 34].iter().all(|&b| b == 12));
     }
 }

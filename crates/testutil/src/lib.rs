@@ -23,8 +23,8 @@ mod split;
 
 pub use arch::{
     cohere2_model, deepseek2_model, exaone4_model, gemma2_model, gemma3_model, gpt_oss_model,
-    granite_model, layer_norm_model, lfm2_model, mistral3_model, olmo2_model, phi3_model,
-    qwen2_model, qwen3_model, qwen3moe_model, smollm3_model,
+    granite_model, layer_norm_model, lfm2_model, mamba_model, mistral3_model, olmo2_model,
+    phi3_model, qwen2_model, qwen3_model, qwen3moe_model, smollm3_model,
 };
 pub use draw::Draw;
 pub use gguf::{synthetic_gguf, synthetic_gguf_with, SYNTHETIC_TEMPLATE};
