@@ -55,10 +55,11 @@ pub struct ModelInfo {
     /// last position only, so cutting a sequence back ([`crate::Backend::seq_rm_last`], a
     /// shorter [`crate::Backend::seq_copy`], a verify's rejected drafts) evaluates the tokens
     /// it keeps again — exact, but as costly as a prefill of them — except back to a
-    /// checkpoint: the backend keeps the state before the last token of each of a sequence's
-    /// last [`RECURRENT_CHECKPOINTS`] prompts (the tokens of a [`crate::StepOp::PrefillDecode`]
-    /// and all before them), so a cut back to such a prompt's length evaluates nothing again.
-    /// The engine cuts such a sequence back only to those lengths, and does not speculate.
+    /// checkpoint: the backend keeps the state at the end of each prefill op
+    /// ([`crate::StepOp::Prefill`], and [`crate::StepOp::PrefillDecode`]'s tokens: the
+    /// sequence's length after them), the last [`RECURRENT_CHECKPOINTS`] of a sequence, so a
+    /// cut back to such a length evaluates nothing again. The engine cuts such a sequence
+    /// back only to those lengths, and does not speculate.
     pub recurrent: bool,
 }
 
@@ -105,10 +106,10 @@ pub struct LayerPlacement {
     pub deterministic: bool,
 }
 
-/// How many prompts' checkpoints a recurrent model's sequence keeps
-/// ([`ModelInfo::recurrent`]): the last ones; each is a copy of the recurrent state (kilobytes
-/// for LFM2's short convolutions, megabytes for a large Mamba).
-pub const RECURRENT_CHECKPOINTS: usize = 4;
+/// How many checkpoints a recurrent model's sequence keeps ([`ModelInfo::recurrent`]): the
+/// last ones; each is a copy of the recurrent state (kilobytes for LFM2's short convolutions,
+/// up to hundreds of megabytes for a large state-space model). llama-server keeps as many.
+pub const RECURRENT_CHECKPOINTS: usize = 8;
 
 impl ModelInfo {
     /// Metadata for a model called `name`; every size starts at zero for the backend to fill in.

@@ -517,6 +517,49 @@ fn a_recurrent_model_reuses_whole_conversations_and_answers_as_a_fresh_server() 
     }
 }
 
+/// The LFM2-style model over the chat API: a second conversation with the same system prompt
+/// and another question starts at the checkpoint where the first one's question began, and
+/// answers as a fresh server does, bit for bit.
+#[test]
+fn a_recurrent_model_reuses_a_shared_system_prompt_up_to_the_question() {
+    let model = serve_util::as_architecture("lfm2");
+    let chat = |question: &str| {
+        json!({"messages": [
+            {"role": "system", "content": "You are a terse assistant. Answer in one line."},
+            {"role": "user", "content": question}],
+            "max_tokens": 8, "temperature": 0})
+    };
+    let usage = |out: &Value| {
+        let usage = &out["usage"];
+        (
+            usage["prompt_tokens"].as_u64().unwrap(),
+            usage["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap(),
+        )
+    };
+    let server = Server::start_model(&model, &[]);
+    let (status, first) = post(&server, "/v1/chat/completions", &chat("Name a colour."));
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(usage(&first).1, 0);
+    let (status, second) = post(&server, "/v1/chat/completions", &chat("Name a fruit."));
+    assert_eq!(status, 200, "{second}");
+    let (prompt, cached) = usage(&second);
+    assert!(
+        cached > 10 && cached + 4 < prompt,
+        "the system prompt and the user's role text, not the question: {cached} of {prompt}"
+    );
+    drop(server);
+    let fresh = Server::start_model(&model, &[]);
+    let (status, cold) = post(&fresh, "/v1/chat/completions", &chat("Name a fruit."));
+    assert_eq!(status, 200, "{cold}");
+    assert_eq!(usage(&cold), (prompt, 0));
+    assert_eq!(
+        second["choices"][0]["message"]["content"],
+        cold["choices"][0]["message"]["content"]
+    );
+}
+
 #[test]
 fn a_restarted_server_restores_the_prompt_from_its_disk_cache() {
     let home = tempfile::tempdir().expect("tmp");

@@ -42,6 +42,9 @@ pub struct RenderedPrompt {
     /// The images (or sounds) whose positions `tokens` holds, in order, as the model's
     /// projector encoded them.
     pub media: Vec<Arc<EncodedMedia>>,
+    /// Where the last message's text starts (the conversation's last content), for
+    /// [`crate::GenerateRequest::checkpoint`]; `None` for a prompt without one.
+    pub checkpoint: Option<usize>,
 }
 
 impl ChatFormat {
@@ -157,14 +160,13 @@ impl ChatFormat {
         let tail = text.trim_end();
         let thinking_forced_open = REASONING_OPENERS.iter().any(|o| tail.ends_with(o));
         if media.is_empty() {
-            let tokens = segment_tokens(tokenizer, &segments)?
-                .into_iter()
-                .map(|(t, _)| t)
-                .collect();
+            let kinds = segment_tokens(tokenizer, &segments)?;
+            let checkpoint = last_content_start(&kinds);
             return Ok(RenderedPrompt {
-                tokens,
+                tokens: kinds.into_iter().map(|(t, _)| t).collect(),
                 thinking_forced_open,
                 media: Vec::new(),
+                checkpoint,
             });
         }
         let Some(encoder) = encoder else {
@@ -182,6 +184,7 @@ impl ChatFormat {
             tokens,
             thinking_forced_open,
             media,
+            checkpoint: None,
         })
     }
 }
@@ -297,6 +300,19 @@ fn media_tokens<T: Tokenizer + ?Sized>(
     Ok((tokens, runs))
 }
 
+/// The position of the first token of the last run of content tokens: where the
+/// conversation's last message text starts (after its role's control text).
+fn last_content_start(tokens: &[(TokenId, SegmentKind)]) -> Option<usize> {
+    let last = tokens
+        .iter()
+        .rposition(|(_, kind)| *kind == SegmentKind::Content)?;
+    let start = tokens[..last]
+        .iter()
+        .rposition(|(_, kind)| *kind != SegmentKind::Content)
+        .map_or(0, |i| i + 1);
+    (start > 0).then_some(start)
+}
+
 /// Tokenizes `segments` (control text with special-token parsing on, content with it off) and
 /// adds the model's BOS token when the model wants one and the template did not write it.
 ///
@@ -315,4 +331,25 @@ pub fn segment_tokens<T: Tokenizer + ?Sized>(
         }
     }
     Ok(tokens)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checkpoint_is_where_the_last_run_of_content_starts() {
+        use SegmentKind::{Content as X, Control as C};
+        let tokens = |kinds: &[SegmentKind]| -> Vec<(TokenId, SegmentKind)> {
+            (0u32..).map(TokenId).zip(kinds.iter().copied()).collect()
+        };
+        // BOS, system header, system text, user header, question, assistant header.
+        let chat = tokens(&[C, C, X, X, C, C, X, X, X, C, C]);
+        assert_eq!(last_content_start(&chat), Some(6));
+        assert_eq!(last_content_start(&tokens(&[C, X, X])), Some(1));
+        // No content, or content from the first token: nothing before it to keep.
+        assert_eq!(last_content_start(&tokens(&[C, C])), None);
+        assert_eq!(last_content_start(&tokens(&[X, X, C])), None);
+        assert_eq!(last_content_start(&[]), None);
+    }
 }

@@ -39,6 +39,12 @@ pub struct GenerateRequest {
     /// The images (or sounds) whose positions the prompt holds, as the model's projector
     /// encoded them; the request keeps them alive while its prompt is computed.
     pub media: Vec<std::sync::Arc<wick_backend::EncodedMedia>>,
+    /// A prompt length worth a checkpoint on a model with a recurrent state
+    /// ([`wick_backend::ModelInfo::recurrent`]): the start of the last message's text
+    /// ([`crate::RenderedPrompt::checkpoint`]). A prompt chunk ends there, so a later prompt
+    /// that shares everything before it — another question after the same system prompt, an
+    /// edited last message — starts from it instead of from nothing. Ignored elsewhere.
+    pub checkpoint: Option<usize>,
 }
 
 /// How a generation ended.

@@ -56,9 +56,9 @@ struct Slot {
     tokens: Vec<TokenId>,
     /// The adapters `tokens`' cells were computed under.
     adapters: AdapterSet,
-    /// On a recurrent model, the lengths of the last prompts `tokens` holds: the backend keeps
-    /// a checkpoint of each, so a cut back to one evaluates nothing again
-    /// ([`wick_backend::ModelInfo::recurrent`]). Empty otherwise.
+    /// On a recurrent model, the lengths at which `tokens`' last prefill ops ended (prompt
+    /// chunks and prompt ends): the backend keeps a checkpoint of each, so a cut back to one
+    /// evaluates nothing again ([`wick_backend::ModelInfo::recurrent`]). Empty otherwise.
     marks: Vec<usize>,
     job: Option<Job>,
     last_used: u64,
@@ -105,6 +105,9 @@ struct Job {
     after_sampling: bool,
     /// Whether the prompt's progress is reported.
     progress: bool,
+    /// On a recurrent model, where a prompt chunk ends so that the backend checkpoints it
+    /// ([`GenerateRequest::checkpoint`]).
+    checkpoint: Option<usize>,
     log: TokenLog,
     /// Speculative drafting (greedy requests without log-probabilities only).
     drafter: Drafter,
@@ -510,6 +513,9 @@ impl State {
             } else {
                 0
             };
+        let checkpoint = request
+            .checkpoint
+            .filter(|&at| self.reuse == Reuse::Whole && at < request.prompt.len());
         let slot = &mut self.slots[target];
         slot.last_used = self.clock;
         slot.job = Some(Job {
@@ -527,6 +533,7 @@ impl State {
             logprobs: request.logprobs,
             after_sampling: request.logprobs_after_sampling,
             progress: request.progress,
+            checkpoint,
             log: TokenLog::default(),
             drafter: Drafter::new(spec_max),
             adapters: request.adapters,
@@ -864,6 +871,10 @@ impl State {
             job.stepped = clock;
             let rest = job.prompt.len() - job.fed;
             let mut n = rest.min(budget);
+            if let Some(at) = job.checkpoint.filter(|&at| at > job.fed) {
+                // A chunk ends where a checkpoint is worth keeping.
+                n = n.min(at - job.fed);
+            }
             // An image's positions are evaluated together, and a chunk's last token (which
             // the next step evaluates) is text: a chunk never ends inside or right after one.
             while n < rest {
@@ -918,8 +929,11 @@ impl State {
             let prefix = op.prefix();
             slot.tokens.extend_from_slice(prefix);
             job.fed += prefix.len();
-            if self.reuse == Reuse::Whole && matches!(op, StepOp::PrefillDecode(..)) {
-                // The backend took a checkpoint of the whole prompt.
+            if self.reuse == Reuse::Whole
+                && (!prefix.is_empty() || matches!(op, StepOp::PrefillDecode(..)))
+            {
+                // The backend checkpointed the end of the prefill (a prompt's end also when
+                // the cache held all of it).
                 slot.marks.push(slot.tokens.len());
                 if slot.marks.len() > wick_backend::RECURRENT_CHECKPOINTS {
                     slot.marks.remove(0);

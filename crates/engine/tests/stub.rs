@@ -698,6 +698,71 @@ fn on_a_recurrent_model_only_whole_sequences_are_reused_and_nothing_is_evaluated
     assert_eq!(engine.cache_stats().spec_drafted.load(Ordering::Relaxed), 0);
 }
 
+/// On a recurrent model a chat's prompt is computed in a chunk that ends where its last
+/// message's text starts (`RenderedPrompt::checkpoint`), which the backend checkpoints: another
+/// question after the same system prompt starts there, with nothing evaluated twice, and
+/// answers as a fresh engine does.
+#[test]
+fn on_a_recurrent_model_another_question_after_the_same_system_prompt_starts_at_its_checkpoint() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use wick_types::{ChatRequest, Message, Role};
+    let rebuilt = std::sync::Arc::new(AtomicU64::new(0));
+    let recurrent = stub(1, 512).with_recurrent(std::sync::Arc::clone(&rebuilt));
+    let chat = wick_engine::ChatFormat::from_model(&recurrent)
+        .expect("template")
+        .expect("the stub has one");
+    let engine = Engine::start(Box::new(recurrent), EngineConfig::default()).expect("engine");
+    let system = "You answer in one short sentence, and you always name the city first.";
+    let render = |question: &str| {
+        let conversation = ChatRequest::new(vec![
+            Message::new(Role::System, system),
+            Message::new(Role::User, question),
+        ]);
+        chat.render(
+            &**engine.tokenizer(),
+            wick_template::RenderRequest::from(&conversation),
+        )
+        .expect("render")
+    };
+    let (first, second) = (
+        render("Where is the tower?"),
+        render("Which river runs there?"),
+    );
+    let at = first.checkpoint.expect("a chat prompt has a last message");
+    assert_eq!(
+        second.checkpoint,
+        Some(at),
+        "the same system prompt and role text"
+    );
+    assert_eq!(first.tokens[..at], second.tokens[..at]);
+    let generate = |rendered: &wick_engine::RenderedPrompt| {
+        collect(
+            engine
+                .submit(GenerateRequest {
+                    prompt: rendered.tokens.clone(),
+                    checkpoint: rendered.checkpoint,
+                    max_tokens: Some(12),
+                    sampler: no_eog(),
+                    ..GenerateRequest::default()
+                })
+                .expect("submit"),
+        )
+    };
+    let (_, done) = generate(&first);
+    assert_eq!(done.usage.cached_tokens, 0);
+    let (text, done) = generate(&second);
+    assert_eq!(
+        done.usage.cached_tokens as usize, at,
+        "up to the last message's text"
+    );
+    assert_eq!(text, engine_cold_answer(&second.tokens, 12));
+    assert_eq!(
+        rebuilt.load(Ordering::Relaxed),
+        0,
+        "nothing evaluated twice"
+    );
+}
+
 /// Two adapters loaded into `backend` (the stub only checks that their files exist); the ids
 /// are the same for every stub that loads them in this order.
 fn with_adapters(backend: &mut StubBackend, dir: &std::path::Path) -> (AdapterId, AdapterId) {

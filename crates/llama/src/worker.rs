@@ -35,10 +35,11 @@ pub(crate) struct State {
 }
 
 /// A recurrent model's state of a sequence after its first `kept` tokens: the recurrent part
-/// only (a hybrid's attention cells can be cut back as they are). Taken before the last token
-/// of each prompt (and of each `logits` call), so that a cut back to that prompt's length
-/// restores it instead of evaluating the prompt again. A sequence keeps its last
-/// [`wick_backend::RECURRENT_CHECKPOINTS`]; a cut below one drops it.
+/// only (a hybrid's attention cells can be cut back as they are). Taken at the end of each
+/// prompt chunk (`Prefill`: its cells then hold all but the pending last token), before the
+/// last token of each prompt (`PrefillDecode`) and of each `logits` call, so that a cut back
+/// to such a length restores it instead of evaluating the prompt again. A sequence keeps its
+/// last [`wick_backend::RECURRENT_CHECKPOINTS`]; a cut below one drops it.
 #[derive(Debug)]
 pub(crate) struct Checkpoint {
     kept: usize,
@@ -260,7 +261,13 @@ impl Worker<'_> {
             let result = match (op, token) {
                 (StepOp::Verify(candidates), _) => self.accept(*seq, candidates, &predicted)?,
                 (StepOp::Prefill(tokens), _) => {
-                    self.state.seqs[seq.0 as usize].extend_from_slice(tokens);
+                    let index = seq.0 as usize;
+                    self.state.seqs[index].extend_from_slice(tokens);
+                    if self.state.info.recurrent {
+                        // The cells hold every token but the pending last: a checkpoint.
+                        let kept = self.state.seqs[index].len() - 1;
+                        self.checkpoint(index, kept);
+                    }
                     StepResult::Prefilled
                 }
                 (_, Some((t, logprobs))) => {
@@ -503,18 +510,27 @@ impl Worker<'_> {
         }
         for head in heads {
             let index = usize::try_from(head.seq).unwrap_or(0);
-            let kept = head.start + head.tokens.len();
-            let Some(state) = crate::ffi::seq_partial_state_bytes(&self.ctx, head.seq) else {
-                continue;
-            };
-            let checkpoints = &mut self.state.checkpoints[index];
-            checkpoints.retain(|c| c.kept < kept);
-            checkpoints.push(Checkpoint { kept, state });
-            if checkpoints.len() > wick_backend::RECURRENT_CHECKPOINTS {
-                checkpoints.remove(0);
-            }
+            self.checkpoint(index, head.start + head.tokens.len());
         }
         Ok(())
+    }
+
+    /// Keeps the recurrent state of sequence `index`, whose cells hold its first `kept`
+    /// tokens, as its latest checkpoint (the oldest goes past
+    /// [`wick_backend::RECURRENT_CHECKPOINTS`]).
+    fn checkpoint(&mut self, index: usize, kept: usize) {
+        if kept == 0 {
+            return;
+        }
+        let Some(state) = crate::ffi::seq_partial_state_bytes(&self.ctx, seq_i32(index)) else {
+            return;
+        };
+        let checkpoints = &mut self.state.checkpoints[index];
+        checkpoints.retain(|c| c.kept < kept);
+        checkpoints.push(Checkpoint { kept, state });
+        if checkpoints.len() > wick_backend::RECURRENT_CHECKPOINTS {
+            checkpoints.remove(0);
+        }
     }
 
     /// After a failed evaluation: every sequence of `origins` (a pass's sequence and start)

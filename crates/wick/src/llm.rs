@@ -659,6 +659,7 @@ impl Llm {
             progress: options.progress,
             spec_max: options.spec_max,
             adapters: self.loaded.adapters.set(&scales),
+            checkpoint: prompt.checkpoint,
         };
         let prompt_tokens = u32::try_from(request.prompt.len()).unwrap_or(u32::MAX);
         let generation = self.loaded.engine.submit(request)?;
@@ -681,6 +682,7 @@ fn tokenize(
                 tokens: tokenizer.tokenize_prompt(text, true)?,
                 thinking_forced_open: false,
                 media: Vec::new(),
+                checkpoint: None,
             }
         }
         Prompt::Chat(request) => {
@@ -700,6 +702,7 @@ fn tokenize(
             tokens: tokens.clone(),
             thinking_forced_open: false,
             media: Vec::new(),
+            checkpoint: None,
         },
         Prompt::FormattedMedia(text, held) => formatted_media(tokenizer, media, text, held)?,
     })
@@ -753,6 +756,7 @@ fn formatted_media(
         tokens,
         thinking_forced_open: false,
         media: runs,
+        checkpoint: None,
     })
 }
 

@@ -186,13 +186,29 @@ impl StubBackend {
     /// The stub as a model with a recurrent state ([`ModelInfo::recurrent`]): it still cuts
     /// any sequence back exactly, and adds to `rebuilt` the tokens a real one would evaluate
     /// again for each cut (a shorter `seq_rm_last` or `seq_copy`, a verify's rejected
-    /// drafts) that does not end at a checkpoint (the length of one of the sequence's last
-    /// [`crate::RECURRENT_CHECKPOINTS`] prompts), so a test sees what an engine made it redo.
+    /// drafts) that does not end at a checkpoint (where one of the sequence's last
+    /// [`crate::RECURRENT_CHECKPOINTS`] prefill ops ended), so a test sees what an engine made
+    /// it redo.
     #[must_use]
     pub fn with_recurrent(mut self, rebuilt: Arc<AtomicU64>) -> Self {
         self.info.recurrent = true;
         self.rebuilt = Some(rebuilt);
         self
+    }
+
+    /// When the stub is recurrent: a checkpoint at sequence `i`'s length, the end of a
+    /// prefill op (the last [`crate::RECURRENT_CHECKPOINTS`] are kept).
+    fn checkpoint(&mut self, i: usize) {
+        if self.rebuilt.is_none() {
+            return;
+        }
+        let len = self.seqs[i].len();
+        let checkpoints = &mut self.checkpoints[i];
+        checkpoints.retain(|&m| m < len);
+        checkpoints.push(len);
+        if checkpoints.len() > crate::RECURRENT_CHECKPOINTS {
+            checkpoints.remove(0);
+        }
     }
 
     /// Counts a cut of sequence `i` that keeps `kept` of `len` tokens, when the stub is
@@ -498,12 +514,8 @@ impl Backend for StubBackend {
                 decode => {
                     // The prompt's last chunk goes in before its first token is sampled.
                     self.seqs[i].extend(decode.prefix());
-                    if self.rebuilt.is_some() && matches!(decode, StepOp::PrefillDecode(..)) {
-                        let checkpoints = &mut self.checkpoints[i];
-                        checkpoints.push(self.seqs[i].len());
-                        if checkpoints.len() > crate::RECURRENT_CHECKPOINTS {
-                            checkpoints.remove(0);
-                        }
+                    if matches!(decode, StepOp::PrefillDecode(..)) {
+                        self.checkpoint(i);
                     }
                     let (token, candidates) = self.sample_next(
                         i,
@@ -525,6 +537,7 @@ impl Backend for StubBackend {
             let result = match plan {
                 Planned::Prefill(tokens) => {
                     self.seqs[i].extend(tokens);
+                    self.checkpoint(i);
                     StepResult::Prefilled
                 }
                 Planned::Verified(tokens) => {
