@@ -1284,17 +1284,23 @@ mod tests {
         );
     }
 
-    #[test]
-    fn lfm2_turns_two_layers_in_three_into_short_convolutions_of_the_attention_s_rows() {
-        // Three layers 32 values wide, two query heads and one key-value head of 16 values,
-        // the matrices in Q8_0 (34 bytes per 32 values), each filled with its own byte.
-        let kvs = [
+    /// The keys of a three-layer `llama` file 32 values wide with two attention heads, and
+    /// `more`.
+    fn narrow_keys(more: Vec<u8>) -> Vec<Vec<u8>> {
+        vec![
             kv("general.architecture", 8, &string_value("llama")),
             kv("llama.block_count", 4, &3u32.to_le_bytes()),
             kv("llama.embedding_length", 4, &32u32.to_le_bytes()),
             kv("llama.attention.head_count", 4, &2u32.to_le_bytes()),
-            kv("llama.attention.head_count_kv", 4, &1u32.to_le_bytes()),
-        ];
+            more,
+        ]
+    }
+
+    #[test]
+    fn lfm2_turns_two_layers_in_three_into_short_convolutions_of_the_attention_s_rows() {
+        // Three layers 32 values wide, two query heads and one key-value head of 16 values,
+        // the matrices in Q8_0 (34 bytes per 32 values), each filled with its own byte.
+        let kvs = narrow_keys(kv("llama.attention.head_count_kv", 4, &1u32.to_le_bytes()));
         let mut tensors: Vec<TensorData> = Vec::new();
         for layer in 0..3u8 {
             for (i, (part, rows)) in [
@@ -1375,13 +1381,7 @@ mod tests {
     #[test]
     fn mamba_keeps_the_norms_and_builds_state_space_blocks_of_the_gate_and_up_rows() {
         // Three layers 32 values wide; gate and up of 96 rows each in Q8_0, one byte each.
-        let kvs = [
-            kv("general.architecture", 8, &string_value("llama")),
-            kv("llama.block_count", 4, &3u32.to_le_bytes()),
-            kv("llama.embedding_length", 4, &32u32.to_le_bytes()),
-            kv("llama.attention.head_count", 4, &2u32.to_le_bytes()),
-            kv("llama.rope.freq_base", 6, &1e4f32.to_le_bytes()),
-        ];
+        let kvs = narrow_keys(kv("llama.rope.freq_base", 6, &1e4f32.to_le_bytes()));
         let mut tensors: Vec<TensorData> = Vec::new();
         for layer in 0..3u8 {
             tensors.push((
