@@ -411,14 +411,13 @@ impl Worker<'_> {
     /// `from` tokens of `state.seqs[index]`.
     ///
     /// A model with a recurrent state (Mamba, RWKV, LFM2's short convolutions, hybrids) holds
-    /// its state after the last position only: llama.cpp refuses to take it back, and the
-    /// sequence is rebuilt instead — cleared, then its first `from` tokens evaluated again
-    /// (the same bits in the deterministic mode, at the cost of a prefill). When that fails,
-    /// the sequence is left empty.
+    /// its state after the last position only, and llama.cpp refuses to take it back: the
+    /// latest [`Checkpoint`] at or before `from` is restored and the tokens between it and
+    /// `from` evaluated again (none when the cut ends at it); with no checkpoint, the sequence
+    /// is cleared and its first `from` tokens evaluated again. The same bits either way in the
+    /// deterministic mode. When that evaluation fails, the sequence is left empty.
     fn remove_cells(&mut self, index: usize, from: usize) -> Result<()> {
-        if let Some(checkpoints) = self.state.checkpoints.get_mut(index) {
-            checkpoints.retain(|c| c.kept <= from);
-        }
+        self.state.checkpoints[index].retain(|c| c.kept <= from);
         let removed = self
             .ctx
             .clear_kv_cache_seq(Some(pos_u32(index)), Some(pos_u32(from)), None)
@@ -432,9 +431,7 @@ impl Worker<'_> {
             let _ = self
                 .ctx
                 .clear_kv_cache_seq(Some(pos_u32(index)), None, None);
-            if let Some(checkpoints) = self.state.checkpoints.get_mut(index) {
-                checkpoints.clear();
-            }
+            self.state.checkpoints[index].clear();
             0
         });
         if start == from {
@@ -470,7 +467,7 @@ impl Worker<'_> {
     /// being made): its recurrent state restored, its attention cells after it removed.
     /// Returns the checkpoint's `kept`, or `None` when there is none or llama.cpp refuses.
     fn restore_checkpoint(&mut self, index: usize) -> Option<usize> {
-        let checkpoint = self.state.checkpoints.get(index)?.last()?;
+        let checkpoint = self.state.checkpoints[index].last()?;
         let restored = crate::ffi::set_seq_partial_state_bytes(
             &mut self.ctx,
             seq_i32(index),
