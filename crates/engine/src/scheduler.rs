@@ -317,8 +317,18 @@ impl State {
     ///
     /// # Errors
     ///
-    /// Its vocabulary differs from the model's, or its context is smaller.
+    /// Its vocabulary differs from the model's, or its context is smaller; or the model keeps
+    /// a recurrent state (it never speculates).
     pub(crate) fn with_draft(mut self, draft: Box<dyn Backend>) -> Result<Self, EngineError> {
+        if self.reuse == Reuse::Whole {
+            return Err(EngineError::Backend(BackendError::Config {
+                field: "model_draft",
+                value: draft.info().name.clone(),
+                allowed: "a draft model for a model whose state can be cut back: this model \
+                          keeps a recurrent state, where every rejected draft would be \
+                          evaluated again, so it does not speculate",
+            }));
+        }
         let n_ctx = u32::try_from(self.n_ctx).unwrap_or(u32::MAX);
         self.draft = Some(DraftModel::new(
             draft,

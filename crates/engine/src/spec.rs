@@ -134,7 +134,8 @@ impl DraftModel {
     /// # Errors
     ///
     /// [`BackendError::Config`] (`model_draft`) when the vocabularies differ (the draft's
-    /// tokens would mean other text) or the draft holds fewer sequences or less context.
+    /// tokens would mean other text), the draft holds fewer sequences or less context, or it
+    /// keeps a recurrent state (its sequences are cut back after every rejected draft).
     pub(crate) fn new(
         backend: Box<dyn Backend>,
         pieces: &[Vec<u8>],
@@ -149,6 +150,14 @@ impl DraftModel {
             })
         };
         let info = backend.info();
+        if info.recurrent {
+            return Err(refuse(
+                format!("{} (it keeps a recurrent state)", info.name),
+                "a draft model whose state can be cut back (attention layers only): a \
+                 recurrent one would evaluate its whole sequence again after every rejected \
+                 draft",
+            ));
+        }
         let same = "a draft model with the model's vocabulary (the same tokens, ids and text)";
         if info.n_vocab as usize != pieces.len() {
             return Err(refuse(

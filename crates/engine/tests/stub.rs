@@ -976,6 +976,31 @@ fn a_draft_model_with_a_smaller_context_is_refused_by_name() {
     assert!(err.to_string().contains("model_draft"), "{err}");
 }
 
+#[test]
+fn a_recurrent_draft_model_or_a_recurrent_model_with_a_draft_is_refused_by_name() {
+    let recurrent = || {
+        let rebuilt = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        stub(4, 512).with_recurrent(rebuilt)
+    };
+    let err = Engine::start_with_draft(
+        Box::new(stub(4, 512)),
+        Some(Box::new(recurrent())),
+        EngineConfig::default(),
+    )
+    .expect_err("a recurrent draft would be cut back at every rejected draft");
+    assert!(
+        err.to_string().contains("model_draft") && err.to_string().contains("recurrent"),
+        "{err}"
+    );
+    let err = Engine::start_with_draft(
+        Box::new(recurrent()),
+        Some(Box::new(stub(4, 512))),
+        EngineConfig::default(),
+    )
+    .expect_err("a recurrent model does not speculate");
+    assert!(err.to_string().contains("recurrent state"), "{err}");
+}
+
 /// Every progress report of a generation, in order, and whether text came before the last.
 fn progress_reports(events: impl Iterator<Item = GenEvent>) -> (Vec<PromptProgress>, bool) {
     let (mut reports, mut text_first) = (Vec::new(), false);
