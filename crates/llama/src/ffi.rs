@@ -1089,15 +1089,13 @@ thread_local! {
 /// another, and F32 inputs per (slot, token) (a slot past the inputs' own reads their slot 0:
 /// ggml's broadcast).
 struct MatMulId<'a> {
-    format: wick_kernels::matmul::Format,
-    k: usize,
-    rows: usize,
+    /// The experts' matrices.
+    w: Matrices<'a>,
     experts: usize,
     slots: usize,
     tokens: usize,
-    weights: &'a [u8],
-    /// Bytes from one weight row to the next, and from one expert to the next.
-    w_stride: [usize; 2],
+    /// Bytes from one expert's matrix to the next.
+    expert_stride: usize,
     x: &'a [f32],
     /// The inputs' slots, and floats from one slot and one token to the next.
     x_slots: usize,
@@ -1108,27 +1106,20 @@ impl MatMulId<'_> {
     /// The input row of `slot` and `token`.
     fn input(&self, slot: usize, token: usize) -> &[f32] {
         let at = (slot % self.x_slots) * self.x_stride[0] + token * self.x_stride[1];
-        &self.x[at..at + self.k]
+        &self.x[at..at + self.w.k]
     }
 
     /// The product of `expert`'s weights with `inputs` (rows of `k`).
     fn of<'b>(&'b self, expert: usize, inputs: &'b [f32]) -> wick_kernels::matmul::MatMul<'b> {
         use wick_kernels::matmul::{Inputs, MatMul};
-        let at = expert * self.w_stride[1];
+        let k = self.w.k;
         MatMul {
-            k: self.k,
-            w: weight_rows(
-                self.format,
-                self.k,
-                self.rows,
-                self.w_stride[0],
-                self.weights,
-                at,
-            ),
+            k,
+            w: self.w.at(expert * self.expert_stride),
             x: Inputs {
                 data: inputs,
-                stride: self.k,
-                rows: inputs.len() / self.k,
+                stride: k,
+                rows: inputs.len() / k,
             },
         }
     }
@@ -1218,14 +1209,17 @@ unsafe fn matmul_id_of(node: &sys::ggml_tensor) -> Option<MatMulId<'_>> {
     // them (checked above).
     unsafe {
         Some(MatMulId {
-            format,
-            k,
-            rows,
+            w: Matrices {
+                format,
+                k,
+                rows,
+                row_stride: w.nb[1],
+                bytes: std::slice::from_raw_parts(w.data.cast::<u8>(), w_len),
+            },
             experts,
             slots,
             tokens,
-            weights: std::slice::from_raw_parts(w.data.cast::<u8>(), w_len),
-            w_stride: [w.nb[1], w.nb[2]],
+            expert_stride: w.nb[2],
             x: std::slice::from_raw_parts(x.data.cast::<f32>(), x_len),
             x_slots,
             x_stride: [x.nb[1] / 4, x.nb[2] / 4],
@@ -1233,22 +1227,29 @@ unsafe fn matmul_id_of(node: &sys::ggml_tensor) -> Option<MatMulId<'_>> {
     }
 }
 
-/// One weight matrix among several in `weights`: `rows` rows of `k` values in `format`, row
-/// `r` at byte `at + r · stride` (the view ends with the last row's last block).
-fn weight_rows(
+/// Weight matrices of one shape in one tensor (a `MUL_MAT_ID`'s experts, a 3-D or 4-D
+/// `MUL_MAT`'s slices): each `rows` rows of `k` values in `format`, `row_stride` bytes apart.
+struct Matrices<'a> {
     format: wick_kernels::matmul::Format,
     k: usize,
     rows: usize,
-    stride: usize,
-    weights: &[u8],
-    at: usize,
-) -> wick_kernels::matmul::Weights<'_> {
-    let row_bytes = k / format.block_values() * format.block_bytes();
-    wick_kernels::matmul::Weights {
-        format,
-        data: &weights[at..at + (rows - 1) * stride + row_bytes],
-        stride,
-        rows,
+    row_stride: usize,
+    /// Every matrix's bytes, from the first's first row.
+    bytes: &'a [u8],
+}
+
+impl<'a> Matrices<'a> {
+    /// The matrix whose first row starts at byte `at` (the view ends with its last row's last
+    /// block).
+    fn at(&self, at: usize) -> wick_kernels::matmul::Weights<'a> {
+        let (format, rows, stride) = (self.format, self.rows, self.row_stride);
+        let row_bytes = self.k / format.block_values() * format.block_bytes();
+        wick_kernels::matmul::Weights {
+            format,
+            data: &self.bytes[at..at + (rows - 1) * stride + row_bytes],
+            stride,
+            rows,
+        }
     }
 }
 
@@ -1256,15 +1257,11 @@ fn weight_rows(
 /// 2 and 3 (a 2-D node has one), the weights' slice `(i2 / ratio[0], i3 / ratio[1])` times
 /// the inputs' slice `(i2, i3)`, ggml's broadcast of the weights over the inputs.
 struct Products<'a> {
-    format: wick_kernels::matmul::Format,
-    k: usize,
-    rows: usize,
+    /// The weights' slices.
+    w: Matrices<'a>,
     batch: usize,
-    /// Every weight slice's bytes, from the first's first row.
-    weights: &'a [u8],
-    /// Bytes from one weight row to the next, and from one slice to the next in dimensions 2
-    /// and 3.
-    w_stride: [usize; 3],
+    /// Bytes from one weight slice to the next in dimensions 2 and 3.
+    w_stride: [usize; 2],
     /// Every input slice's values, from the first's first row.
     x: &'a [f32],
     /// Floats from one input row to the next, and from one slice to the next.
@@ -1287,20 +1284,14 @@ impl Products<'_> {
     /// The product of slice `(i2, i3)`.
     fn of(&self, i2: usize, i3: usize) -> wick_kernels::matmul::MatMul<'_> {
         use wick_kernels::matmul::{Inputs, MatMul};
-        let w_at = i2 / self.ratio[0] * self.w_stride[1] + i3 / self.ratio[1] * self.w_stride[2];
+        let w_at = i2 / self.ratio[0] * self.w_stride[0] + i3 / self.ratio[1] * self.w_stride[1];
         let x_at = i2 * self.x_stride[1] + i3 * self.x_stride[2];
+        let k = self.w.k;
         MatMul {
-            k: self.k,
-            w: weight_rows(
-                self.format,
-                self.k,
-                self.rows,
-                self.w_stride[0],
-                self.weights,
-                w_at,
-            ),
+            k,
+            w: self.w.at(w_at),
             x: Inputs {
-                data: &self.x[x_at..x_at + (self.batch - 1) * self.x_stride[0] + self.k],
+                data: &self.x[x_at..x_at + (self.batch - 1) * self.x_stride[0] + k],
                 stride: self.x_stride[0],
                 rows: self.batch,
             },
@@ -1391,12 +1382,15 @@ unsafe fn matmul_of(node: &sys::ggml_tensor) -> Option<Products<'_>> {
     // (written by the op) does not overlap the inputs (checked above).
     unsafe {
         Some(Products {
-            format,
-            k,
-            rows,
+            w: Matrices {
+                format,
+                k,
+                rows,
+                row_stride: w.nb[1],
+                bytes: std::slice::from_raw_parts(w.data.cast::<u8>(), w_len),
+            },
             batch,
-            weights: std::slice::from_raw_parts(w.data.cast::<u8>(), w_len),
-            w_stride: [w.nb[1], w.nb[2], w.nb[3]],
+            w_stride: [w.nb[2], w.nb[3]],
             x: std::slice::from_raw_parts(x.data.cast::<f32>(), x_len),
             x_stride: [x.nb[1] / 4, x.nb[2] / 4, x.nb[3] / 4],
             slices: [n2, n3],

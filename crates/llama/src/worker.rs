@@ -207,7 +207,12 @@ impl Worker<'_> {
             .iter()
             .map(|(seq, op)| self.plan(*seq, op))
             .collect::<Result<Vec<_>>>()?;
-        let origins: Vec<(i32, usize)> = passes.iter().map(|p| (p.seq, p.start)).collect();
+        // Where each pass started, for `recover` (which only acts on a recurrent model).
+        let origins: Vec<(i32, usize)> = if self.state.info.recurrent {
+            passes.iter().map(|p| (p.seq, p.start)).collect()
+        } else {
+            Vec::new()
+        };
         if self.state.info.recurrent {
             // Each prompt's tokens but its last first, then a checkpoint of the state there.
             let heads: Vec<Pass> = ops

@@ -139,10 +139,13 @@ fn gemma_model(bytes: &[u8], arch: &str, window: u32, head_norms: Option<u64>) -
 /// `attn_norm`): `len` F32 weights each, drawn around 1.
 fn head_norm_tensors(attn_norm: &str, len: u64, draw: &mut crate::Draw) -> [TensorData; 2] {
     ["attn_q_norm", "attn_k_norm"].map(|norm| {
-        let values = (0..len)
-            .flat_map(|_| (1.0 + draw.next() * 0.1).to_le_bytes())
-            .collect();
-        (attn_norm.replace("attn_norm", norm), vec![len], 0, values) // F32
+        drawn_f32(
+            draw,
+            attn_norm.replace("attn_norm", norm),
+            vec![len],
+            1.0,
+            0.1,
+        )
     })
 }
 
@@ -556,12 +559,7 @@ pub fn deepseek2_model(bytes: &[u8], seed: u64) -> Vec<u8> {
         kvs.push(u32_key(ARCH, name, value));
     }
     let mut draw = crate::Draw::new(seed);
-    let mut drawn = |name: String, dims: Vec<u64>, around: f32, spread: f32| -> TensorData {
-        let values = (0..dims.iter().product::<u64>())
-            .flat_map(|_| (around + draw.next() * spread).to_le_bytes())
-            .collect();
-        (name, dims, 0, values) // F32
-    };
+    let mut drawn = |name, dims, around, spread| drawn_f32(&mut draw, name, dims, around, spread);
     let (latent, rotary, plain) = (u64::from(LATENT), u64::from(ROTARY), u64::from(PLAIN));
     let (heads, embd) = (
         u64::from(heads),
@@ -633,69 +631,70 @@ pub fn lfm2_model(bytes: &[u8], seed: u64) -> Vec<u8> {
     kvs.push(kv(&format!("{ARCH}.attention.head_count_kv"), 9, &heads));
     kvs.push(u32_key(ARCH, "shortconv.l_cache", TAPS));
     let tensors = file.tensor_data();
-    let rows = |name: &str| -> (Vec<u64>, u32, Vec<u8>) {
-        let (_, dims, ty, data) = tensors
-            .iter()
-            .find(|(n, ..)| n == name)
-            .unwrap_or_else(|| panic!("no {name}"));
-        let used = crate::moe::tensor_bytes(dims, *ty);
-        (dims.clone(), *ty, data[..used].to_vec())
-    };
     let len = head_len(&file);
     let mut draw = crate::Draw::new(seed);
     let mut out: Vec<TensorData> = Vec::new();
-    for (name, dims, ty, data) in file.tensor_data() {
+    for tensor in &tensors {
+        let name = &tensor.0;
         let layer = name
             .strip_prefix("blk.")
             .and_then(|rest| rest.split('.').next())
             .and_then(|n| n.parse::<u32>().ok());
         if name == "output_norm.weight" {
+            let (_, dims, ty, data) = tensor.clone();
             out.push(("token_embd_norm.weight".into(), dims, ty, data));
             continue;
         }
         let Some(layer) = layer else {
-            out.push((name, dims, ty, data));
+            out.push(tensor.clone());
             continue;
         };
         if attention(layer) {
             if name.ends_with(".attn_norm.weight") {
-                out.extend(head_norm_tensors(&name, len, &mut draw));
+                out.extend(head_norm_tensors(name, len, &mut draw));
             }
-            out.push((name, dims, ty, data));
+            out.push(tensor.clone());
             continue;
         }
         let at = |part: &str| format!("blk.{layer}.{part}");
         if name.ends_with(".attn_q.weight") {
-            let (q_dims, q_ty, q) = rows(&at("attn_q.weight"));
-            let (o_dims, o_ty, o) = rows(&at("attn_output.weight"));
+            let (q, o) = (
+                named(&tensors, &at("attn_q.weight")),
+                named(&tensors, &at("attn_output.weight")),
+            );
+            let ((_, q_dims, q_ty, _), (_, o_dims, o_ty, _)) = (q, o);
+            let (q, o) = (unpadded(q), unpadded(o));
             assert_eq!(
-                (q_dims.clone(), q_ty),
-                (o_dims.clone(), o_ty),
+                (q_dims, q_ty),
+                (o_dims, o_ty),
                 "square matrices of one type"
             );
-            let gates = [q.as_slice(), &o, &q].concat();
+            let gates = [q, o, q].concat();
             out.push((
                 at("shortconv.in_proj.weight"),
                 vec![q_dims[0], 3 * q_dims[1]],
-                q_ty,
+                *q_ty,
                 gates,
             ));
-            out.push((at("shortconv.out_proj.weight"), o_dims, o_ty, o));
-            let width = q_dims[0];
-            let kernel = (0..u64::from(TAPS) * width)
-                .flat_map(|_| (0.3 + draw.next() * 0.3).to_le_bytes())
-                .collect();
             out.push((
+                at("shortconv.out_proj.weight"),
+                o_dims.clone(),
+                *o_ty,
+                o.to_vec(),
+            ));
+            let kernel = vec![u64::from(TAPS), q_dims[0]];
+            out.push(drawn_f32(
+                &mut draw,
                 at("shortconv.conv.weight"),
-                vec![u64::from(TAPS), width],
-                0,
                 kernel,
-            )); // F32
+                0.3,
+                0.3,
+            ));
             continue;
         }
         let attention_only = [".attn_k.", ".attn_v.", ".attn_output."];
         if !attention_only.iter().any(|part| name.contains(part)) {
-            out.push((name, dims, ty, data));
+            out.push(tensor.clone());
         }
     }
     write_gguf(&kvs, &out, file.alignment)
@@ -753,19 +752,8 @@ pub fn mamba_model(bytes: &[u8], layers: u32, seed: u64) -> Vec<u8> {
         kvs.push(u32_key(ARCH, name, value));
     }
     let tensors = file.tensor_data();
-    let find = |name: &str| {
-        tensors
-            .iter()
-            .find(|(n, ..)| n == name)
-            .unwrap_or_else(|| panic!("no {name}"))
-    };
     let mut draw = crate::Draw::new(seed);
-    let mut drawn = |name: String, dims: Vec<u64>, around: f32, spread: f32| -> TensorData {
-        let values = (0..dims.iter().product::<u64>())
-            .flat_map(|_| (around + draw.next() * spread).to_le_bytes())
-            .collect();
-        (name, dims, 0, values) // F32
-    };
+    let mut drawn = |name, dims, around, spread| drawn_f32(&mut draw, name, dims, around, spread);
     let mut out: Vec<TensorData> = Vec::new();
     for (name, dims, ty, data) in &tensors {
         if !name.starts_with("blk.") {
@@ -774,10 +762,10 @@ pub fn mamba_model(bytes: &[u8], layers: u32, seed: u64) -> Vec<u8> {
     }
     for layer in 0..layers {
         let at = |part: &str| format!("blk.{layer}.{part}");
-        let norm = find(&at("attn_norm.weight"));
-        out.push(norm.clone());
-        let (_, gate_dims, gate_ty, gate) = find(&at("ffn_gate.weight"));
-        let (_, up_dims, up_ty, up) = find(&at("ffn_up.weight"));
+        out.push(named(&tensors, &at("attn_norm.weight")).clone());
+        let gate = named(&tensors, &at("ffn_gate.weight"));
+        let (_, gate_dims, gate_ty, _) = gate;
+        let (_, up_dims, up_ty, up) = named(&tensors, &at("ffn_up.weight"));
         assert_eq!(
             (gate_ty, gate_dims[0], embd),
             (up_ty, up_dims[0], gate_dims[0]),
@@ -787,10 +775,9 @@ pub fn mamba_model(bytes: &[u8], layers: u32, seed: u64) -> Vec<u8> {
             gate_dims[1] + up_dims[1] >= 2 * inner,
             "rows for twice the width"
         );
-        let gate = &gate[..crate::moe::tensor_bytes(gate_dims, *gate_ty)];
         let rows = 2 * inner - gate_dims[1];
         let up = &up[..crate::moe::tensor_bytes(&[embd, rows], *up_ty)];
-        let input = [gate, up].concat();
+        let input = [unpadded(gate), up].concat();
         out.push((at("ssm_in.weight"), vec![embd, 2 * inner], *gate_ty, input));
         out.push(drawn(
             at("ssm_conv1d.weight"),
@@ -819,6 +806,39 @@ pub fn mamba_model(bytes: &[u8], layers: u32, seed: u64) -> Vec<u8> {
 fn moved_after(name: &str) -> String {
     name.replace(".attn_norm.", ".post_attention_norm.")
         .replace(".ffn_norm.", ".post_ffw_norm.")
+}
+
+/// An F32 tensor `name` of `dims`, its values drawn from `draw`: `around`, `spread` either
+/// side.
+fn drawn_f32(
+    draw: &mut crate::Draw,
+    name: String,
+    dims: Vec<u64>,
+    around: f32,
+    spread: f32,
+) -> TensorData {
+    let values = (0..dims.iter().product::<u64>())
+        .flat_map(|_| (around + draw.next() * spread).to_le_bytes())
+        .collect();
+    (name, dims, 0, values) // F32
+}
+
+/// Tensor `name` of `tensors`.
+///
+/// # Panics
+///
+/// When there is no such tensor: this is test support.
+fn named<'t>(tensors: &'t [TensorData], name: &str) -> &'t TensorData {
+    tensors
+        .iter()
+        .find(|(n, ..)| n == name)
+        .unwrap_or_else(|| panic!("no {name}"))
+}
+
+/// The data of `tensor` (of a 32-value block type) without the padding after it.
+fn unpadded(tensor: &TensorData) -> &[u8] {
+    let (_, dims, ty, data) = tensor;
+    &data[..crate::moe::tensor_bytes(dims, *ty)]
 }
 
 /// The key-value pair `{arch}.{name}` with the F32 `value`.
